@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func init() {
+	commands["bench"] = command{summary: "measure the pool's throughput, latency, failover and memory", run: runBench}
+}
+
+// benchConfig is what the bench flags select.
+type benchConfig struct {
+	addr      string // Redis to use; "" starts a private redis-server
+	scenarios []string
+	runs      int
+	scale     float64 // multiplies every job count; 1 is the sizes
+	raw       string  // how to measure the raw XADD rate: auto, go, redis-benchmark
+	profile   string  // a CPU profile of the whole run goes here
+}
+
+// benchScenarios maps a scenario letter to its run function.
+var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (result, error){
+	"A": scenarioThroughput,
+	"B": scenarioLatency,
+	"C": scenarioFailover,
+	"D": scenarioMovement,
+	"E": scenarioScale,
+}
+
+// bench is one invocation of the bench command: its Redis, config and
+// the raw XADD rate every throughput is compared with.
+type bench struct {
+	cfg     benchConfig
+	addr    string
+	rdb     *redis.Client // for measurements (INFO, raw loop); pools get their own clients
+	rawRate float64
+	stderr  io.Writer
+}
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg benchConfig
+	var scenario string
+	fs.StringVar(&cfg.addr, "redis", "", "Redis address to use (default: start a private redis-server on a free port)")
+	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E or all")
+	fs.IntVar(&cfg.runs, "runs", 3, "runs per scenario")
+	fs.Float64Var(&cfg.scale, "scale", 1, "multiplies every job count (0.01 for a smoke run)")
+	fs.StringVar(&cfg.raw, "raw", "auto", "raw XADD measurement: auto, go or redis-benchmark")
+	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the scenarios to this file")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: shepherd bench [flags]")
+		fmt.Fprintln(stderr, "Prints one JSON line per run, then a markdown summary (min/median/max).")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	switch s := strings.ToUpper(scenario); s {
+	case "ALL":
+		cfg.scenarios = []string{"A", "B", "C", "D", "E"}
+	case "A", "B", "C", "D", "E":
+		cfg.scenarios = []string{s}
+	default:
+		fmt.Fprintf(stderr, "shepherd bench: unknown scenario %q\n", scenario)
+		return exitUsage
+	}
+	if cfg.runs < 1 || cfg.scale <= 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "shepherd bench: -runs must be ≥ 1, -scale > 0, and no arguments")
+		return exitUsage
+	}
+	if cfg.raw != "auto" && cfg.raw != "go" && cfg.raw != "redis-benchmark" {
+		fmt.Fprintf(stderr, "shepherd bench: unknown -raw %q\n", cfg.raw)
+		return exitUsage
+	}
+	if err := benchMain(context.Background(), cfg, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "shepherd bench: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func benchMain(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) error {
+	b := &bench{cfg: cfg, addr: cfg.addr, stderr: stderr}
+	if b.addr == "" {
+		srv, err := startRedis(ctx)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		b.addr = srv.addr
+	}
+	b.rdb = redis.NewClient(&redis.Options{Addr: b.addr, PoolSize: 64})
+	defer b.rdb.Close()
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", b.addr, err)
+	}
+	rate, how, err := b.measureRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("raw XADD: %w", err)
+	}
+	b.rawRate = rate
+	fmt.Fprintf(stderr, "raw XADD (%s, 50 clients, unpipelined): %.0f/s\n", how, rate)
+	if cfg.profile != "" {
+		f, err := os.Create(cfg.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var all []result
+	for _, s := range cfg.scenarios {
+		for run := 1; run <= cfg.runs; run++ {
+			start := time.Now()
+			r, err := benchScenarios[s](ctx, b, run)
+			if err != nil {
+				return fmt.Errorf("scenario %s run %d: %w", s, run, err)
+			}
+			r.Scenario, r.Run = s, run
+			r.set("raw_xadd_per_s", b.rawRate)
+			if v, ok := r.Metrics["jobs_per_s"]; ok {
+				r.set("jobs_per_raw_xadd", v/b.rawRate)
+			}
+			line, err := r.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, string(line))
+			fmt.Fprintf(stderr, "scenario %s run %d done in %v\n", s, run, time.Since(start).Round(time.Millisecond))
+			all = append(all, r)
+		}
+	}
+	fmt.Fprintln(stdout)
+	writeSummary(stdout, all)
+	return nil
+}
+
+// scaled returns n times the scale, at least lo.
+func (b *bench) scaled(n, lo int) int {
+	return max(int(float64(n)*b.cfg.scale), lo)
+}
+
+// client returns a new Redis client with its own connection pool, sized
+// for a node that keeps several blocking reads open.
+func (b *bench) client(poolSize int) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: b.addr, PoolSize: poolSize})
+}
+
+// usedMemory returns Redis's used_memory.
+func (b *bench) usedMemory(ctx context.Context) (int64, error) {
+	info, err := b.rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	var v int64
+	for _, line := range strings.Split(info, "\r\n") {
+		if s, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			_, err := fmt.Sscan(s, &v)
+			return v, err
+		}
+	}
+	return 0, errors.New("no used_memory in INFO")
+}
+
+// settleMemory waits until Redis has freed what earlier runs deleted
+// (Shutdown unlinks, and UNLINK frees in the background), so that
+// used_memory deltas measure only the run at hand.
+func (b *bench) settleMemory(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := b.rdb.Info(ctx, "memory").Result()
+		if err != nil {
+			return err
+		}
+		if strings.Contains(info, "lazyfree_pending_objects:0\r\n") || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // polling Redis's counter
+		}
+	}
+}
+
+// processRSS returns this process's resident set size, from /proc.
+func processRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if s, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(s), " kB"), &kb); err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBenchSmoke runs every scenario once at 1% of its size on the shared
+// Redis: it checks the command's output, not the numbers.
+func TestBenchSmoke(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "-redis", srv.Addr(), "-scenario", "all", "-runs", "1", "-scale", "0.01"}, &out, &errOut)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut.String())
+
+	want := map[string][]string{
+		"A": {"jobs_per_s", "raw_xadd_per_s", "dispatch_p50_ms", "dispatch_p99_ms", "dispatch_max_ms",
+			"start_p50_ms", "start_p99_ms", "errors", "duplicate_starts"},
+		"B": {"dispatch_p50_ms", "dispatch_p99_ms", "dispatch_max_ms"},
+		"C": {"recovery_ms", "survivor_restarts"},
+		"D": {"moved_survivor_keys", "removed_jobs_elsewhere_ms"},
+		"E": {"redis_bytes_per_job", "node_rss_bytes", "jobs_per_s"},
+	}
+	seen := map[string]bool{}
+	lines := strings.Split(out.String(), "\n")
+	for _, line := range lines {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		s, _ := m["scenario"].(string)
+		seen[s] = true
+		assert.EqualValues(t, 1, m["run"], line)
+		for _, f := range want[s] {
+			assert.Contains(t, m, f, "scenario %s", s)
+		}
+		if _, ok := m["errors"]; ok {
+			assert.EqualValues(t, 0, m["errors"], line)
+		}
+		if _, ok := m["duplicate_starts"]; ok {
+			assert.EqualValues(t, 0, m["duplicate_starts"], line)
+		}
+	}
+	for s := range want {
+		assert.True(t, seen[s], "no JSON line for scenario %s in:\n%s", s, out.String())
+	}
+	assert.Contains(t, out.String(), "| scenario | metric | min | median | max |")
+	assert.Contains(t, out.String(), "| C | survivor_restarts |")
+}
+
+func TestBenchUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"bench", "-scenario", "Z"},
+		{"bench", "-runs", "0"},
+		{"bench", "-scale", "-1"},
+		{"bench", "-raw", "nope"},
+		{"bench", "extra"},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, exitUsage, run(args, &out, &errOut), "%v", args)
+	}
+	var out, errOut bytes.Buffer
+	assert.Equal(t, exitOK, run([]string{"bench", "-h"}, &out, &errOut))
+	assert.Contains(t, errOut.String(), "-scenario")
+}

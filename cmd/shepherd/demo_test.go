@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDemoEndToEnd(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	pool := redistest.Name(t)
+	code := run([]string{"demo", "-redis", srv.Addr(), "-pool", pool,
+		"-jobs", "150", "-nodes", "3", "-workers", "2", "-ttl", "1s"}, &out, &errOut)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	s := out.String()
+	for _, want := range []string{
+		"Redis: given by -redis",
+		"started node3",
+		"150/150",
+		"jobs per worker:",
+		"crashing node3",
+		"simulated in-process",
+		"declared node3's workers dead",
+		"running 150/150 on live workers",
+		"verified: all 150 jobs run",
+		"summary",
+		"dispatched: 150 jobs in",
+		"recovery:   all",
+		"lost:       0 of 150",
+		"left behind: nothing",
+	} {
+		assert.Contains(t, s, want)
+	}
+	assert.Empty(t, errOut.String())
+	left, err := srv.Client().Keys(context.Background(), "shepherd:{"+pool+"}:*").Result()
+	require.NoError(t, err)
+	assert.Empty(t, left, "the demo leaves no key behind")
+}
+
+func TestDemoHelpListsKnobs(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	assert.Equal(t, exitOK, run([]string{"demo", "-h"}, &out, &errOut))
+	for _, knob := range []string{"-jobs", "-nodes", "-workers", "-ttl", "-redis"} {
+		assert.Contains(t, errOut.String(), knob)
+	}
+}
+
+func TestDemoStartsAPrivateRedisServer(t *testing.T) {
+	t.Parallel()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("no redis-server binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := startRedisServer(ctx, path)
+	require.NoError(t, err)
+	assert.True(t, answers(ctx, r.addr))
+	assert.Contains(t, r.origin, "private redis-server")
+	require.NoError(t, r.release())
+	assert.False(t, answers(ctx, r.addr), "the server is gone")
+	_, err = os.Stat(r.dir)
+	assert.True(t, os.IsNotExist(err), "the data directory %s is removed", r.dir)
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shepherd-go/shepherd/pool"
+)
+
+func init() {
+	commands["status"] = command{summary: "show what runs where in a pool, and what is stuck", run: runStatus}
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("status", "status -pool NAME [-json] [-watch [-interval 1s]]", stderr)
+	addr := redisFlag(fs)
+	name := fs.String("pool", "", "the pool's `name` (required)")
+	asJSON := fs.Bool("json", false, "print one JSON object per snapshot")
+	watch := fs.Bool("watch", false, "refresh until interrupted")
+	interval := fs.Duration("interval", time.Second, "refresh `period` with -watch")
+	count := fs.Int("count", 0, "with -watch, stop after `n` snapshots (0: until interrupted)")
+	ttl := fs.Duration("ttl", pool.DefaultWorkerTTL, "the pool's worker TTL, to judge health")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *name == "" {
+		return usageError(fs, stderr, "-pool is required")
+	}
+	if fs.NArg() > 0 {
+		return usageError(fs, stderr, "unexpected arguments %q", fs.Args())
+	}
+	if *interval <= 0 || *ttl <= 0 || *count < 0 {
+		return usageError(fs, stderr, "-interval and -ttl must be positive, -count not negative")
+	}
+	ctx, cancel := interruptible()
+	defer cancel()
+	rdb, err := connect(ctx, *addr)
+	if err != nil {
+		return fail(stderr, "status", err)
+	}
+	defer rdb.Close()
+
+	clear := *watch && !*asJSON && isTerminal(stdout)
+	for i := 1; ; i++ {
+		st, err := pool.Inspect(ctx, rdb, *name, pool.WithWorkerTTL(*ttl))
+		if err != nil {
+			if ctx.Err() != nil {
+				return exitOK // interrupted while watching
+			}
+			return fail(stderr, "status", err)
+		}
+		if clear {
+			fmt.Fprint(stdout, "\033[H\033[2J")
+		}
+		if *asJSON {
+			if err := json.NewEncoder(stdout).Encode(st); err != nil {
+				return fail(stderr, "status", err)
+			}
+		} else {
+			printStatus(stdout, st)
+		}
+		if !*watch || (*count > 0 && i >= *count) {
+			return exitOK
+		}
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case <-time.After(*interval):
+		}
+	}
+}
+
+// printStatus writes a snapshot for people.
+func printStatus(w io.Writer, st *pool.Stats) {
+	fmt.Fprintf(w, "pool %s at %s (Redis time)\n", st.Pool, st.Time.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "\nnodes: %d\n", len(st.Nodes))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	if len(st.Nodes) > 0 {
+		fmt.Fprintln(tw, "  NODE\tLAST KEEP-ALIVE")
+	}
+	for _, n := range st.Nodes {
+		fmt.Fprintf(tw, "  %s\t%s ago\n", n.ID, round(n.Age))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nworkers: %d (%d busy, %d idle)\n", len(st.Workers), st.WorkersBusy, st.WorkersIdle)
+	if len(st.Workers) > 0 {
+		fmt.Fprintln(tw, "  SLOT\tWORKER\tNODE\tHEALTH\tJOBS\tKEYS")
+	}
+	for _, ws := range st.Workers {
+		health := "ok"
+		if !ws.Healthy {
+			health = "DEAD"
+		}
+		keys := strings.Join(ws.KeySample, " ")
+		if ws.Jobs > len(ws.KeySample) {
+			keys += " ..."
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s %s ago\t%d\t%s\n", ws.Slot, ws.ID, ws.Node, health, round(ws.HealthAge), ws.Jobs, keys)
+	}
+	tw.Flush()
+	oldest := "-"
+	if st.Pending > 0 {
+		oldest = round(st.OldestPending).String()
+	}
+	fmt.Fprintf(w, "\nqueue: %d waiting, %d pending (unacked), oldest pending %s\n", st.QueueDepth, st.Pending, oldest)
+	fmt.Fprintf(w, "jobs: %d total, %d running, %d without a live owner\n", st.Jobs, st.Running, len(st.Orphans))
+	if len(st.Orphans) > 0 {
+		fmt.Fprintf(w, "  no live owner: %s\n", strings.Join(sample(st.Orphans, 10), " "))
+	}
+}
+
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+
+// sample returns the first n of s, with "..." when there are more.
+func sample(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(append([]string{}, s[:n]...), "...")
+}

@@ -1,0 +1,83 @@
+// Package keys builds every Redis key and pub/sub channel name that
+// shepherd uses, in one place.
+//
+// Every name has the form
+//
+//	shepherd:{TAG}:KIND:NAME
+//
+// TAG is the caller's hash tag (a pool's name, for instance): Redis Cluster
+// hashes only the text between the first "{" and the following "}", so all
+// names of one tag share a slot, and multi-key scripts over them are legal.
+// KIND is one of the constants below and contains no ":"; NAME is whatever
+// the caller chose and comes last, so two different (KIND, NAME) pairs never
+// produce the same string.
+package keys
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Kinds of names. Each package uses only its own.
+const (
+	KindStream      = "stream"      // a Redis stream (streaming)
+	KindStreamLease = "streamlease" // a sink's reclaim lease (streaming)
+	KindStreamAlive = "streamalive" // a sink's consumer keep-alives (streaming)
+	KindMap         = "map"         // a replicated map's hash (rmap)
+	KindMapRev      = "maprev"      // a replicated map's revision counter (rmap)
+	KindMapChannel  = "mapchan"     // a replicated map's pub/sub channel (rmap)
+	KindPool        = "pool"        // a pool's own hashes and leases (pool)
+	KindChaosLog    = "chaoslog"    // the chaos suite's event log (internal/chaos)
+)
+
+// ErrInvalidTag is returned for a tag that cannot be a hash tag.
+var ErrInvalidTag = errors.New("keys: invalid hash tag")
+
+// Space names keys under one hash tag. The zero Space is invalid; use New.
+type Space struct {
+	prefix string // "shepherd:{TAG}:"
+}
+
+// New returns the Space of tag. The tag must be non-empty and must not
+// contain "}", which would end the hash tag early.
+func New(tag string) (Space, error) {
+	if tag == "" {
+		return Space{}, fmt.Errorf("%w: empty", ErrInvalidTag)
+	}
+	if strings.Contains(tag, "}") {
+		return Space{}, fmt.Errorf("%w: %q contains '}'", ErrInvalidTag, tag)
+	}
+	return Space{prefix: "shepherd:{" + tag + "}:"}, nil
+}
+
+// Valid reports whether s was made by New.
+func (s Space) Valid() bool { return s.prefix != "" }
+
+// Key returns the name of kind for name. kind must be one of the Kind
+// constants; it panics on a kind containing ":", which would make names
+// ambiguous (a programmer error).
+func (s Space) Key(kind, name string) string {
+	if !s.Valid() {
+		panic("keys: zero Space; use keys.New")
+	}
+	if kind == "" || strings.Contains(kind, ":") {
+		panic("keys: invalid kind " + kind)
+	}
+	return s.prefix + kind + ":" + name
+}
+
+// Pattern returns a SCAN/KEYS pattern that matches every name in s, with
+// glob characters in the tag escaped. Tests and cleanup use it.
+func (s Space) Pattern() string {
+	var b strings.Builder
+	for _, r := range s.prefix {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('*')
+	return b.String()
+}

@@ -1,0 +1,50 @@
+package keys
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestKeyLayout(t *testing.T) {
+	s, err := New("orders")
+	require.NoError(t, err)
+	assert.Equal(t, "shepherd:{orders}:stream:jobs", s.Key(KindStream, "jobs"))
+	assert.Equal(t, "shepherd:{orders}:map:a:b", s.Key(KindMap, "a:b"))
+}
+
+func TestNamesDoNotCollide(t *testing.T) {
+	s, err := New("p")
+	require.NoError(t, err)
+	// A map called "x" and the revision counter of map "x" differ, whatever
+	// the user calls their maps.
+	assert.NotEqual(t, s.Key(KindMap, "x:rev"), s.Key(KindMapRev, "x"))
+	assert.NotEqual(t, s.Key(KindMap, "rev:x"), s.Key(KindMapRev, "x"))
+}
+
+func TestInvalidTags(t *testing.T) {
+	for _, tag := range []string{"", "a}b", "}"} {
+		_, err := New(tag)
+		assert.ErrorIs(t, err, ErrInvalidTag, "tag %q", tag)
+	}
+	s, err := New("a{b")
+	require.NoError(t, err, "'{' inside a tag is harmless: the hash tag ends at the first '}'")
+	assert.Equal(t, "shepherd:{a{b}:map:m", s.Key(KindMap, "m"))
+}
+
+func TestMisusePanics(t *testing.T) {
+	assert.Panics(t, func() { Space{}.Key(KindMap, "m") })
+	s, _ := New("p")
+	assert.Panics(t, func() { s.Key("bad:kind", "m") })
+	assert.Panics(t, func() { s.Key("", "m") })
+}
+
+func TestPatternEscapesGlobs(t *testing.T) {
+	s, err := New("a*b?[c]")
+	require.NoError(t, err)
+	assert.Equal(t, `shepherd:{a\*b\?\[c\]}:*`, s.Pattern())
+}

@@ -1,0 +1,86 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+)
+
+// containerImage is the Redis used when no redis-server binary exists.
+const containerImage = "redis:7"
+
+// container runs Redis in Docker through testcontainers-go. It is the
+// fallback for machines without a redis-server binary.
+type container struct {
+	cfg config
+	ctr *tcredis.RedisContainer
+}
+
+func newContainer(cfg config) *container { return &container{cfg: cfg} }
+
+func (c *container) args() []string {
+	args := []string{"redis-server", "--save", "", "--enable-debug-command", "yes"}
+	if c.cfg.aof {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	if c.cfg.password != "" {
+		args = append(args, "--requirepass", c.cfg.password)
+	}
+	return append(args, c.cfg.args...)
+}
+
+func (c *container) start(ctx context.Context) (addr string, err error) {
+	if c.ctr == nil {
+		c.ctr, err = tcredis.Run(ctx, containerImage, testcontainers.WithCmd(c.args()...))
+		if err != nil {
+			return "", fmt.Errorf("testcontainers: %w", err)
+		}
+	} else if err := c.ctr.Start(ctx); err != nil {
+		return "", fmt.Errorf("redistest: restart container: %w", err)
+	}
+	// Docker may map the port anew on every start.
+	host, err := c.ctr.Host(ctx)
+	if err != nil {
+		return "", fmt.Errorf("redistest: container host: %w", err)
+	}
+	port, err := c.ctr.MappedPort(ctx, "6379/tcp")
+	if err != nil {
+		return "", fmt.Errorf("redistest: container port: %w", err)
+	}
+	addr = net.JoinHostPort(host, port.Port())
+	if err := waitReady(ctx, addr, c.cfg.password, nil); err != nil {
+		return "", fmt.Errorf("redistest: %w", err)
+	}
+	return addr, nil
+}
+
+func (c *container) kill() error {
+	zero := time.Duration(0)
+	return c.ctr.Stop(context.Background(), &zero)
+}
+
+func (c *container) stop() error {
+	grace := 10 * time.Second
+	return c.ctr.Stop(context.Background(), &grace)
+}
+
+// freeze and thaw cannot send SIGSTOP to Redis: it runs as the container's
+// init process, which ignores it. DEBUG SLEEP blocks the server instead.
+var errNoFreeze = errors.New("redistest: Freeze/Thaw need a redis-server process; in a container use Pause, which runs DEBUG SLEEP")
+
+func (c *container) freeze() error { return errNoFreeze }
+func (c *container) thaw() error   { return errNoFreeze }
+
+func (c *container) destroy() error {
+	if c.ctr == nil {
+		return nil
+	}
+	return c.ctr.Terminate(context.Background())
+}

@@ -1,0 +1,66 @@
+package redistest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Main is the body of a test binary's TestMain: it starts one Redis server
+// shared by the package's tests, stores it in *srv, runs the tests, closes
+// the server, then checks with goleak that no goroutine outlived the
+// tests, and exits. It never returns.
+//
+//	var srv *redistest.Server
+//
+//	func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+func Main(m *testing.M, srv **Server, opts ...Option) {
+	s, err := New(opts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*srv = s
+	code := m.Run()
+	if err := s.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "redistest: close shared server: %v\n", err)
+		code = 1
+	}
+	if code == 0 {
+		// After a failed dial (fault tests kill Redis on purpose) go-redis
+		// probes the server from a goroutine that ends up to a second
+		// after its client closed; it is not ours to wait for.
+		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Name returns a name unique to this test run and tb, for pools, streams
+// and maps on a shared server: the test's name, cleaned to letters, digits
+// and dashes, plus a random suffix. Tests that use it can run in parallel.
+func Name(tb testing.TB) string {
+	var b strings.Builder
+	for _, r := range tb.Name() {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	name := b.String()
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	return name + "-" + hex.EncodeToString(suffix[:])
+}

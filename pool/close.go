@@ -1,0 +1,94 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/shepherd-go/shepherd/rmap"
+)
+
+// Close takes the node out of the pool. Its workers leave as with
+// RemoveWorker: their jobs are stopped here (bounded by WorkerShutdownTTL)
+// and start on the other workers; if this was the last node with workers,
+// the jobs wait in the pool for the next worker. Calls waiting on the node
+// return ErrNodeClosed. Close works on every kind of node and is
+// idempotent: later calls return the first call's result at once.
+func (n *Node) Close(ctx context.Context) error {
+	return n.stop(ctx, true)
+}
+
+// stop closes the node; with handOver its workers' jobs move to other
+// workers, without (shutdown) they are only stopped.
+func (n *Node) stop(ctx context.Context, handOver bool) error {
+	n.closeOnce.Do(func() {
+		n.mu.Lock()
+		n.closed = true
+		if !handOver {
+			n.shutDown = true
+		}
+		workers := n.myWorkers
+		n.myWorkers = make(map[string]*Worker)
+		n.mu.Unlock()
+		close(n.closedChan)
+
+		var errs []error
+		// Stop routing first: our unacknowledged job events go back to the
+		// other routers after the ack grace period.
+		if n.sink != nil {
+			if err := n.sink.Close(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, w := range workers {
+			if err := w.leave(ctx, handOver); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		n.cancel()
+		n.wg.Wait()
+		n.bgMu.Lock()
+		n.bgClosed = true
+		n.bgMu.Unlock()
+		n.bg.Wait()
+		n.release(ctx)
+		n.closeErr = errors.Join(errs...)
+		if n.closeErr != nil {
+			n.closeErr = fmt.Errorf("pool: close node %s: %w", n.id, n.closeErr)
+		}
+		// Done only now: a process that exits on Done must not cut its
+		// Stop handlers short (closedChan, closed first, wakes waiters).
+		close(n.doneChan)
+	})
+	return n.closeErr
+}
+
+// release closes the node's readers and maps and deletes its keep-alive and
+// stream. It is safe on a partly built node.
+func (n *Node) release(ctx context.Context) {
+	n.cancel()
+	n.metrics.close()
+	if n.replies != nil {
+		_ = n.replies.Close(ctx)
+	}
+	if n.sink != nil {
+		_ = n.sink.Close(ctx)
+	}
+	if n.inbox != nil {
+		_ = n.inbox.Close(ctx)
+	}
+	if n.nodeStream != nil {
+		if err := n.rdb.Del(ctx, n.nodeStream.Key()).Err(); err != nil {
+			n.logger.Warn("deleting the node stream", slog.Any("error", err))
+		}
+	}
+	if err := n.rdb.HDel(ctx, n.lay.alive, "n:"+n.id).Err(); err != nil {
+		n.logger.Warn("deleting the node keep-alive", slog.Any("error", err))
+	}
+	for _, m := range []*rmap.Map{n.workers, n.slots, n.shutdown} {
+		if m != nil {
+			_ = m.Close()
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// checkKey validates a job key.
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if len(key) > MaxKeySize {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidKey, len(key), MaxKeySize)
+	}
+	return nil
+}
+
+func (n *Node) checkCall(key string, payload []byte) error {
+	if err := n.errClosed(); err != nil {
+		return err
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if len(payload) > n.cfg.maxPayloadSize {
+		return fmt.Errorf("%w: payload of %d bytes exceeds MaxPayloadSize %d", ErrInvalidOption, len(payload), n.cfg.maxPayloadSize)
+	}
+	if _, ok := n.shutdown.Get(shutdownFlag); ok {
+		return ErrPoolShutdown
+	}
+	return nil
+}
+
+// DispatchJob starts the job key with payload on one worker of the pool
+// and returns once that worker's Start has returned. It returns nil when
+// Start succeeded: from then on the job runs somewhere in the pool until
+// StopJob or Shutdown, across worker and node failures. When Start fails
+// it returns a *StartError and the job is not kept.
+//
+// It returns ErrJobExists when key is already dispatched, ErrPoolFull
+// when WithMaxQueuedJobs jobs wait to be routed, ErrInvalidKey or
+// ErrInvalidOption (payload too large) for bad input, ErrNodeClosed or
+// ErrPoolShutdown. While no worker exists, the job waits in the queue and
+// DispatchJob waits with it. When ctx ends first, DispatchJob returns
+// ctx's error at once and withdraws the job in the background (stopping it
+// if it had started meanwhile); until the withdrawal is done, dispatching
+// the same key again may still find it (ErrJobExists).
+func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) error {
+	began := time.Now()
+	if err := n.checkCall(key, payload); err != nil {
+		return err
+	}
+	nonce := newID()
+	reqID, ch := n.await()
+	res, err := n.admit(ctx, key, nonce, payload, reqID)
+	if err != nil {
+		n.forget(reqID)
+		return err
+	}
+	switch res {
+	case "OK", "ROUTED":
+		n.metrics.add(ctx, n.metrics.dispatched, 1)
+	case "EXISTS":
+		n.forget(reqID)
+		return fmt.Errorf("%w: %q", ErrJobExists, key)
+	case "FULL":
+		n.forget(reqID)
+		return ErrPoolFull
+	case "SHUTDOWN":
+		n.forget(reqID)
+		return ErrPoolShutdown
+	default:
+		n.forget(reqID)
+		return fmt.Errorf("pool: dispatch: unexpected reply %v", res)
+	}
+	select {
+	case p := <-ch:
+		return n.metrics.dispatchDone(ctx, began, replyError(key, p))
+	case <-ctx.Done():
+		n.forget(reqID)
+		// Withdraw in the background: against a hung Redis the withdrawal
+		// may take its own few seconds, and the caller's deadline is over.
+		if !n.background(func() { n.withdraw(ctx, key, nonce) }) {
+			n.withdraw(ctx, key, nonce)
+		}
+		return ctx.Err()
+	case <-n.closedChan:
+		n.forget(reqID)
+		n.withdraw(ctx, key, nonce)
+		return n.errClosed()
+	}
+}
+
+// background runs f on a goroutine that stop waits for, and reports false
+// (running nothing) once the node is stopping.
+func (n *Node) background(f func()) bool {
+	n.bgMu.Lock()
+	defer n.bgMu.Unlock()
+	if n.bgClosed {
+		return false
+	}
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		f()
+	}()
+	return true
+}
+
+// withdraw stops the job a cancelled DispatchJob created, whatever state it
+// reached, so that a failed dispatch leaves nothing behind.
+func (n *Node) withdraw(ctx context.Context, key, nonce string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := n.run(ctx, stopScript, "withdraw",
+		n.lay.recordKeys(),
+		append([]any{key, n.lay.wprefix, noReply, noReply, nonce}, fieldArgs...)...)
+	if err != nil {
+		n.logger.Error("withdrawing a cancelled dispatch failed; the job may run", "key", key, "error", err)
+	}
+}
+
+// replyError turns a worker's reply into DispatchJob's, StopJob's or
+// NotifyWorker's error.
+func replyError(key string, p []byte) error {
+	if len(p) == 0 {
+		return errors.New("pool: empty reply")
+	}
+	switch p[0] {
+	case replyOK:
+		return nil
+	case replyStartFailed:
+		worker, msg, _ := strings.Cut(string(p[1:]), "\n")
+		return &StartError{Key: key, Worker: worker, Msg: msg}
+	case replyNoJob:
+		return fmt.Errorf("%w: %q", ErrNoWorker, key)
+	default:
+		return fmt.Errorf("pool: job %q: %s", key, p[1:])
+	}
+}
+
+// StopJob stops the job key: its worker's Stop runs, and the job is
+// deleted from the pool. It returns once Stop has returned (with Stop's
+// error, the job being deleted anyway), or at once when the job was not
+// running (queued, or its worker gone). It returns ErrJobNotFound for an
+// unknown key. When ctx ends first, the stop still completes in the
+// background.
+func (n *Node) StopJob(ctx context.Context, key string) error {
+	if err := n.checkCall(key, nil); err != nil {
+		return err
+	}
+	return n.request(ctx, stopScript, "stop", key, "", map[any]error{
+		"NOTFOUND": fmt.Errorf("%w: %q", ErrJobNotFound, key),
+		"DELETED":  nil,
+	})
+}
+
+// NotifyWorker delivers payload to the HandleNotification method of the
+// worker running key and returns its error. It returns ErrJobNotFound for
+// an unknown key, and ErrNoWorker while the job is not running (being
+// started or moved): retry then.
+func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) error {
+	if err := n.checkCall(key, payload); err != nil {
+		return err
+	}
+	return n.request(ctx, notifyScript, "notify", key, payload, map[any]error{
+		"NOTFOUND": fmt.Errorf("%w: %q", ErrJobNotFound, key),
+		"NOWORKER": fmt.Errorf("%w: %q", ErrNoWorker, key),
+	})
+}
+
+// request runs s (stopScript or notifyScript), which either settles the
+// call at once, with one of the replies in settled, or replies "SENT"
+// after sending an event to the job's worker; then it waits for the
+// worker's answer on this node's stream, or ctx.
+func (n *Node) request(ctx context.Context, s *redis.Script, op, key string, extra any, settled map[any]error) error {
+	reqID, ch := n.await()
+	res, err := n.run(ctx, s, op, n.lay.recordKeys(),
+		append([]any{key, n.lay.wprefix, n.id, reqID, extra}, fieldArgs...)...)
+	if err == nil && res != "SENT" {
+		var ok bool
+		if err, ok = settled[res]; !ok {
+			err = fmt.Errorf("pool: %s: unexpected reply %v", op, res)
+		}
+	}
+	if err != nil || res != "SENT" {
+		n.forget(reqID)
+		return err
+	}
+	select {
+	case p := <-ch:
+		return replyError(key, p)
+	case <-ctx.Done():
+		n.forget(reqID)
+		return ctx.Err()
+	case <-n.closedChan:
+		n.forget(reqID)
+		return n.errClosed()
+	}
+}

@@ -1,0 +1,91 @@
+// Package pool runs distributed dedicated worker pools on Redis.
+//
+// Long-running jobs carry a key (a tenant id, a device id); every key runs
+// on exactly one worker somewhere in the pool. Processes join a pool with
+// AddNode, host workers with AddWorker, and dispatch, stop and notify jobs
+// from any node:
+//
+//	node, err := pool.AddNode(ctx, "ingest", rdb)
+//	w, err := node.AddWorker(ctx, handler) // handler: Start and Stop
+//	err = node.DispatchJob(ctx, "tenant-42", payload)
+//	err = node.NotifyWorker(ctx, "tenant-42", []byte("reload"))
+//	err = node.StopJob(ctx, "tenant-42")
+//	err = node.Close(ctx)    // leave; this node's jobs move elsewhere
+//	err = node.Shutdown(ctx) // stop every job on every node, delete the pool
+//
+// # How a job travels
+//
+// DispatchJob checks admission and records the job in one Lua script: the
+// key must be new, the queue below WithMaxQueuedJobs, the pool not shutting
+// down. The same script appends a start event to the pool's job stream.
+// Every full node reads that stream through one consumer group; the node
+// that receives the event maps the key with jump consistent hash onto the
+// table of worker slots and appends the event to that worker's own stream.
+// (When the dispatching node's own copy of that table is current, the
+// admission script does this routing itself and the job skips the job
+// stream; jobs queued again after a move always go through a router.)
+// The worker claims the job, calls Start, records the outcome and answers
+// the dispatching node on that node's stream; DispatchJob returns Start's
+// result. Stop and notify events go from the caller straight to the stream
+// of the job's current worker, which answers the caller the same way.
+// (Answering the dispatcher directly, rather than through the routing node,
+// saves a hop; the job record, not the routing node, is what recovery
+// trusts.)
+//
+// # Guarantees
+//
+//   - No loss: once DispatchJob returned nil, the job runs somewhere until
+//     StopJob or Shutdown, across worker crashes, node crashes and Redis
+//     restarts with appendfsync always. The job record in Redis is the
+//     authority: every start, move and stop is a generation-fenced script on
+//     it, and recovery is derived from the records, never from a side index.
+//   - One owner: each key runs on one worker. A job that moves is stopped on
+//     its old worker before it is queued for the new one (rebalance, Close,
+//     RemoveWorker). When a worker is declared dead (no keep-alive for
+//     WorkerTTL, by Redis's clock), its jobs start elsewhere at once; if the
+//     process was only frozen, it stops its stale copies as soon as it runs
+//     again (its next keep-alive, at most WorkerTTL/3 later, or the slot
+//     change it is told about), and no write of its for those jobs is
+//     accepted. That revival window is the only double running.
+//   - Bounded queue: at WithMaxQueuedJobs queued jobs, DispatchJob fails
+//     with ErrPoolFull. Nothing is ever trimmed.
+//   - Minimal movement: workers hold stable slots in a jump-hash table that
+//     only grows (jumphash.HashLive). A new worker takes the lowest free
+//     slot; only keys that now map to it move, all onto it. A leaving worker
+//     (the oldest as well as the newest) frees its slot; only its own keys
+//     move.
+//   - Keys: every Redis key of pool P contains the hash tag {P}, so a pool
+//     lives in one Redis Cluster slot and pools never share keys.
+//
+// # Limits
+//
+// A worker handles its events one at a time: a slow Start delays that
+// worker's other events. A Start that takes longer than PendingJobTTL is
+// considered stuck: the job is queued again and the slow start is stopped
+// when it returns. NotifyWorker and StopJob wait for the worker's answer
+// until ctx ends. A full node keeps three connections of its client's pool
+// busy with blocking reads (the job stream, all its workers' streams, its
+// own stream; a client-only node one), plus one pub/sub connection per
+// replicated map (three): size the client's pool accordingly.
+//
+// # Observability
+//
+// Stats (on a node) and Inspect (without joining) return a snapshot of a
+// pool: nodes and their last keep-alive, workers with health, job count
+// and key samples, queue depth, pending entries and the oldest one's age,
+// and the jobs with no live owner. The shepherd command's status
+// subcommand prints it.
+//
+// Metrics: with WithMeterProvider, a node reports through OpenTelemetry
+// (names in the Metric* constants): counters of jobs dispatched, started,
+// start failures, stopped, requeued and moved, and of workers declared
+// dead; histograms of DispatchJob and Start latency; gauges of the queue
+// depth, the jobs running on the node, and
+// shepherd.pool.queue_depth_over_workers: how long, in seconds, the queue
+// has stayed at or above the number of workers. A healthy pool routinely
+// drains its queue below its worker count; alert when this gauge grows
+// (for instance above a minute). Without a provider, metrics are no-ops.
+//
+// Logs: WithLogger's *slog.Logger gets records with the pool, node,
+// worker and key attributes; the default logger discards everything.
+package pool

@@ -1,0 +1,44 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers branch on them with errors.Is.
+var (
+	// ErrJobExists: DispatchJob of a key that is already dispatched or
+	// running.
+	ErrJobExists = errors.New("pool: job already exists")
+	// ErrJobNotFound: StopJob or NotifyWorker of a key the pool does not
+	// run.
+	ErrJobNotFound = errors.New("pool: job not found")
+	// ErrPoolFull: DispatchJob while WithMaxQueuedJobs jobs wait to be
+	// routed. The job was not queued; retry later.
+	ErrPoolFull = errors.New("pool: queue full")
+	// ErrNodeClosed: any call on a node after Close or Shutdown.
+	ErrNodeClosed = errors.New("pool: node closed")
+	// ErrPoolShutdown: the pool is shutting down or was shut down.
+	ErrPoolShutdown = errors.New("pool: pool shut down")
+	// ErrInvalidKey: an empty key, or one longer than MaxKeySize.
+	ErrInvalidKey = errors.New("pool: invalid job key")
+	// ErrInvalidOption: an invalid option value, nil client or handler,
+	// empty pool name, or a payload over the size limit.
+	ErrInvalidOption = errors.New("pool: invalid option")
+	// ErrNoWorker: a notification could not be delivered because the job
+	// has no live owner right now (it is being moved). Retry later.
+	ErrNoWorker = errors.New("pool: job has no live worker")
+)
+
+// StartError is returned by DispatchJob when the worker's Start handler
+// failed (or panicked). The job is not recorded: dispatching the same key
+// again is allowed.
+type StartError struct {
+	Key    string
+	Worker string // the worker whose Start failed
+	Msg    string // Start's error text, as it crossed Redis
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("pool: start of job %q failed on worker %s: %s", e.Key, e.Worker, e.Msg)
+}

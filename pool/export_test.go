@@ -1,0 +1,53 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// crash simulates the process dying: every loop stops and nothing is
+// written to Redis (no Close, no keep-alive, no cleanup).
+func (n *Node) crash() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.closeOnce.Do(func() {
+		close(n.closedChan)
+		n.cancel()
+		ctx := context.Background()
+		if n.sink != nil {
+			_ = n.sink.Close(ctx)
+		}
+		if n.inbox != nil {
+			_ = n.inbox.Close(ctx)
+		}
+		_ = n.replies.Close(ctx)
+		n.wg.Wait()
+		n.bgMu.Lock()
+		n.bgClosed = true
+		n.bgMu.Unlock()
+		n.bg.Wait()
+		_ = n.workers.Close()
+		_ = n.slots.Close()
+		_ = n.shutdown.Close()
+		close(n.doneChan)
+	})
+}
+
+// pauseKeepAlive stops (true) or resumes (false) the node's keep-alives.
+func (n *Node) pauseKeepAlive(paused bool) { n.keepAlivePaused.Store(paused) }
+
+// recordNonce reads the nonce out of a job record.
+func recordNonce(raw string, nonce *string) (int, error) {
+	var r struct {
+		N string `json:"n"`
+	}
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return 0, err
+	}
+	*nonce = r.N
+	return 1, nil
+}
+
+// RedisAddr is the address of the test Redis, for the examples.
+func RedisAddr() string { return srv.Addr() }

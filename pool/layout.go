@@ -1,0 +1,65 @@
+package pool
+
+import (
+	"github.com/shepherd-go/shepherd/internal/keys"
+)
+
+// Names of the pool's Redis structures. All share the hash tag {pool}, so
+// a pool lives in one Redis Cluster slot and its scripts may touch any of
+// them; see internal/keys for the layout.
+const (
+	jobStreamName = "jobs"     // start events waiting to be routed
+	routerGroup   = "routers"  // the job stream's consumer group
+	workersMap    = "workers"  // replicated: worker id → info
+	slotsMap      = "slots"    // replicated: slot number → worker id, and "size"
+	shutdownMap   = "shutdown" // replicated: the shutdown flag
+	sizeField     = "size"     // slotsMap: the jump-hash table size; only grows
+
+	shutdownFlag = "shutdown" // shutdownMap: set by Shutdown
+)
+
+// Stream names for a worker's and a node's own streams. Worker and node ids
+// are hex, so the names cannot collide with jobStreamName.
+func workerStreamName(id string) string { return "w-" + id }
+func nodeStreamName(id string) string   { return "n-" + id }
+
+// layout holds the Redis keys the pool's scripts use.
+type layout struct {
+	space     keys.Space
+	jobs      string // hash: key → job record (JSON)
+	payloads  string // hash: key → payload
+	alive     string // hash: "w:<id>" / "n:<id>" → last keep-alive, ms of Redis TIME
+	janitor   string // string: the janitor lease
+	jobStream string // the job stream's key
+	workers   string // the workers map's hash (read by scripts)
+	slots     string // the slots map's hash (read by scripts)
+	slotsRev  string // the slots map's revision hash
+	shutdown  string // the shutdown map's hash (read by scripts)
+	wprefix   string // a worker stream's key is wprefix + worker id
+	nprefix   string // a node stream's key is nprefix + node id
+}
+
+func newLayout(pool string) (layout, error) {
+	s, err := keys.New(pool)
+	if err != nil {
+		return layout{}, err
+	}
+	return layout{
+		space:     s,
+		jobs:      s.Key(keys.KindPool, "jobs"),
+		payloads:  s.Key(keys.KindPool, "payloads"),
+		alive:     s.Key(keys.KindPool, "alive"),
+		janitor:   s.Key(keys.KindPool, "janitor"),
+		jobStream: s.Key(keys.KindStream, jobStreamName),
+		workers:   s.Key(keys.KindMap, workersMap),
+		slots:     s.Key(keys.KindMap, slotsMap),
+		slotsRev:  s.Key(keys.KindMapRev, slotsMap),
+		shutdown:  s.Key(keys.KindMap, shutdownMap),
+		wprefix:   s.Key(keys.KindStream, workerStreamName("")),
+		nprefix:   s.Key(keys.KindStream, nodeStreamName("")),
+	}, nil
+}
+
+// recordKeys are the KEYS[1..3] of the scripts that read a job record and
+// check its worker: jobs, payloads, workers map.
+func (l layout) recordKeys() []string { return []string{l.jobs, l.payloads, l.workers} }

@@ -1,0 +1,129 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Shutdown stops the whole pool: it sets the pool's shutdown flag, upon
+// which every node stops its jobs (calling Stop) and its workers and
+// closes; it waits until every live node has done so, or ctx ends, and
+// then deletes every Redis key of the pool and closes this node. After it,
+// the pool holds no key in Redis; AddNode on the pool fails with
+// ErrPoolShutdown while it runs. It returns an error wrapping ctx's error
+// when some nodes did not confirm in time (the keys are deleted all the
+// same). It works on every kind of node and is idempotent.
+func (n *Node) Shutdown(ctx context.Context) error {
+	if err := n.errClosed(); err != nil {
+		if err == ErrPoolShutdown {
+			return nil
+		}
+		return err
+	}
+	if _, err := n.shutdown.Set(ctx, shutdownFlag, n.id); err != nil {
+		return fmt.Errorf("pool: shutdown: %w", err)
+	}
+	// Stop our own workers now rather than waiting for the flag's message.
+	closeErr := n.stop(ctx, false)
+	waitErr := n.awaitNodes(ctx)
+
+	delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := n.deleteKeys(delCtx); err != nil {
+		return fmt.Errorf("pool: shutdown: delete keys: %w", err)
+	}
+	if waitErr != nil {
+		return waitErr
+	}
+	return closeErr
+}
+
+// liveNodesScript lists the nodes whose keep-alive is within the TTL. A
+// node that finished its shutdown deleted its keep-alive (HDEL, which
+// never recreates a deleted hash).
+//
+//	KEYS[1] alive
+//	ARGV[1] TTL in ms
+var liveNodesScript = redis.NewScript(`
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+local all = redis.call("HGETALL", KEYS[1])
+for i = 1, #all, 2 do
+  local f = all[i]
+  if string.sub(f, 1, 2) == "n:" and now - tonumber(all[i + 1]) <= tonumber(ARGV[1]) then
+    out[#out + 1] = string.sub(f, 3)
+  end
+end
+return out
+`)
+
+// awaitNodes waits until no live node is left that has not finished its
+// shutdown.
+func (n *Node) awaitNodes(ctx context.Context) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		res, err := n.run(ctx, liveNodesScript, "live nodes", []string{n.lay.alive}, n.cfg.workerTTL.Milliseconds())
+		if err == nil {
+			if left, _ := res.([]any); len(left) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pool: shutdown: not every node confirmed: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// deleteKeys deletes every key of the pool.
+func (n *Node) deleteKeys(ctx context.Context) error {
+	del := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, n.lay.space.Pattern(), 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := c.Unlink(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	if cc, ok := n.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return del(ctx, c) })
+	}
+	return del(ctx, n.rdb)
+}
+
+// shutdownWatch stops the node when another node shuts the pool down:
+// every job stopped, workers removed, then its keep-alive deleted, which
+// tells the shutting-down node that this one is done.
+func (n *Node) shutdownWatch() {
+	changes, cancel := n.shutdown.Subscribe()
+	defer cancel()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-changes:
+		}
+		if _, ok := n.shutdown.Get(shutdownFlag); ok {
+			n.logger.Info("pool shutting down")
+			// stop waits for this goroutine: run it on its own.
+			go n.stopForShutdown()
+			return
+		}
+	}
+}
+
+func (n *Node) stopForShutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.workerShutdownTTL+10*time.Second)
+	defer cancel()
+	if err := n.stop(ctx, false); err != nil {
+		n.logger.Warn("shutdown of node", slog.Any("error", err))
+	}
+}

@@ -1,0 +1,225 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
+)
+
+// StatsKeySample is how many job keys Stats lists per worker.
+const StatsKeySample = 5
+
+// Stats is a snapshot of a pool, as Stats and Inspect read it from Redis.
+// Ages are measured with Redis's clock.
+type Stats struct {
+	Pool string `json:"pool"`
+	// Time is Redis's clock when the snapshot was taken.
+	Time  time.Time   `json:"time"`
+	Nodes []NodeStats `json:"nodes"`
+	// Workers are sorted by slot, as Workers sorts them.
+	Workers []WorkerStats `json:"workers"`
+	// WorkersBusy run at least one job; WorkersIdle run none.
+	WorkersBusy int `json:"workers_busy"`
+	WorkersIdle int `json:"workers_idle"`
+	// Jobs counts every job of the pool; Running those recorded as
+	// running (Start succeeded, no stop asked since), including those
+	// whose worker just died: see Orphans.
+	Jobs    int `json:"jobs"`
+	Running int `json:"running"`
+	// QueueDepth counts the entries waiting in the pool's job stream, read
+	// or not; Pending those a router read but has not acknowledged yet,
+	// and OldestPending the age of the oldest of these (0 when none).
+	QueueDepth    int64         `json:"queue_depth"`
+	Pending       int64         `json:"pending"`
+	OldestPending time.Duration `json:"oldest_pending_ns"`
+	// Orphans are the jobs handed to a worker that is no longer
+	// registered or healthy, sorted: the janitor queues them again within
+	// a WorkerTTL; a job listed here for longer is stuck.
+	Orphans []string `json:"orphans"`
+}
+
+// NodeStats describes a node of the pool.
+type NodeStats struct {
+	ID       string    `json:"id"`
+	LastSeen time.Time `json:"last_seen"`
+	// Age is how long ago LastSeen was, by Redis's clock.
+	Age time.Duration `json:"age_ns"`
+}
+
+// WorkerStats describes a worker of the pool.
+type WorkerStats struct {
+	ID       string    `json:"id"`
+	Node     string    `json:"node"`
+	Slot     int       `json:"slot"`
+	LastSeen time.Time `json:"last_seen"`
+	// HealthAge is the age of the worker's last keep-alive; Healthy tells
+	// whether it is within WorkerTTL.
+	HealthAge time.Duration `json:"health_age_ns"`
+	Healthy   bool          `json:"healthy"`
+	// Jobs counts the jobs the worker runs or is starting; KeySample holds
+	// the first StatsKeySample of their keys, sorted.
+	Jobs      int      `json:"jobs"`
+	KeySample []string `json:"key_sample"`
+}
+
+// Stats returns a snapshot of the node's pool: the numbers the status
+// command shows and the metrics export. It costs one pipelined round trip
+// that reads every job record: O(jobs), meant for monitoring, not for a
+// hot path. It is safe for concurrent use.
+func (n *Node) Stats(ctx context.Context) (*Stats, error) {
+	if err := n.errClosed(); err != nil {
+		return nil, err
+	}
+	return inspect(ctx, n.rdb, n.pool, n.lay, n.cfg.workerTTL)
+}
+
+// Inspect returns a snapshot of the pool poolName without joining it: it
+// only reads Redis, so it works on a pool whose nodes all crashed. opts
+// may set WithWorkerTTL (the pool's, to judge health; defaults to
+// DefaultWorkerTTL); other options are ignored. It costs what Stats costs.
+func Inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, opts ...NodeOption) (*Stats, error) {
+	if redisutil.IsNil(rdb) {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	cfg := defaultNodeConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if poolName == "" || strings.Contains(poolName, "}") {
+		return nil, fmt.Errorf("%w: pool name %q must be non-empty and must not contain '}'", ErrInvalidOption, poolName)
+	}
+	lay, err := newLayout(poolName)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return inspect(ctx, rdb, poolName, lay, cfg.workerTTL)
+}
+
+func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, lay layout, ttl time.Duration) (*Stats, error) {
+	pipe := rdb.Pipeline()
+	timeCmd := pipe.Time(ctx)
+	workersCmd := pipe.HGetAll(ctx, lay.workers)
+	slotsCmd := pipe.HGetAll(ctx, lay.slots)
+	aliveCmd := pipe.HGetAll(ctx, lay.alive)
+	jobsCmd := pipe.HGetAll(ctx, lay.jobs)
+	depthCmd := pipe.XLen(ctx, lay.jobStream)
+	pendingCmd := pipe.XPending(ctx, lay.jobStream, routerGroup)
+	_, _ = pipe.Exec(ctx) // each command's error is checked below
+	for _, c := range []redis.Cmder{timeCmd, workersCmd, slotsCmd, aliveCmd, jobsCmd, depthCmd, pendingCmd} {
+		if err := c.Err(); err != nil && !(c == pendingCmd && isNoGroup(err)) {
+			return nil, fmt.Errorf("pool: stats of %q: %w", poolName, err)
+		}
+	}
+	now := timeCmd.Val()
+	st := &Stats{Pool: poolName, Time: now, QueueDepth: depthCmd.Val(),
+		Nodes: []NodeStats{}, Workers: []WorkerStats{}, Orphans: []string{}}
+	if p, err := pendingCmd.Result(); err == nil && p.Count > 0 {
+		st.Pending = p.Count
+		if ms, ok := streamIDMs(p.Lower); ok {
+			st.OldestPending = max(0, now.Sub(time.UnixMilli(ms)))
+		}
+	}
+
+	alive := aliveCmd.Val()
+	seen := func(field string) (time.Time, bool) {
+		ms, err := strconv.ParseInt(alive[field], 10, 64)
+		return time.UnixMilli(ms), err == nil
+	}
+	for field := range alive {
+		if id, ok := strings.CutPrefix(field, "n:"); ok {
+			t, _ := seen(field)
+			st.Nodes = append(st.Nodes, NodeStats{ID: id, LastSeen: t, Age: now.Sub(t)})
+		}
+	}
+	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].ID < st.Nodes[j].ID })
+
+	healthy := map[string]bool{}
+	slotOf := map[string]int{}
+	for k, v := range slotsCmd.Val() {
+		if i, err := strconv.Atoi(k); err == nil {
+			slotOf[v] = i
+		}
+	}
+	for id, raw := range workersCmd.Val() {
+		var info workerInfo
+		if err := json.Unmarshal([]byte(raw), &info); err != nil {
+			return nil, fmt.Errorf("pool: stats of %q: worker %s: %w", poolName, id, err)
+		}
+		ws := WorkerStats{ID: id, Node: info.Node, Slot: -1, KeySample: []string{}}
+		if s, ok := slotOf[id]; ok {
+			ws.Slot = s
+		}
+		if t, ok := seen("w:" + id); ok {
+			ws.LastSeen, ws.HealthAge = t, now.Sub(t)
+			ws.Healthy = ws.HealthAge <= ttl
+		}
+		healthy[id] = ws.Healthy
+		st.Workers = append(st.Workers, ws)
+	}
+
+	keysOf := map[string][]string{}
+	for key, raw := range jobsCmd.Val() {
+		var r jobRecord
+		if err := json.Unmarshal([]byte(raw), &r); err != nil {
+			return nil, fmt.Errorf("pool: stats of %q: job %q: %w", poolName, key, err)
+		}
+		st.Jobs++
+		if r.State == "run" {
+			st.Running++
+		}
+		if r.State == "q" || r.Worker == "" {
+			continue
+		}
+		if !healthy[r.Worker] {
+			st.Orphans = append(st.Orphans, key)
+			continue
+		}
+		keysOf[r.Worker] = append(keysOf[r.Worker], key)
+	}
+	sort.Strings(st.Orphans)
+	for i := range st.Workers {
+		ws := &st.Workers[i]
+		keys := keysOf[ws.ID]
+		sort.Strings(keys)
+		ws.Jobs = len(keys)
+		ws.KeySample = append(ws.KeySample, keys[:min(len(keys), StatsKeySample)]...)
+		if ws.Jobs > 0 {
+			st.WorkersBusy++
+		} else {
+			st.WorkersIdle++
+		}
+	}
+	sort.Slice(st.Workers, func(i, j int) bool {
+		a, b := st.Workers[i], st.Workers[j]
+		if a.Slot != b.Slot {
+			return a.Slot < b.Slot
+		}
+		return a.ID < b.ID
+	})
+	return st, nil
+}
+
+// isNoGroup reports a missing consumer group: a pool with no full node
+// yet has no routers, which is no error for a snapshot.
+func isNoGroup(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
+}
+
+// streamIDMs returns the milliseconds part of a stream entry id.
+func streamIDMs(id string) (int64, bool) {
+	ms, _, _ := strings.Cut(id, "-")
+	v, err := strconv.ParseInt(ms, 10, 64)
+	return v, err == nil
+}

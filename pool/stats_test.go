@@ -1,0 +1,126 @@
+package pool
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStatsMatchWorkersAndJobKeys(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	n := addNode(t, srv.Client(), name)
+	addWorkers(t, n, newRecorder(), 3)
+	for i := 0; i < 12; i++ {
+		require.NoError(t, n.DispatchJob(ctx, keyN(i), nil))
+	}
+	st, err := n.Stats(ctx)
+	require.NoError(t, err)
+	workers, err := n.Workers(ctx)
+	require.NoError(t, err)
+	keys, err := n.JobKeys(ctx)
+	require.NoError(t, err)
+
+	assert.Equal(t, name, st.Pool)
+	assert.Equal(t, len(keys), st.Jobs)
+	assert.Equal(t, 12, st.Running)
+	assert.Zero(t, st.QueueDepth)
+	assert.Zero(t, st.Pending)
+	assert.Empty(t, st.Orphans)
+	require.Len(t, st.Nodes, 1)
+	assert.Equal(t, n.ID(), st.Nodes[0].ID)
+	assert.Less(t, st.Nodes[0].Age, time.Second)
+	require.Len(t, st.Workers, len(workers))
+	total := 0
+	for i, w := range workers {
+		ws := st.Workers[i]
+		assert.Equal(t, w.ID, ws.ID)
+		assert.Equal(t, w.Slot, ws.Slot)
+		assert.Equal(t, n.ID(), ws.Node)
+		assert.True(t, ws.Healthy)
+		assert.Equal(t, len(w.Keys), ws.Jobs)
+		assert.Equal(t, w.Keys[:min(len(w.Keys), StatsKeySample)], ws.KeySample)
+		total += ws.Jobs
+	}
+	assert.Equal(t, 12, total)
+	assert.Equal(t, len(workers), st.WorkersBusy+st.WorkersIdle)
+
+	// Inspect reads the same without a node.
+	ins, err := Inspect(ctx, srv.Client(), name, WithWorkerTTL(time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, st.Jobs, ins.Jobs)
+	assert.Equal(t, len(st.Workers), len(ins.Workers))
+}
+
+func TestStatsQueueAndPending(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	n := addNode(t, srv.Client(), redistest.Name(t)) // routes, but has no worker
+	dctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.DispatchJob(dctx, "waiting", nil) }()
+
+	var st *Stats
+	require.Eventually(t, func() bool {
+		var err error
+		st, err = n.Stats(ctx)
+		require.NoError(t, err)
+		return st.Pending == 1 && st.OldestPending > 100*time.Millisecond
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, int64(1), st.QueueDepth)
+	assert.Equal(t, 1, st.Jobs)
+	assert.Zero(t, st.Running)
+	assert.Empty(t, st.Orphans, "a queued job has no owner yet, but it is not orphaned")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-ctx.Done():
+		t.Fatal("DispatchJob did not return after its ctx ended")
+	}
+}
+
+func TestInspectShowsOrphansOfACrashedNode(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	n := addNode(t, srv.Client(), name)
+	addWorkers(t, n, newRecorder(), 1)
+	require.NoError(t, n.DispatchJob(ctx, "lonely", nil))
+	n.crash() // nobody is left to reap the worker
+
+	require.Eventually(t, func() bool {
+		st, err := Inspect(ctx, srv.Client(), name, WithWorkerTTL(time.Second))
+		require.NoError(t, err)
+		return len(st.Orphans) == 1 && st.Orphans[0] == "lonely" && !st.Workers[0].Healthy
+	}, 10*time.Second, 50*time.Millisecond)
+
+	// Leave nothing behind in the shared server.
+	c := addNode(t, srv.Client(), name, WithClientOnly())
+	require.NoError(t, c.Shutdown(ctx))
+}
+
+func TestStatsErrors(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	_, err := Inspect(ctx, nil, "p")
+	assert.ErrorIs(t, err, ErrInvalidOption)
+	_, err = Inspect(ctx, srv.Client(), "")
+	assert.ErrorIs(t, err, ErrInvalidOption)
+	_, err = Inspect(ctx, srv.Client(), "p", WithWorkerTTL(0))
+	assert.ErrorIs(t, err, ErrInvalidOption)
+	st, err := Inspect(ctx, srv.Client(), redistest.Name(t))
+	require.NoError(t, err, "an empty pool is no error")
+	assert.Zero(t, st.Jobs)
+
+	n := addNode(t, srv.Client(), redistest.Name(t))
+	require.NoError(t, n.Close(ctx))
+	_, err = n.Stats(ctx)
+	assert.ErrorIs(t, err, ErrNodeClosed)
+}

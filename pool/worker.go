@@ -1,0 +1,254 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shepherd-go/shepherd/streaming"
+)
+
+// Worker runs jobs on a node with the user's JobHandler. Each worker reads
+// its own stream and handles its events one at a time, so a slow Start
+// delays the worker's other events, not other workers'.
+type Worker struct {
+	id      string
+	node    *Node
+	handler JobHandler
+	logger  *slog.Logger
+	stream  *streaming.Stream
+	events  chan *streaming.Event // from the node's inbox
+
+	dead    chan struct{} // capacity 1: the pool declared this worker dead
+	stopReq chan struct{} // closed to make the loop leave
+	done    chan struct{} // closed when the loop has left
+
+	// Owned by the worker's loop goroutine.
+	jobs map[string]header // running jobs: key → the start header
+	slot int
+
+	balanced *table // owned by the loop: the table the last full rebalance pass used
+
+	stopOnce sync.Once
+
+	// Stop handlers that outlived their deadline and still run, by key: a
+	// later Start of the key waits for them, so a handler never runs Start
+	// and Stop of one key at once.
+	stopsMu    sync.Mutex
+	stopsAlive map[string]chan struct{}
+	running    atomic.Int64 // len(jobs), published by the loop for metrics
+}
+
+// workerInbox is how many events may wait for a busy worker before the
+// node's inbox stops reading for all its workers.
+const workerInbox = 256
+
+// workerInfo is a worker's entry in the workers map.
+type workerInfo struct {
+	Node    string `json:"node"`
+	Started int64  `json:"started"`
+}
+
+// ID returns the worker's id, unique in the pool.
+func (w *Worker) ID() string { return w.id }
+
+// AddWorker starts a worker with handler h on the node. The pool then
+// routes a share of the jobs to it: about 1/(n+1) of the keys move onto it
+// from the other workers, stopped there before they start here. It returns
+// an error wrapping ErrInvalidOption for a nil handler or a client-only
+// node, ErrNodeClosed or ErrPoolShutdown.
+func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil JobHandler", ErrInvalidOption)
+	}
+	if n.cfg.clientOnly {
+		return nil, fmt.Errorf("%w: a client-only node hosts no workers", ErrInvalidOption)
+	}
+	if err := n.errClosed(); err != nil {
+		return nil, err
+	}
+	if _, ok := n.shutdown.Get(shutdownFlag); ok {
+		return nil, ErrPoolShutdown
+	}
+	w := &Worker{
+		id: newID(), node: n, handler: h,
+		dead: make(chan struct{}, 1), stopReq: make(chan struct{}), done: make(chan struct{}),
+		events: make(chan *streaming.Event, workerInbox),
+		jobs:   make(map[string]header), slot: -1,
+	}
+	w.logger = n.logger.With(slog.String("worker", w.id))
+	var err error
+	if w.stream, err = streaming.NewStream(n.rdb, n.pool, workerStreamName(w.id)); err != nil {
+		return nil, err
+	}
+	if err := createStream(ctx, n.rdb, w.stream.Key()); err != nil {
+		return nil, fmt.Errorf("pool: add worker: %w", err)
+	}
+	n.inboxMu.Lock()
+	n.inboxes[w.stream.Name()] = w
+	n.inboxMu.Unlock()
+	unfollow := func() {
+		_ = n.inbox.Remove(context.WithoutCancel(ctx), w.stream)
+		n.inboxMu.Lock()
+		delete(n.inboxes, w.stream.Name())
+		n.inboxMu.Unlock()
+	}
+	if err := n.inbox.Add(ctx, w.stream); err != nil {
+		unfollow()
+		w.cleanup(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("pool: add worker: %w", err)
+	}
+	if err := w.register(ctx); err != nil {
+		unfollow()
+		w.cleanup(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("pool: add worker: %w", err)
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		close(w.done) // the loop never started
+		_ = w.leave(context.WithoutCancel(ctx), false)
+		return nil, n.errClosed()
+	}
+	n.myWorkers[w.id] = w
+	n.mu.Unlock()
+	n.goroutine(w.loop)
+	return w, nil
+}
+
+// register records the worker: keep-alive first (so the janitor does not
+// reap it), then the workers map, then the lowest free slot.
+func (w *Worker) register(ctx context.Context) error {
+	n := w.node
+	if err := n.rdb.HSet(ctx, n.lay.alive, "w:"+w.id, redisNowMs(ctx, n)).Err(); err != nil {
+		return err
+	}
+	info, _ := json.Marshal(workerInfo{Node: n.id, Started: time.Now().UnixMilli()})
+	if _, err := n.workers.Set(ctx, w.id, string(info)); err != nil {
+		return err
+	}
+	slot, err := n.claimSlot(ctx, w.id)
+	if err != nil {
+		return err
+	}
+	w.slot = slot
+	return nil
+}
+
+// redisNowMs returns Redis's clock in ms, or 0 (which reads as long dead)
+// if it cannot.
+func redisNowMs(ctx context.Context, n *Node) int64 {
+	t, err := n.rdb.Time(ctx).Result()
+	if err != nil {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// claimSlot takes the lowest free slot of the table for worker id, so that
+// a joiner fills the hole a leaver left and only keys of that hole move.
+func (n *Node) claimSlot(ctx context.Context, id string) (int, error) {
+	for {
+		t := n.table()
+		slot := t.size
+		for i := 0; i < t.size; i++ {
+			if _, taken := t.slots[i]; !taken {
+				slot = i
+				break
+			}
+		}
+		res, err := n.slots.SetIfNotExists(ctx, strconv.Itoa(slot), id)
+		if err != nil {
+			return 0, err
+		}
+		if !res.Applied {
+			continue // taken meanwhile; our copy now shows it
+		}
+		if slot >= t.size {
+			if err := n.growTable(ctx, slot+1); err != nil {
+				return 0, err
+			}
+		}
+		return slot, nil
+	}
+}
+
+// growTable raises the table size to at least size. It never shrinks: a
+// smaller table would move keys between surviving workers.
+func (n *Node) growTable(ctx context.Context, size int) error {
+	for {
+		cur, ok := n.slots.Get(sizeField)
+		if !ok {
+			res, err := n.slots.SetIfNotExists(ctx, sizeField, strconv.Itoa(size))
+			if err != nil || res.Applied {
+				return err
+			}
+			continue
+		}
+		c, _ := strconv.Atoi(cur)
+		if c >= size {
+			return nil
+		}
+		if _, err := n.slots.TestAndSet(ctx, sizeField, cur, strconv.Itoa(size)); err != nil {
+			return err
+		}
+	}
+}
+
+// declaredDead tells the worker that the pool reaped it (it missed its
+// keep-alives, for instance while frozen).
+func (w *Worker) declaredDead() {
+	select {
+	case w.dead <- struct{}{}:
+	default:
+	}
+}
+
+// loop is the worker's one goroutine: it handles the worker's events,
+// moves jobs that belong elsewhere after the slots change, and stops stale
+// jobs when the pool declared the worker dead.
+func (w *Worker) loop() {
+	defer close(w.done)
+	n := w.node
+	changes, cancel := n.slots.Subscribe()
+	defer cancel()
+	for {
+		w.running.Store(int64(len(w.jobs)))
+		select {
+		case ev := <-w.events:
+			w.handle(ev)
+			w.settle(ev.Topic)
+		case <-changes:
+			w.rebalance()
+		case <-w.dead:
+			w.revive()
+		case <-w.stopReq:
+			return
+		case <-n.ctx.Done():
+			return
+		}
+	}
+}
+
+func (w *Worker) handle(ev *streaming.Event) {
+	ctx, cancel := context.WithTimeout(w.node.ctx, w.node.cfg.pendingJobTTL)
+	defer cancel()
+	h, rest, err := parseHeader(ev.Payload)
+	if err != nil {
+		w.logger.Error("dropping malformed event", slog.Any("error", err))
+	} else {
+		switch ev.Event {
+		case evStart:
+			w.start(ctx, ev.Topic, h)
+		case evStop:
+			w.stopEvent(ctx, ev.Topic, h)
+		case evNotify:
+			w.notify(ctx, ev.Topic, h, rest)
+		}
+	}
+}

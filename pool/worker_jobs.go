@@ -1,0 +1,227 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"time"
+)
+
+// safely calls a user handler, turning a panic into an error.
+func safely(logger *slog.Logger, what, key string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			logger.Error("handler panicked", slog.String("handler", what), slog.String("key", key),
+				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			err = fmt.Errorf("pool: %s handler panicked: %v", what, r)
+		}
+	}()
+	return f()
+}
+
+// start claims and starts a job routed to this worker.
+func (w *Worker) start(ctx context.Context, key string, h header) {
+	n := w.node
+	res, err := n.run(ctx, claimScript, "claim", n.lay.recordKeys(), key, h.nonce, h.gen, w.id)
+	if err != nil {
+		w.logger.Warn("claim failed; the job will be moved after PendingJobTTL", slog.String("key", key), slog.Any("error", err))
+		return
+	}
+	out, _ := res.([]any)
+	if len(out) != 4 || out[0] != "OK" {
+		return // stale: stopped, moved, or already running here
+	}
+	payload, _ := out[1].(string)
+	created, _ := strconv.ParseInt(fmt.Sprint(out[2]), 10, 64)
+	attempt, _ := strconv.Atoi(fmt.Sprint(out[3]))
+	job := &Job{Key: key, Payload: []byte(payload), CreatedAt: time.UnixMilli(created), Attempt: attempt}
+
+	w.awaitStop(ctx, key)
+	began := time.Now()
+	startErr := safely(w.logger, "Start", key, func() error { return w.handler.Start(ctx, job) })
+	n.metrics.startDone(ctx, began, startErr)
+	// Start may have used up ctx (a slow Start): record the outcome, and
+	// stop if need be, with fresh deadlines.
+	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	defer rcancel()
+	ctx = rctx
+	if startErr != nil {
+		res, err := n.run(ctx, failedScript, "start failed",
+			[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream},
+			append([]any{key, h.nonce, h.gen, w.id}, fieldArgs...)...)
+		if err != nil {
+			w.logger.Warn("recording a failed start", slog.String("key", key), slog.Any("error", err))
+		}
+		w.logger.Info("start failed", slog.String("key", key), slog.Any("outcome", res), slog.Any("error", startErr))
+		if res == "REQUEUED" {
+			n.metrics.add(ctx, n.metrics.requeued, 1)
+		}
+		if res == "DELETED" {
+			n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyStartFailed)+w.id+"\n"+startErr.Error()))
+		}
+		return
+	}
+	res, err = w.recordStarted(ctx, key, h)
+	if err != nil || res == "STALE" {
+		// The job was taken away while Start ran (or we cannot tell):
+		// stop it here, so that it runs on one worker only. The start
+		// that took over answers a waiting DispatchJob.
+		w.logger.Warn("job taken away during Start; stopping it", slog.String("key", key), slog.Any("error", err))
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.workerShutdownTTL)
+		defer scancel()
+		_ = w.callStop(sctx, key)
+		return
+	}
+	w.jobs[key] = h // startedScript answered the dispatcher
+	n.metrics.add(ctx, n.metrics.started, 1)
+	w.logger.Debug("job started", slog.String("key", key), slog.Int("attempt", attempt))
+}
+
+// callStop runs the Stop handler, waiting no longer than ctx allows: a
+// handler that ignores its ctx is left running, so that Close, RemoveWorker
+// and moves stay bounded by WorkerShutdownTTL. A later Start of the same
+// key on this worker waits for such a Stop to return (awaitStop).
+func (w *Worker) callStop(ctx context.Context, key string) error {
+	done := make(chan error, 1)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		done <- safely(w.logger, "Stop", key, func() error { return w.handler.Stop(ctx, key) })
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("pool: Stop of %q did not return in time: %w", key, ctx.Err())
+		w.stopsMu.Lock()
+		if w.stopsAlive == nil {
+			w.stopsAlive = make(map[string]chan struct{})
+		}
+		w.stopsAlive[key] = finished
+		w.stopsMu.Unlock()
+	}
+	if err != nil {
+		w.logger.Warn("stop failed", slog.String("key", key), slog.Any("error", err))
+	}
+	return err
+}
+
+// awaitStop waits until a Stop of key that outlived its deadline has
+// returned, or ctx ends.
+func (w *Worker) awaitStop(ctx context.Context, key string) {
+	w.stopsMu.Lock()
+	finished := w.stopsAlive[key]
+	w.stopsMu.Unlock()
+	if finished == nil {
+		return
+	}
+	select {
+	case <-finished:
+		w.stopsMu.Lock()
+		if w.stopsAlive[key] == finished {
+			delete(w.stopsAlive, key)
+		}
+		w.stopsMu.Unlock()
+	case <-ctx.Done():
+	}
+}
+
+// stopEvent handles StopJob: Stop, then delete the job.
+func (w *Worker) stopEvent(ctx context.Context, key string, h header) {
+	n := w.node
+	var stopErr error
+	gen := h.gen
+	if running, ok := w.jobs[key]; ok {
+		gen = running.gen
+		stopErr = w.callStop(ctx, key)
+		delete(w.jobs, key)
+		n.metrics.add(ctx, n.metrics.stopped, 1)
+	}
+	if _, err := n.run(ctx, stoppedScript, "stopped", []string{n.lay.jobs, n.lay.payloads}, key, gen, w.id); err != nil {
+		w.logger.Warn("recording a stop", slog.String("key", key), slog.Any("error", err))
+	}
+	if stopErr != nil {
+		n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyFailed)+stopErr.Error()))
+		return
+	}
+	n.reply(ctx, h.replyTo, h.reqID, []byte{replyOK})
+}
+
+// notify hands a notification to the handler.
+func (w *Worker) notify(ctx context.Context, key string, h header, payload []byte) {
+	n := w.node
+	if _, ok := w.jobs[key]; !ok {
+		n.reply(ctx, h.replyTo, h.reqID, []byte{replyNoJob})
+		return
+	}
+	nh, ok := w.handler.(NotificationHandler)
+	if !ok {
+		n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyFailed)+"handler does not implement NotificationHandler"))
+		return
+	}
+	err := safely(w.logger, "HandleNotification", key, func() error { return nh.HandleNotification(ctx, key, payload) })
+	if err != nil {
+		n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyFailed)+err.Error()))
+		return
+	}
+	n.reply(ctx, h.replyTo, h.reqID, []byte{replyOK})
+}
+
+// rebalance moves the jobs that the current table gives to another live
+// worker: Stop here first, then release, so the new owner starts the job
+// only after it stopped here.
+func (w *Worker) rebalance() {
+	if len(w.jobs) == 0 {
+		return
+	}
+	t := w.node.table()
+	w.balanced = &t
+	for key := range w.jobs {
+		if owner := t.owner(key); owner != "" && owner != w.id {
+			w.move(key)
+		}
+	}
+}
+
+// move stops a job here and gives it back to the pool.
+func (w *Worker) move(key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.node.ctx), w.node.cfg.workerShutdownTTL)
+	defer cancel()
+	w.moveCtx(ctx, key)
+}
+
+func (w *Worker) moveCtx(ctx context.Context, key string) {
+	h := w.jobs[key]
+	_ = w.callStop(ctx, key)
+	delete(w.jobs, key)
+	n := w.node
+	n.metrics.add(ctx, n.metrics.moved, 1)
+	if err := w.release(ctx, key, h); err != nil {
+		// The record still names this worker: the janitor requeues the job
+		// once this worker is gone (release retried until it leaves).
+		w.logger.Error("release failed", slog.String("key", key), slog.Any("error", err))
+	}
+}
+
+// revive handles the pool having declared this worker dead: its jobs were
+// (or will be) started elsewhere, so it stops them here without touching
+// their records, and joins again as a fresh member.
+func (w *Worker) revive() {
+	n := w.node
+	w.logger.Warn("worker was declared dead; stopping its stale jobs and rejoining", slog.Int("jobs", len(w.jobs)))
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.workerShutdownTTL)
+	defer cancel()
+	for key := range w.jobs {
+		_ = w.callStop(ctx, key)
+		delete(w.jobs, key)
+	}
+	if _, ok := n.shutdown.Get(shutdownFlag); ok {
+		return
+	}
+	if err := w.register(ctx); err != nil && n.ctx.Err() == nil {
+		// The next keep-alive reports this worker dead again: retry then.
+		w.logger.Error("rejoin failed", slog.Any("error", err))
+	}
+}

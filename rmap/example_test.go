@@ -1,0 +1,122 @@
+package rmap_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/shepherd-go/shepherd/rmap"
+)
+
+func ExampleJoin() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rdb := rmap.NewTestClient() // any redis.UniversalClient
+	name := unique("workers")
+
+	// Two processes join the same map; here both are in one process.
+	a, err := rmap.Join(ctx, rdb, name, rmap.WithHashTag("pool-1"))
+	if err != nil {
+		panic(err)
+	}
+	defer a.Close()
+	b, err := rmap.Join(ctx, rdb, name, rmap.WithHashTag("pool-1"))
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+
+	if _, err := a.Set(ctx, "worker-1", "alive"); err != nil {
+		panic(err)
+	}
+	v, ok := a.Get("worker-1") // read your writes: no wait needed
+	fmt.Println(v, ok)
+
+	if err := b.Sync(ctx); err != nil { // see other processes' writes now
+		panic(err)
+	}
+	fmt.Println(b.Keys(), b.Len())
+	if _, err := b.Destroy(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// alive true
+	// [worker-1] 1
+}
+
+func ExampleMap_TestAndSet() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := rmap.Join(ctx, rmap.NewTestClient(), unique("ExampleTestAndSet"))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Destroy(ctx)
+
+	// Claim a job: only one claimant wins, the others learn the owner.
+	r, _ := m.SetIfNotExists(ctx, "job-42", "worker-1")
+	fmt.Println("worker-1 claimed:", r.Applied)
+	r, _ = m.SetIfNotExists(ctx, "job-42", "worker-2")
+	fmt.Println("worker-2 claimed:", r.Applied, "owner:", r.Prev)
+
+	// Hand it over only if worker-1 still owns it.
+	r, _ = m.TestAndSet(ctx, "job-42", "worker-1", "worker-2")
+	fmt.Println("moved:", r.Applied)
+	r, _ = m.TestAndSet(ctx, "job-42", "worker-1", "worker-3")
+	fmt.Println("stale move:", r.Applied, "owner:", r.Prev)
+	// Output:
+	// worker-1 claimed: true
+	// worker-2 claimed: false owner: worker-1
+	// moved: true
+	// stale move: false owner: worker-2
+}
+
+func ExampleMap_AppendUniqueValues() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := rmap.Join(ctx, rmap.NewTestClient(), unique("ExampleAppendUnique"))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Destroy(ctx)
+
+	added, _ := m.AppendUniqueValues(ctx, "worker-1", "job-a", "job-b")
+	fmt.Println("added", added)
+	added, _ = m.AppendUniqueValues(ctx, "worker-1", "job-b")
+	fmt.Println("added", added)
+	removed, _ := m.RemoveValues(ctx, "worker-1", "job-a")
+	fmt.Println("removed", removed)
+	jobs, _ := m.GetValues("worker-1")
+	fmt.Println(jobs)
+	// Output:
+	// added 2
+	// added 0
+	// removed 1
+	// [job-b]
+}
+
+func ExampleMap_Subscribe() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := rmap.Join(ctx, rmap.NewTestClient(), unique("ExampleSubscribe"))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Destroy(ctx)
+	events, stop := m.Subscribe()
+	defer stop()
+
+	_, _ = m.Set(ctx, "shutdown", "1")
+	_, _ = m.Delete(ctx, "shutdown")
+	for range 2 {
+		e := <-events
+		fmt.Println(e.Kind, e.Key, e.Value, e.Rev)
+	}
+	// Output:
+	// set shutdown 1 1
+	// delete shutdown 1 2
+}
+
+// unique returns a map name no other example or test uses.
+func unique(prefix string) string { return prefix + "-" + rand.Text() }
