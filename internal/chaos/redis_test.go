@@ -98,8 +98,15 @@ func TestChaosRedisRestartWithoutPersistence(t *testing.T) {
 				return false
 			}
 		}
+		// DispatchJob returns once the job is admitted; its Start may
+		// still be on the way.
+		for _, k := range c.ackedKeys() {
+			if len(r.Running[k]) != 1 {
+				return false
+			}
+		}
 		return len(r.Duplicates) == 0
-	}, 20*time.Second, 50*time.Millisecond, "jobs that Redis forgot still run")
+	}, 20*time.Second, 50*time.Millisecond, "jobs that Redis forgot still run, or a fresh job does not run exactly once")
 	require.NoError(t, c.recordsAgree(r))
 	for _, k := range c.ackedKeys() {
 		require.Len(t, r.Running[k], 1, "fresh job %s", k)
