@@ -58,9 +58,12 @@ func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) erro
 	}
 	nonce := newID()
 	reqID, ch := n.await()
-	res, err := n.admit(ctx, key, nonce, payload, reqID)
+	res, adm, err := n.admit(ctx, key, nonce, payload, reqID)
 	if err != nil {
 		n.forget(reqID)
+		if ctx.Err() != nil || n.ctx.Err() != nil || errors.Is(err, ErrNodeClosed) || errors.Is(err, ErrPoolShutdown) {
+			n.withdrawAdmission(ctx, adm, key, nonce) // it may run yet
+		}
 		return err
 	}
 	switch res {
@@ -84,11 +87,7 @@ func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) erro
 		return n.metrics.dispatchDone(ctx, began, replyError(key, p))
 	case <-ctx.Done():
 		n.forget(reqID)
-		// Withdraw in the background: against a hung Redis the withdrawal
-		// may take its own few seconds, and the caller's deadline is over.
-		if !n.background(func() { n.withdraw(ctx, key, nonce) }) {
-			n.withdraw(ctx, key, nonce)
-		}
+		n.withdrawLater(ctx, key, nonce)
 		return ctx.Err()
 	case <-n.closedChan:
 		n.forget(reqID)
@@ -111,6 +110,15 @@ func (n *Node) background(f func()) bool {
 		f()
 	}()
 	return true
+}
+
+// withdrawLater withdraws in the background: against a hung Redis the
+// withdrawal may take its own few seconds, and the caller's deadline is
+// over. A stopping node withdraws at once.
+func (n *Node) withdrawLater(ctx context.Context, key, nonce string) {
+	if !n.background(func() { n.withdraw(ctx, key, nonce) }) {
+		n.withdraw(ctx, key, nonce)
+	}
 }
 
 // withdraw stops the job a cancelled DispatchJob created, whatever state it

@@ -3,19 +3,136 @@ package pool
 import (
 	"context"
 	"strconv"
+	"time"
 )
 
+// Concurrent DispatchJob calls are admitted in batches: a few admitter
+// goroutines each take every admission waiting and run their scripts in
+// one pipeline, so that 64 concurrent producers cost Redis and the node a
+// handful of round trips instead of 64. A lone DispatchJob goes out at
+// once, alone: batching adds no wait, only a channel hop.
+const (
+	admitters      = 4   // pipelines in flight at once
+	maxAdmitBatch  = 128 // admissions per pipeline
+	admitQueueSize = 1024
+)
+
+// admission is one DispatchJob waiting for admitRouteScript.
+type admission struct {
+	ctx  context.Context
+	call scriptCall
+	done chan struct{} // closed when call holds the outcome
+
+	skipped bool // its ctx ended before it ran: it never will
+}
+
 // admit records a new job and either routes it to its worker or queues it
-// for the routers, in one script.
-func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, reqID string) (any, error) {
+// for the routers (admitRouteScript), through the admitters. When ctx ends
+// or the node closes first it returns that error and the admission, which
+// may still run: the caller withdraws the job with withdrawAdmission. The
+// admission is nil when it never left the caller.
+func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, reqID string) (any, *admission, error) {
 	t := n.table()
 	w := t.owner(key)
 	stream := n.lay.jobStream // a key of the pool; unused when no worker was chosen
 	if w != "" {
 		stream = n.lay.wprefix + w
 	}
-	return n.run(ctx, admitRouteScript, "dispatch",
-		[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers, n.lay.slotsRev, stream},
-		key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID,
-		fieldArgs[0], fieldArgs[1], fieldArgs[2], w, strconv.FormatInt(t.rev, 10))
+	a := &admission{ctx: ctx, done: make(chan struct{}), call: scriptCall{
+		keys: []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers, n.lay.slotsRev, stream},
+		args: []any{key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID,
+			fieldArgs[0], fieldArgs[1], fieldArgs[2], w, strconv.FormatInt(t.rev, 10)},
+	}}
+	select {
+	case n.admissions <- a:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	case <-n.closedChan:
+		return nil, nil, n.errClosed()
+	}
+	select {
+	case <-a.done:
+		return a.call.res, a, a.call.err
+	case <-ctx.Done():
+		return nil, a, ctx.Err()
+	case <-n.closedChan:
+		return nil, a, n.errClosed()
+	}
 }
+
+// withdrawAdmission withdraws the job of an admission its caller gave up
+// on, once the admission's outcome is known: withdrawing before the
+// admission ran would find nothing and leave the job to run. Run in the
+// background (it may wait up to admitTimeout), at once on a stopping node.
+func (n *Node) withdrawAdmission(ctx context.Context, a *admission, key, nonce string) {
+	if a == nil {
+		return
+	}
+	f := func() {
+		select {
+		case <-a.done:
+			if a.skipped {
+				return
+			}
+			if res := a.call.res; a.call.err == nil && res != "OK" && res != "ROUTED" {
+				return // EXISTS, FULL, SHUTDOWN: nothing was admitted
+			}
+		case <-n.ctx.Done():
+			// The admitters stopped: the outcome may never be known.
+		}
+		n.withdraw(ctx, key, nonce)
+	}
+	if !n.background(f) {
+		f()
+	}
+}
+
+// admitLoop runs the admissions waiting in n.admissions, a batch per
+// pipeline, until the node stops.
+func (n *Node) admitLoop() {
+	batch := make([]*admission, 0, maxAdmitBatch)
+	calls := make([]*scriptCall, 0, maxAdmitBatch)
+	for {
+		batch, calls = batch[:0], calls[:0]
+		select {
+		case <-n.ctx.Done():
+			return
+		case a := <-n.admissions:
+			batch = append(batch, a)
+		}
+	fill:
+		for len(batch) < maxAdmitBatch {
+			select {
+			case a := <-n.admissions:
+				batch = append(batch, a)
+			default:
+				break fill
+			}
+		}
+		for _, a := range batch {
+			if err := a.ctx.Err(); err != nil {
+				a.call.err, a.skipped = err, true // its caller left: never admit it
+				continue
+			}
+			calls = append(calls, &a.call)
+		}
+		if len(calls) > 0 {
+			if n.admitHook != nil {
+				n.admitHook(false)
+			}
+			ctx, cancel := context.WithTimeout(n.ctx, admitTimeout)
+			n.runPipelined(ctx, admitRouteScript, "dispatch", calls)
+			cancel()
+			if n.admitHook != nil {
+				n.admitHook(true)
+			}
+		}
+		for _, a := range batch {
+			close(a.done)
+		}
+	}
+}
+
+// admitTimeout bounds one admission pipeline; callers wait no longer than
+// their own ctx in any case.
+const admitTimeout = 10 * time.Second

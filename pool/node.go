@@ -48,12 +48,15 @@ type Node struct {
 	shutDown   bool // closed because the pool shut down
 	myWorkers  map[string]*Worker
 	waiters    map[string]chan []byte // request id → reply
+	admissions chan *admission        // DispatchJob → admitLoop
 	closeOnce  sync.Once
 	closeErr   error
 	closedChan chan struct{}
 	doneChan   chan struct{} // closed once stop has finished: Done
 
-	keepAlivePaused atomic.Bool // tests: simulate a frozen process
+	keepAlivePaused atomic.Bool    // tests: simulate a frozen process
+	startBatches    atomic.Int64   // tests: start batches of more than one job
+	admitHook       func(ran bool) // tests: runs before and after an admission pipeline
 
 	bgMu     sync.Mutex
 	bgClosed bool
@@ -98,6 +101,7 @@ func AddNode(ctx context.Context, poolName string, rdb redis.UniversalClient, op
 		inboxes:    make(map[string]*Worker),
 		waiters:    make(map[string]chan []byte),
 		closedChan: make(chan struct{}),
+		admissions: make(chan *admission, admitQueueSize),
 		doneChan:   make(chan struct{}),
 	}
 	n.logger = cfg.logger.With(slog.String("pool", poolName), slog.String("node", n.id))
@@ -162,6 +166,9 @@ func (n *Node) join(ctx context.Context) error {
 		n.goroutine(n.inboxLoop)
 	}
 	n.goroutine(n.replyLoop)
+	for range admitters {
+		n.goroutine(n.admitLoop)
+	}
 	n.goroutine(n.keepAliveLoop)
 	n.goroutine(n.shutdownWatch)
 	return nil

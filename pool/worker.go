@@ -32,7 +32,8 @@ type Worker struct {
 	jobs map[string]header // running jobs: key → the start header
 	slot int
 
-	balanced *table // owned by the loop: the table the last full rebalance pass used
+	balanced  *table        // owned by the loop: the table the last full rebalance pass used
+	startCost time.Duration // owned by the loop: moving average of Start's duration
 
 	stopOnce sync.Once
 
@@ -221,8 +222,13 @@ func (w *Worker) loop() {
 		w.running.Store(int64(len(w.jobs)))
 		select {
 		case ev := <-w.events:
-			w.handle(ev)
-			w.settle(ev.Topic)
+			if ev.Event == evStart {
+				ev = w.startBatch(ev)
+			}
+			if ev != nil {
+				w.handle(ev)
+				w.settle(ev.Topic)
+			}
 		case <-changes:
 			w.rebalance()
 		case <-w.dead:

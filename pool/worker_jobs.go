@@ -25,45 +25,81 @@ func safely(logger *slog.Logger, what, key string, f func() error) (err error) {
 func (w *Worker) start(ctx context.Context, key string, h header) {
 	n := w.node
 	res, err := n.run(ctx, claimScript, "claim", n.lay.recordKeys(), key, h.nonce, h.gen, w.id)
-	if err != nil {
-		w.logger.Warn("claim failed; the job will be moved after PendingJobTTL", slog.String("key", key), slog.Any("error", err))
+	job, ok := w.claimed(key, res, err)
+	if !ok {
 		return
 	}
-	out, _ := res.([]any)
-	if len(out) != 4 || out[0] != "OK" {
-		return // stale: stopped, moved, or already running here
+	if startErr := w.runStart(ctx, job); startErr != nil {
+		w.startFailed(key, h, startErr)
+		return
 	}
-	payload, _ := out[1].(string)
-	created, _ := strconv.ParseInt(fmt.Sprint(out[2]), 10, 64)
-	attempt, _ := strconv.Atoi(fmt.Sprint(out[3]))
-	job := &Job{Key: key, Payload: []byte(payload), CreatedAt: time.UnixMilli(created), Attempt: attempt}
-
-	w.awaitStop(ctx, key)
-	began := time.Now()
-	startErr := safely(w.logger, "Start", key, func() error { return w.handler.Start(ctx, job) })
-	n.metrics.startDone(ctx, began, startErr)
 	// Start may have used up ctx (a slow Start): record the outcome, and
 	// stop if need be, with fresh deadlines.
 	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
 	defer rcancel()
-	ctx = rctx
-	if startErr != nil {
-		res, err := n.run(ctx, failedScript, "start failed",
-			[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream},
-			append([]any{key, h.nonce, h.gen, w.id}, fieldArgs...)...)
-		if err != nil {
-			w.logger.Warn("recording a failed start", slog.String("key", key), slog.Any("error", err))
-		}
-		w.logger.Info("start failed", slog.String("key", key), slog.Any("outcome", res), slog.Any("error", startErr))
-		if res == "REQUEUED" {
-			n.metrics.add(ctx, n.metrics.requeued, 1)
-		}
-		if res == "DELETED" {
-			n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyStartFailed)+w.id+"\n"+startErr.Error()))
-		}
-		return
+	res, err = w.recordStarted(rctx, key, h)
+	w.startRecorded(key, h, job.Attempt, res, err)
+}
+
+// claimed turns claimScript's reply into the job to start, or false when
+// the claim failed or the event was stale (stopped, moved, or already
+// running here).
+func (w *Worker) claimed(key string, res any, err error) (*Job, bool) {
+	if err != nil {
+		w.logger.Warn("claim failed; the job will be moved after PendingJobTTL", slog.String("key", key), slog.Any("error", err))
+		return nil, false
 	}
-	res, err = w.recordStarted(ctx, key, h)
+	out, _ := res.([]any)
+	if len(out) != 4 || out[0] != "OK" {
+		return nil, false
+	}
+	payload, _ := out[1].(string)
+	created, _ := strconv.ParseInt(fmt.Sprint(out[2]), 10, 64)
+	attempt, _ := strconv.Atoi(fmt.Sprint(out[3]))
+	return &Job{Key: key, Payload: []byte(payload), CreatedAt: time.UnixMilli(created), Attempt: attempt}, true
+}
+
+// runStart runs the Start handler of a claimed job, once a Stop of its key
+// still running here has returned.
+func (w *Worker) runStart(ctx context.Context, job *Job) error {
+	w.awaitStop(ctx, job.Key)
+	began := time.Now()
+	err := safely(w.logger, "Start", job.Key, func() error { return w.handler.Start(ctx, job) })
+	took := time.Since(began)
+	w.node.metrics.startDone(ctx, began, err)
+	if w.startCost == 0 {
+		w.startCost = took
+	} else {
+		w.startCost += (took - w.startCost) / 8
+	}
+	return err
+}
+
+// startFailed records that Start failed: the job is deleted and its
+// dispatcher told, or it is queued again (after a move).
+func (w *Worker) startFailed(key string, h header, startErr error) {
+	n := w.node
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	defer cancel()
+	res, err := n.run(ctx, failedScript, "start failed",
+		[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream},
+		append([]any{key, h.nonce, h.gen, w.id}, fieldArgs...)...)
+	if err != nil {
+		w.logger.Warn("recording a failed start", slog.String("key", key), slog.Any("error", err))
+	}
+	w.logger.Info("start failed", slog.String("key", key), slog.Any("outcome", res), slog.Any("error", startErr))
+	if res == "REQUEUED" {
+		n.metrics.add(ctx, n.metrics.requeued, 1)
+	}
+	if res == "DELETED" {
+		n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyStartFailed)+w.id+"\n"+startErr.Error()))
+	}
+}
+
+// startRecorded acts on startedScript's outcome for a job whose Start
+// succeeded.
+func (w *Worker) startRecorded(key string, h header, attempt int, res any, err error) {
+	n := w.node
 	if err != nil || res == "STALE" {
 		// The job was taken away while Start ran (or we cannot tell):
 		// stop it here, so that it runs on one worker only. The start
@@ -75,7 +111,7 @@ func (w *Worker) start(ctx context.Context, key string, h header) {
 		return
 	}
 	w.jobs[key] = h // startedScript answered the dispatcher
-	n.metrics.add(ctx, n.metrics.started, 1)
+	n.metrics.add(n.ctx, n.metrics.started, 1)
 	w.logger.Debug("job started", slog.String("key", key), slog.Int("attempt", attempt))
 }
 

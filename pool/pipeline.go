@@ -1,0 +1,47 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scriptCall is one run of a script in a pipeline, and its outcome.
+type scriptCall struct {
+	keys []string
+	args []any
+	res  any
+	err  error
+}
+
+// runPipelined runs s once per call in one pipeline (one round trip for
+// all of them) and stores each outcome in its call. Calls that found the
+// script not loaded (a Redis restart flushed it) run again one by one
+// through run, which loads it.
+func (n *Node) runPipelined(ctx context.Context, s *redis.Script, op string, calls []*scriptCall) {
+	if len(calls) == 1 {
+		c := calls[0]
+		c.res, c.err = n.run(ctx, s, op, c.keys, c.args...)
+		return
+	}
+	pipe := n.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = s.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	// Errors are per command, read below.
+	_, _ = pipe.Exec(ctx)
+	for i, c := range calls {
+		c.res, c.err = cmds[i].Result()
+		if c.err != nil && strings.HasPrefix(c.err.Error(), "NOSCRIPT") {
+			c.res, c.err = n.run(ctx, s, op, c.keys, c.args...)
+		} else if c.err != nil && c.err != redis.Nil {
+			c.err = wrapOp(op, c.err)
+		}
+	}
+}
+
+// wrapOp names a script error after its operation, as run does.
+func wrapOp(op string, err error) error { return fmt.Errorf("pool: %s: %w", op, err) }
