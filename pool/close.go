@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/shepherd-go/shepherd/rmap"
 )
@@ -41,11 +42,24 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 				errs = append(errs, err)
 			}
 		}
+		// The workers leave at once: each stops its own jobs, and their
+		// releases overlap instead of queueing behind one another.
+		var (
+			errMu sync.Mutex
+			left  sync.WaitGroup
+		)
 		for _, w := range workers {
-			if err := w.leave(ctx, handOver); err != nil {
-				errs = append(errs, err)
-			}
+			left.Add(1)
+			go func() {
+				defer left.Done()
+				if err := w.leave(ctx, handOver); err != nil {
+					errMu.Lock()
+					errs = append(errs, err)
+					errMu.Unlock()
+				}
+			}()
 		}
+		left.Wait()
 		n.cancel()
 		n.wg.Wait()
 		n.bgMu.Lock()
