@@ -38,6 +38,7 @@ type Node struct {
 	workers    *rmap.Map
 	slots      *rmap.Map
 	shutdown   *rmap.Map
+	tableCache atomic.Pointer[cachedTable] // see table
 
 	ctx    context.Context // cancelled when the node stops
 	cancel context.CancelFunc

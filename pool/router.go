@@ -18,12 +18,15 @@ type table struct {
 }
 
 func (n *Node) table() table {
-	// The revision first: if a change lands between the two reads, the
-	// snapshot is newer than its revision says, and the route script,
-	// comparing the revision with Redis's, refuses it (RETRY) rather than
-	// accepting an older table under a newer revision.
-	rev := n.slots.Rev()
-	m := n.slots.Map()
+	// Built once per change of the local slots map, not per call: every
+	// dispatch and every handled event asks for it. The slots and their
+	// revision come from one snapshot; if Redis has moved on meanwhile, the
+	// route and admit scripts, comparing revisions, refuse the decision.
+	v := n.slots.Version()
+	if c := n.tableCache.Load(); c != nil && c.version == v {
+		return c.t
+	}
+	m, rev, v := n.slots.Snapshot()
 	t := table{slots: make(map[int]string, len(m)), rev: rev}
 	for k, v := range m {
 		if k == sizeField {
@@ -39,7 +42,15 @@ func (n *Node) table() table {
 			t.size = i + 1
 		}
 	}
+	n.tableCache.Store(&cachedTable{t: t, version: v})
 	return t
+}
+
+// cachedTable is the table built from version of the local slots map.
+// Its slots map is shared by every caller: read-only.
+type cachedTable struct {
+	t       table
+	version uint64
 }
 
 // owner returns the worker that key belongs to, or "" when there is none.

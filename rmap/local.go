@@ -65,6 +65,28 @@ func (m *Map) Map() map[string]string {
 	return out
 }
 
+// Snapshot returns a copy of the local content with its revision, taken
+// together, and the local version: a number that grows with every change
+// to the local copy (reloads included), so that a caller can cache what it
+// derives from the content and compare Version to know it is current.
+// Unlike revisions, versions never restart; they are local to this Map.
+func (m *Map) Snapshot() (data map[string]string, rev int64, version uint64) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	data = make(map[string]string, len(m.data))
+	for k, v := range m.data {
+		data[k] = v
+	}
+	return data, m.rev, m.version
+}
+
+// Version returns the local version (see Snapshot) in O(1).
+func (m *Map) Version() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.version
+}
+
 // Rev returns the revision of the local copy: the number of writes the map
 // has seen since it was created in Redis (0 for a map Redis does not
 // hold). Revisions restart after Destroy or after Redis lost the map.
@@ -162,6 +184,7 @@ func (m *Map) installLocked(data map[string]string, epoch string, rev int64, seq
 	m.data, m.epoch, m.rev = data, epoch, rev
 	m.loadDone = seq
 	m.reloads++
+	m.version++
 	m.wakeLocked()
 }
 
@@ -194,6 +217,7 @@ func (m *Map) applyLocked(c *change) {
 		clear(m.data)
 	}
 	m.epoch, m.rev = c.epoch, c.rev
+	m.version++
 	if c.op == opDestroy {
 		// The next write starts a new incarnation at revision 1.
 		m.epoch, m.rev = "", 0

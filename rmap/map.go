@@ -40,9 +40,10 @@ type Map struct {
 	// loading is true while the sync loop reloads; writers then leave the
 	// local copy to the loop, whose snapshot may predate their write.
 	loading  bool
-	loadSeq  int64 // reloads started
-	loadDone int64 // loadSeq of the last reload installed
-	reloads  int64 // reloads installed (Join's load included)
+	loadSeq  int64  // reloads started
+	loadDone int64  // loadSeq of the last reload installed
+	reloads  int64  // reloads installed (Join's load included)
+	version  uint64 // local changes applied or installed: see Snapshot
 	// reloadWanted asks the sync loop for a reload: a waiter cannot tell
 	// whether a copy of another epoch is older or newer than what it
 	// waits for, but a snapshot taken after its write includes the write.

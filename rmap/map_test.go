@@ -240,3 +240,29 @@ func TestJoinUnreachable(t *testing.T) {
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, context.DeadlineExceeded), "fails at once, not at the deadline: %v", err)
 }
+
+func TestSnapshotAndVersion(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	name := redistest.Name(t)
+	a := join(t, srv.Client(), name)
+	b := join(t, srv.Client(), name)
+	v0 := b.Version()
+	_, err := a.Set(ctx, "k", "1")
+	require.NoError(t, err)
+	require.NoError(t, b.Sync(ctx))
+	data, rev, v1 := b.Snapshot()
+	assert.Equal(t, map[string]string{"k": "1"}, data)
+	assert.Equal(t, a.Rev(), rev)
+	assert.Greater(t, v1, v0, "a replicated change moves the version")
+	assert.Equal(t, v1, b.Version())
+
+	data["k"] = "changed by the caller"
+	got, _ := b.Get("k")
+	assert.Equal(t, "1", got, "a snapshot is a copy")
+
+	// The writer's own applied write moves its version too.
+	_, err = b.Set(ctx, "k", "3")
+	require.NoError(t, err)
+	assert.Greater(t, b.Version(), v1)
+}

@@ -121,6 +121,7 @@ func TestRedisRestartWithoutPersistence(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, b.Sync(ctx))
+	versionBefore := a.Version()
 	require.NoError(t, s.Kill())
 	require.NoError(t, s.Restart())
 	require.Eventually(t, func() bool { return a.Len() == 0 && b.Len() == 0 }, 10*time.Second, time.Millisecond,
@@ -142,4 +143,6 @@ func TestRedisRestartWithoutPersistence(t *testing.T) {
 	require.NoError(t, err)
 	requireConverged(t, s.Client(), a, b)
 	assert.EqualValues(t, 1, a.Rev())
+	// The revision restarted; the local version did not.
+	assert.Greater(t, a.Version(), versionBefore)
 }
