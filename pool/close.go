@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/shepherd-go/shepherd/rmap"
@@ -29,7 +31,7 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 		if !handOver {
 			n.shutDown = true
 		}
-		workers := n.myWorkers
+		workers := slices.Collect(maps.Values(n.myWorkers))
 		n.myWorkers = make(map[string]*Worker)
 		n.mu.Unlock()
 		close(n.closedChan)
@@ -43,23 +45,14 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 			}
 		}
 		// The workers leave at once: each stops its own jobs, and their
-		// releases overlap instead of queueing behind one another.
-		var (
-			errMu sync.Mutex
-			left  sync.WaitGroup
-		)
-		for _, w := range workers {
-			left.Add(1)
-			go func() {
-				defer left.Done()
-				if err := w.leave(ctx, handOver); err != nil {
-					errMu.Lock()
-					errs = append(errs, err)
-					errMu.Unlock()
-				}
-			}()
-		}
-		left.Wait()
+		// releases overlap instead of queueing behind one another. All of
+		// them leave the slot table first, so that none hands a job to
+		// another one that is leaving too.
+		quitErrs := make([]error, len(workers))
+		leaveErrs := make([]error, len(workers))
+		each(workers, func(i int, w *Worker) { quitErrs[i] = w.quit(ctx) })
+		each(workers, func(i int, w *Worker) { leaveErrs[i] = w.depart(ctx, handOver, quitErrs[i]) })
+		errs = append(errs, leaveErrs...)
 		n.cancel()
 		n.wg.Wait()
 		n.bgMu.Lock()
@@ -105,4 +98,17 @@ func (n *Node) release(ctx context.Context) {
 			_ = m.Close()
 		}
 	}
+}
+
+// each runs f for every worker on its own goroutine and waits for all.
+func each(workers []*Worker, f func(i int, w *Worker)) {
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(i, w)
+		}()
+	}
+	wg.Wait()
 }

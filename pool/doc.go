@@ -32,6 +32,15 @@
 // saves a hop; the job record, not the routing node, is what recovery
 // trusts.)
 //
+// Under load these steps go in batches, each batch one pipeline: a node
+// admits every DispatchJob waiting at that moment together (a lone call
+// goes out at once, alone), a router routes the events it read together,
+// and a worker claims the start events waiting for it together, calls
+// their Start handlers one by one, and records their outcomes (answering
+// each dispatcher) together. A worker's batch holds as many starts as take
+// about 5 ms at its handler's average Start duration, so a slow handler
+// starts one job at a time and no dispatcher waits long for others.
+//
 // # Guarantees
 //
 //   - No loss: once DispatchJob returned nil, the job runs somewhere until
@@ -59,8 +68,9 @@
 //
 // # Limits
 //
-// A worker handles its events one at a time: a slow Start delays that
-// worker's other events. A Start that takes longer than PendingJobTTL is
+// A worker handles its events one at a time (starts that wait together
+// are claimed and recorded in one batch, but still started one by one): a
+// slow Start delays that worker's other events. A Start that takes longer than PendingJobTTL is
 // considered stuck: the job is queued again and the slow start is stopped
 // when it returns. NotifyWorker and StopJob wait for the worker's answer
 // until ctx ends. A full node keeps three connections of its client's pool

@@ -31,27 +31,38 @@ func (n *Node) RemoveWorker(ctx context.Context, w *Worker) error {
 // handOver its jobs are released to the other workers; without (pool
 // shutdown) they are only stopped.
 func (w *Worker) leave(ctx context.Context, handOver bool) error {
+	return w.depart(ctx, handOver, w.quit(ctx))
+}
+
+// quit is the first half of leave: stop the worker's loop and leave the
+// slot table, so that no job is routed here any more. A closing node quits
+// all its workers before any hands over its jobs, so that none hands a job
+// to another that is leaving too.
+func (w *Worker) quit(ctx context.Context) error {
 	n := w.node
 	w.stopOnce.Do(func() { close(w.stopReq) })
 	<-w.done
-	var errs []error
-	// Leave the table first, so that routers stop sending jobs here.
 	if w.slot >= 0 {
 		if _, err := n.slots.TestAndDelete(ctx, strconv.Itoa(w.slot), w.id); err != nil {
-			errs = append(errs, err)
+			return err
 		}
 	}
+	return nil
+}
+
+// depart is the second half of leave, after quit (whose error it adds to
+// its own): stop the worker's jobs, handing them over or not, and remove
+// it from the pool.
+func (w *Worker) depart(ctx context.Context, handOver bool, quitErr error) error {
+	n := w.node
+	errs := []error{quitErr}
 	stopCtx, cancel := context.WithTimeout(ctx, n.cfg.workerShutdownTTL)
 	if handOver {
 		w.handOverAll(stopCtx) // leaves w.jobs empty
 	}
 	for key := range w.jobs {
-		if handOver {
-			w.moveCtx(stopCtx, key)
-		} else {
-			_ = w.callStop(stopCtx, key)
-			delete(w.jobs, key)
-		}
+		_ = w.callStop(stopCtx, key)
+		delete(w.jobs, key)
 	}
 	cancel()
 	if err := n.inbox.Remove(ctx, w.stream); err != nil {

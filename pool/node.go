@@ -57,6 +57,7 @@ type Node struct {
 
 	keepAlivePaused atomic.Bool    // tests: simulate a frozen process
 	startBatches    atomic.Int64   // tests: start batches of more than one job
+	releasesRouted  atomic.Int64   // tests: released jobs handed straight to their new owner
 	admitHook       func(ran bool) // tests: runs before and after an admission pipeline
 
 	bgMu     sync.Mutex

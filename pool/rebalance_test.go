@@ -141,6 +141,9 @@ func TestRemovingAnyWorkerMovesOnlyItsKeys(t *testing.T) {
 		t.Logf("removing worker %d moved its %d keys and %d others", leaver, own, others)
 		assert.Zero(t, others, "survivors' keys must not move")
 		assert.Greater(t, own, 0)
+		// The table was quiet: every job went straight to its new owner,
+		// none through the job stream and a router.
+		assert.EqualValues(t, own, n.releasesRouted.Load())
 	}
 }
 

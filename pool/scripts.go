@@ -186,17 +186,32 @@ return "REQUEUED"
 `)
 
 // releaseScript gives a job back to the pool so another worker starts it
-// (after its Stop ran here: rebalance, RemoveWorker, Close).
+// (after its Stop ran here: rebalance, RemoveWorker, Close). Like
+// admitRouteScript, it hands the job straight to its new owner when the
+// releasing node's copy of the slot table is current (same fence as
+// routeScript); otherwise it queues the job for the routers.
 //
-//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream
-//	ARGV[1] key, ARGV[2] generation, ARGV[3] worker id, ARGV[4..6] fe, ft, fp
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] workers
+//	map, KEYS[5] slots map revision, KEYS[6] the new owner's stream (any
+//	stream of the pool when none was chosen)
+//	ARGV[1] key, ARGV[2] generation, ARGV[3] worker id, ARGV[4..6] fe, ft,
+//	fp, ARGV[7] the new owner ("" for none), ARGV[8] the slots revision
+//	the node decided on
 //
-// Returns "REQUEUED", "DELETED" (a stop was on its way: the job ends) or
-// "STALE".
+// Returns "ROUTED", "REQUEUED", "DELETED" (a stop was on its way: the job
+// ends) or "STALE".
 var releaseScript = redis.NewScript(prelude + `
 local r = getrec(ARGV[1])
 if not r or r.g ~= tonumber(ARGV[2]) or r.w ~= ARGV[3] then return "STALE" end
 if r.s == "x" then delrec(ARGV[1]); return "DELETED" end
+if ARGV[7] ~= "" and ARGV[7] ~= ARGV[3] and redis.call("HGET", KEYS[5], "rev") == ARGV[8]
+  and redis.call("HEXISTS", KEYS[4], ARGV[7]) == 1 then
+  r.s = "r"; r.g = r.g + 1; r.w = ARGV[7]; r.t = now_ms()
+  putrec(ARGV[1], r)
+  redis.call("XADD", KEYS[6], "*", ARGV[4], "start", ARGV[5], ARGV[1], ARGV[6],
+    r.n .. " " .. r.g .. " " .. (r.rd or "-") .. " " .. (r.rq or "-"))
+  return "ROUTED"
+end
 requeue(ARGV[1], r, now_ms(), KEYS[3], ARGV[4], ARGV[5], ARGV[6])
 return "REQUEUED"
 `)

@@ -3,8 +3,6 @@ package pool
 import (
 	"context"
 	"log/slog"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // handOverAll stops every job of the worker and gives each back to the
@@ -24,25 +22,27 @@ func (w *Worker) handOverAll(ctx context.Context) {
 	for len(keys) > 0 {
 		batch := keys[:min(maxBatch, len(keys))]
 		keys = keys[len(batch):]
-		args := make([][]any, len(batch))
+		t := n.table()
+		calls := make([]*scriptCall, len(batch))
 		for i, key := range batch {
-			args[i] = append([]any{key, w.jobs[key].gen, w.id}, fieldArgs...)
+			c := &scriptCall{}
+			c.keys, c.args = w.releaseCall(t, key, w.jobs[key].gen)
+			calls[i] = c
 			_ = w.callStop(ctx, key)
 			delete(w.jobs, key)
 		}
 		n.metrics.add(ctx, n.metrics.moved, int64(len(batch)))
-		scriptKeys := []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream}
-		pipe := n.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(batch))
-		for i := range batch {
-			cmds[i] = releaseScript.EvalSha(ctx, pipe, scriptKeys, args[i]...)
-		}
-		_, _ = pipe.Exec(ctx) // errors are per command, handled below
-		for i, cmd := range cmds {
-			if cmd.Err() == nil {
+		n.runPipelined(ctx, releaseScript, "release", calls)
+		for i, c := range calls {
+			if c.err == nil {
+				if c.res == "ROUTED" {
+					n.releasesRouted.Add(1)
+				}
 				continue
 			}
-			if _, err := n.run(ctx, releaseScript, "release", scriptKeys, args[i]...); err != nil {
+			// Retried on its own once; if that fails too, the janitor
+			// requeues the job once this worker is gone.
+			if _, err := n.run(ctx, releaseScript, "release", c.keys, c.args...); err != nil {
 				w.logger.Warn("release failed", slog.String("key", batch[i]), slog.Any("error", err))
 			}
 		}

@@ -58,11 +58,38 @@ func scenarioScale(ctx context.Context, b *bench, _ int) (result, error) {
 		return r, fmt.Errorf("remove worker: %w", err)
 	}
 	r.setMs("remove_worker_ms", time.Since(begin))
+	// Workers were added round-robin over the two nodes: odd ones are
+	// node 1's.
+	p.log.mu.Lock()
+	waiting := map[string]bool{}
+	for k, w := range p.log.owner {
+		if w%2 == 1 {
+			waiting[k] = true
+		}
+	}
+	seen := len(p.log.events)
+	p.log.mu.Unlock()
 	begin = time.Now()
 	if err := p.nodes[1].Close(ctx); err != nil {
 		return r, fmt.Errorf("close node: %w", err)
 	}
 	r.setMs("close_ms", time.Since(begin))
+	// How long until every job of the closed node started on the other.
+	var last time.Time
+	err = p.log.waitFor(ctx, 60*time.Second, func() bool {
+		for _, e := range p.log.events[seen:] {
+			if !e.stop && e.worker%2 == 0 && waiting[e.key] {
+				delete(waiting, e.key)
+				last = e.at
+			}
+		}
+		seen = len(p.log.events)
+		return len(waiting) == 0
+	})
+	if err != nil {
+		return r, fmt.Errorf("waiting for the closed node's jobs: %w", err)
+	}
+	r.setMs("closed_jobs_elsewhere_ms", last.Sub(begin))
 	took, err := p.shutdown(ctx)
 	if err != nil {
 		return r, fmt.Errorf("shutdown: %w", err)
