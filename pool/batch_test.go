@@ -87,6 +87,7 @@ func TestBatchedStartsAnswerEachDispatcher(t *testing.T) {
 		assert.Equal(t, 1, rec.runningKeys()[k], "%s runs once", k)
 	}
 	assert.Positive(t, n.startBatches.Load(), "no batch of starts formed")
+	assert.Zero(t, n.admitting.Load(), "every admission was counted out")
 }
 
 // A DispatchJob that gives up while its admission waits on a hung Redis
@@ -145,6 +146,9 @@ func TestDispatchGivenUpBeforeItsAdmissionRanLeavesNothing(t *testing.T) {
 		once.Do(func() { close(release) })
 		_ = n.Close(context.Background())
 	})
+	// Another admission "under way" sends this one to the admitters.
+	n.admitting.Add(1)
+	defer n.admitting.Add(-1)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	require.ErrorIs(t, n.DispatchJob(ctx, "k", nil), context.DeadlineExceeded)

@@ -9,8 +9,9 @@ import (
 // Concurrent DispatchJob calls are admitted in batches: a few admitter
 // goroutines each take every admission waiting and run their scripts in
 // one pipeline, so that 64 concurrent producers cost Redis and the node a
-// handful of round trips instead of 64. A lone DispatchJob goes out at
-// once, alone: batching adds no wait, only a channel hop.
+// handful of round trips instead of 64. A DispatchJob that finds no other
+// admission under way runs its own at once, on its goroutine: batching
+// costs a lone caller nothing.
 const (
 	admitters      = 4   // pipelines in flight at once
 	maxAdmitBatch  = 128 // admissions per pipeline
@@ -43,11 +44,21 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 		args: []any{key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID,
 			fieldArgs[0], fieldArgs[1], fieldArgs[2], w, strconv.FormatInt(t.rev, 10)},
 	}}
+	if n.admitting.Add(1) == 1 {
+		// No other admission is under way: go out at once, on this
+		// goroutine, without the hop to an admitter.
+		a.call.res, a.call.err = n.run(ctx, admitRouteScript, "dispatch", a.call.keys, a.call.args...)
+		n.admitting.Add(-1)
+		close(a.done)
+		return a.call.res, a, a.call.err
+	}
 	select {
 	case n.admissions <- a:
 	case <-ctx.Done():
+		n.admitting.Add(-1)
 		return nil, nil, ctx.Err()
 	case <-n.closedChan:
+		n.admitting.Add(-1)
 		return nil, nil, n.errClosed()
 	}
 	select {
@@ -127,6 +138,7 @@ func (n *Node) admitLoop() {
 				n.admitHook(true)
 			}
 		}
+		n.admitting.Add(-int64(len(batch)))
 		for _, a := range batch {
 			close(a.done)
 		}

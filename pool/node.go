@@ -50,6 +50,7 @@ type Node struct {
 	myWorkers  map[string]*Worker
 	waiters    map[string]chan []byte // request id → reply
 	admissions chan *admission        // DispatchJob → admitLoop
+	admitting  atomic.Int64           // admissions under way, queued ones included
 	closeOnce  sync.Once
 	closeErr   error
 	closedChan chan struct{}
