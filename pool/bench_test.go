@@ -2,7 +2,9 @@ package pool
 
 import (
 	"context"
+	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +94,39 @@ func BenchmarkDispatchRoundTrip(b *testing.B) {
 		}
 		i++
 	}
+	b.StopTimer()
+	if err := n.Shutdown(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkDispatchParallel is DispatchJob from 64 goroutines at once on
+// one node with 4 workers: the batched path (admissions, claims and
+// started records in pipelines). ns/op is the inverse of throughput.
+func BenchmarkDispatchParallel(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	n, err := AddNode(ctx, redistest.Name(b), srv.Client())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 4 {
+		if _, err := n.AddWorker(ctx, nopHandler{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	payload := make([]byte, 64)
+	var seq atomic.Int64
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := n.DispatchJob(ctx, "k"+strconv.FormatInt(seq.Add(1), 10), payload); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 	b.StopTimer()
 	if err := n.Shutdown(ctx); err != nil {
 		b.Fatal(err)
