@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/rmap"
 )
 
 // checkKey validates a job key.
@@ -172,7 +173,9 @@ func (n *Node) StopJob(ctx context.Context, key string) error {
 // NotifyWorker delivers payload to the HandleNotification method of the
 // worker running key and returns its error. It returns ErrJobNotFound for
 // an unknown key, and ErrNoWorker while the job is not running (being
-// started or moved): retry then.
+// started or moved): retry then. It also returns ErrNoWorker when the
+// worker leaves the pool (or is declared dead) before answering; the
+// notification may or may not have been handled then.
 func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) error {
 	if err := n.checkCall(key, payload); err != nil {
 		return err
@@ -184,31 +187,88 @@ func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) err
 }
 
 // request runs s (stopScript or notifyScript), which either settles the
-// call at once, with one of the replies in settled, or replies "SENT"
-// after sending an event to the job's worker; then it waits for the
-// worker's answer on this node's stream, or ctx.
+// call at once, with one of the replies in settled, or replies "SENT" (or
+// {"SENT", worker}) after sending an event to the job's worker; then it
+// waits for the worker's answer on this node's stream, or ctx. When the
+// script names the worker and that worker leaves the pool before
+// answering (it died, or left with the event unread), request returns
+// ErrNoWorker instead of waiting for ctx. (A stop needs no such watch: the
+// janitor or the leaving worker answers it.)
 func (n *Node) request(ctx context.Context, s *redis.Script, op, key string, extra any, settled map[any]error) error {
 	reqID, ch := n.await()
 	res, err := n.run(ctx, s, op, n.lay.recordKeys(),
 		append([]any{key, n.lay.wprefix, n.id, reqID, extra}, fieldArgs...)...)
-	if err == nil && res != "SENT" {
+	worker, sent := sentTo(res)
+	if err == nil && !sent {
 		var ok bool
 		if err, ok = settled[res]; !ok {
 			err = fmt.Errorf("pool: %s: unexpected reply %v", op, res)
 		}
 	}
-	if err != nil || res != "SENT" {
+	if err != nil || !sent {
 		n.forget(reqID)
 		return err
 	}
-	select {
-	case p := <-ch:
-		return replyError(key, p)
-	case <-ctx.Done():
-		n.forget(reqID)
-		return ctx.Err()
-	case <-n.closedChan:
-		n.forget(reqID)
-		return n.errClosed()
+	var left <-chan rmap.Event
+	if worker != "" {
+		events, cancel := n.workers.Subscribe()
+		defer cancel()
+		left = events
+		if _, ok := n.workers.Get(worker); !ok {
+			left = closedEvents
+		}
 	}
+	for {
+		select {
+		case p := <-ch:
+			return replyError(key, p)
+		case e, ok := <-left:
+			relevant := !ok || e.Kind == rmap.EventResync || (e.Kind == rmap.EventDelete && e.Key == worker)
+			if !relevant {
+				continue
+			}
+			if _, present := n.workers.Get(worker); present {
+				if !ok {
+					left = nil // the subscription ended: the node is closing
+				}
+				continue
+			}
+			select {
+			case p := <-ch: // the answer came just before
+				return replyError(key, p)
+			default:
+			}
+			n.forget(reqID)
+			return fmt.Errorf("%w: %q: its worker left the pool before answering", ErrNoWorker, key)
+		case <-ctx.Done():
+			n.forget(reqID)
+			return ctx.Err()
+		case <-n.closedChan:
+			n.forget(reqID)
+			return n.errClosed()
+		}
+	}
+}
+
+// closedEvents is a closed channel of map events: a receive from it
+// reports at once that the watched worker is already gone.
+var closedEvents = func() <-chan rmap.Event {
+	c := make(chan rmap.Event)
+	close(c)
+	return c
+}()
+
+// sentTo reports whether a stop or notify script sent its event, and to
+// which worker when it says.
+func sentTo(res any) (worker string, sent bool) {
+	switch v := res.(type) {
+	case string:
+		return "", v == "SENT"
+	case []any:
+		if len(v) == 2 && v[0] == "SENT" {
+			worker, _ = v[1].(string)
+			return worker, true
+		}
+	}
+	return "", false
 }

@@ -73,7 +73,9 @@
 // slow Start delays that worker's other events. A Start that takes longer than PendingJobTTL is
 // considered stuck: the job is queued again and the slow start is stopped
 // when it returns. NotifyWorker and StopJob wait for the worker's answer
-// until ctx ends. A full node keeps three connections of its client's pool
+// until ctx ends or the worker leaves the pool (dies, or is removed with
+// the event unread): a stop is then answered once the job is deleted, a
+// notification with ErrNoWorker. A full node keeps three connections of its client's pool
 // busy with blocking reads (the job stream, all its workers' streams, its
 // own stream; a client-only node one), plus one pub/sub connection per
 // replicated map (three): size the client's pool accordingly.

@@ -52,5 +52,5 @@ func (w *Worker) releaseCall(t table, key string, gen int64) ([]string, []any) {
 		stream = n.lay.wprefix + owner
 	}
 	return []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev, stream},
-		append(append([]any{key, gen, w.id}, fieldArgs...), owner, strconv.FormatInt(t.rev, 10))
+		append(append([]any{key, gen, w.id}, fieldArgs...), owner, strconv.FormatInt(t.rev, 10), n.lay.nprefix)
 }

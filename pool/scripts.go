@@ -196,14 +196,21 @@ return "REQUEUED"
 //	stream of the pool when none was chosen)
 //	ARGV[1] key, ARGV[2] generation, ARGV[3] worker id, ARGV[4..6] fe, ft,
 //	fp, ARGV[7] the new owner ("" for none), ARGV[8] the slots revision
-//	the node decided on
+//	the node decided on, ARGV[9] node stream prefix
 //
 // Returns "ROUTED", "REQUEUED", "DELETED" (a stop was on its way: the job
-// ends) or "STALE".
+// ends, and the StopJob waiting for it is answered, since the stop event
+// will not be handled) or "STALE".
 var releaseScript = redis.NewScript(prelude + `
 local r = getrec(ARGV[1])
 if not r or r.g ~= tonumber(ARGV[2]) or r.w ~= ARGV[3] then return "STALE" end
-if r.s == "x" then delrec(ARGV[1]); return "DELETED" end
+if r.s == "x" then
+  delrec(ARGV[1])
+  if r.sr and r.sr ~= "-" then
+    redis.call("XADD", ARGV[9] .. r.sr, "NOMKSTREAM", "*", ARGV[4], "reply", ARGV[5], r.sq, ARGV[6], "o")
+  end
+  return "DELETED"
+end
 if ARGV[7] ~= "" and ARGV[7] ~= ARGV[3] and redis.call("HGET", KEYS[5], "rev") == ARGV[8]
   and redis.call("HEXISTS", KEYS[4], ARGV[7]) == 1 then
   r.s = "r"; r.g = r.g + 1; r.w = ARGV[7]; r.t = now_ms()
@@ -258,14 +265,14 @@ return "OK"
 //	ARGV[4] request id, ARGV[5] payload, ARGV[6..8] fe, ft, fp
 //
 // Returns "NOTFOUND", "NOWORKER" (the job is not running right now: being
-// started or moved) or "SENT".
+// started or moved) or {"SENT", worker id}.
 var notifyScript = redis.NewScript(prelude + `
 local r = getrec(ARGV[1])
 if not r or r.s == "x" then return "NOTFOUND" end
 if r.s ~= "run" or redis.call("HEXISTS", KEYS[3], r.w) == 0 then return "NOWORKER" end
 redis.call("XADD", ARGV[2] .. r.w, "*", ARGV[6], "notify", ARGV[7], ARGV[1], ARGV[8],
   r.n .. " " .. r.g .. " " .. ARGV[3] .. " " .. ARGV[4] .. "\n" .. ARGV[5])
-return "SENT"
+return {"SENT", r.w}
 `)
 
 // keepAliveScript records keep-alives of a node and its workers, with

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -54,16 +53,7 @@ func TestDispatchAnsweredWhenStopArrivesDuringStart(t *testing.T) {
 	go func() { stopped <- n.StopJob(ctx, "k") }()
 	// Release Start only once the stop is recorded ("x"), so that
 	// startedScript sees it.
-	require.Eventually(t, func() bool {
-		raw, err := srv.Client().HGet(ctx, n.lay.jobs, "k").Result()
-		if err != nil {
-			return false
-		}
-		var r struct {
-			S string `json:"s"`
-		}
-		return json.Unmarshal([]byte(raw), &r) == nil && r.S == "x"
-	}, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return recordState(ctx, n, "k") == "x" }, 10*time.Second, 5*time.Millisecond)
 	close(h.release)
 
 	select {
