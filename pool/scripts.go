@@ -223,6 +223,54 @@ requeue(ARGV[1], r, now_ms(), KEYS[3], ARGV[4], ARGV[5], ARGV[6])
 return "REQUEUED"
 `)
 
+// releaseManyScript is releaseScript for a batch of jobs of one worker
+// (handOverAll): one call, with the table fence read once, instead of one
+// call per job.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] workers
+//	map, KEYS[5] slots map revision, KEYS[6..] the new owners' streams
+//	ARGV[1] worker id, ARGV[2] the slots revision the node decided on,
+//	ARGV[3..5] fe, ft, fp, ARGV[6] node stream prefix, then per job: key,
+//	generation, new owner ("" for none), index of its stream in KEYS (0
+//	for none)
+//
+// Returns one outcome per job, as releaseScript's.
+var releaseManyScript = redis.NewScript(prelude + `
+local wid, fe, ft, fp = ARGV[1], ARGV[3], ARGV[4], ARGV[5]
+local current = redis.call("HGET", KEYS[5], "rev") == ARGV[2]
+local live = {}
+local now = now_ms()
+local out = {}
+for i = 7, #ARGV, 4 do
+  local key, owner, si = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
+  local r = getrec(key)
+  if not r or r.g ~= tonumber(ARGV[i + 1]) or r.w ~= wid then
+    out[#out + 1] = "STALE"
+  elseif r.s == "x" then
+    delrec(key)
+    if r.sr and r.sr ~= "-" then
+      redis.call("XADD", ARGV[6] .. r.sr, "NOMKSTREAM", "*", fe, "reply", ft, r.sq, fp, "o")
+    end
+    out[#out + 1] = "DELETED"
+  else
+    if owner ~= "" and live[owner] == nil then
+      live[owner] = current and owner ~= wid and redis.call("HEXISTS", KEYS[4], owner) == 1
+    end
+    if owner ~= "" and si > 0 and live[owner] then
+      r.s = "r"; r.g = r.g + 1; r.w = owner; r.t = now
+      putrec(key, r)
+      redis.call("XADD", KEYS[5 + si], "*", fe, "start", ft, key, fp,
+        r.n .. " " .. r.g .. " " .. (r.rd or "-") .. " " .. (r.rq or "-"))
+      out[#out + 1] = "ROUTED"
+    else
+      requeue(key, r, now, KEYS[3], fe, ft, fp)
+      out[#out + 1] = "REQUEUED"
+    end
+  end
+end
+return out
+`)
+
 // stopScript starts stopping a job (StopJob, or a cancelled DispatchJob).
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
