@@ -166,6 +166,71 @@ answer()
 return "OK"
 `)
 
+// claimManyScript is claimScript for a batch of start events of one
+// worker (startMany), in one call.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
+//	ARGV[1] worker id, then per job: key, nonce, generation
+//
+// Returns one reply per job, as claimScript's.
+var claimManyScript = redis.NewScript(prelude + `
+local wid = ARGV[1]
+local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
+local now = now_ms()
+local out = {}
+for i = 2, #ARGV, 3 do
+  local key = ARGV[i]
+  local r = getrec(key)
+  if not alive or not r or r.n ~= ARGV[i + 1] or r.g ~= tonumber(ARGV[i + 2]) or r.w ~= wid or r.s ~= "r" then
+    out[#out + 1] = {"STALE"}
+  else
+    r.s = "c"; r.t = now; r.a = r.a + 1
+    putrec(key, r)
+    out[#out + 1] = {"OK", redis.call("HGET", KEYS[2], key) or "", tostring(r.c), tostring(r.a)}
+  end
+end
+return out
+`)
+
+// startedManyScript is startedScript for a batch of jobs of one worker
+// whose Start succeeded (startMany), in one call.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4..] the
+//	dispatching nodes' streams
+//	ARGV[1] worker id, ARGV[2..4] fe, ft, fp, then per job: key, nonce,
+//	generation, request id ("-": nobody waits), index of the dispatching
+//	node's stream in KEYS (counted from KEYS[4] as 1; 0 for none)
+//
+// Returns one outcome per job, as startedScript's.
+var startedManyScript = redis.NewScript(prelude + `
+local wid, fe, ft, fp = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
+local out = {}
+for i = 5, #ARGV, 5 do
+  local key, rq, si = ARGV[i], ARGV[i + 3], tonumber(ARGV[i + 4])
+  local function answer()
+    if rq ~= "-" and si > 0 then
+      redis.call("XADD", KEYS[3 + si], "NOMKSTREAM", "*", fe, "reply", ft, rq, fp, "o")
+    end
+  end
+  local r = getrec(key)
+  if not r or r.n ~= ARGV[i + 1] or r.g ~= tonumber(ARGV[i + 2]) or r.w ~= wid then
+    out[#out + 1] = "STALE"
+  elseif r.s == "x" then
+    answer(); out[#out + 1] = "STOPPING"
+  elseif r.s == "run" then
+    out[#out + 1] = "OK"
+  elseif r.s ~= "c" or not alive then
+    out[#out + 1] = "STALE"
+  else
+    r.s = "run"; r.t = nil; r.rd = nil; r.rq = nil
+    putrec(key, r)
+    answer(); out[#out + 1] = "OK"
+  end
+end
+return out
+`)
+
 // failedScript records that Start failed.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream

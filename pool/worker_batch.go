@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -59,39 +60,49 @@ fill:
 	return next
 }
 
-// startMany claims, starts and records a batch of start events.
+// startMany claims, starts and records a batch of start events: one
+// claimManyScript call, the Start handlers one by one, one
+// startedManyScript call.
 func (w *Worker) startMany(evs []*streaming.Event) {
 	n := w.node
 	type start struct {
-		key    string
-		h      header
-		job    *Job
-		record scriptCall
+		key string
+		h   header
+		job *Job
 	}
 	starts := make([]*start, 0, len(evs))
-	claims := make([]*scriptCall, 0, len(evs))
+	claimArgs := []any{w.id}
 	for _, ev := range evs {
 		h, _, err := parseHeader(ev.Payload)
 		if err != nil {
 			w.logger.Error("dropping malformed event", slog.Any("error", err))
 			continue
 		}
-		s := &start{key: ev.Topic, h: h}
-		starts = append(starts, s)
-		claims = append(claims, &scriptCall{keys: n.lay.recordKeys(), args: []any{s.key, h.nonce, h.gen, w.id}})
+		starts = append(starts, &start{key: ev.Topic, h: h})
+		claimArgs = append(claimArgs, ev.Topic, h.nonce, h.gen)
 	}
-	if len(claims) == 0 {
+	if len(starts) == 0 {
 		return
 	}
 	n.startBatches.Add(1)
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
-	n.runPipelined(ctx, claimScript, "claim", claims)
+	res, err := n.run(ctx, claimManyScript, "claim", n.lay.recordKeys(), claimArgs...)
 	cancel()
+	claims, _ := res.([]any)
+	if err == nil && len(claims) != len(starts) {
+		err = fmt.Errorf("pool: claim: %d replies for %d jobs", len(claims), len(starts))
+	}
+	if err != nil {
+		w.logger.Warn("claim failed; the jobs will be moved after PendingJobTTL", slog.Int("jobs", len(starts)), slog.Any("error", err))
+		return
+	}
 
-	records := make([]*scriptCall, 0, len(starts))
 	ok := make([]*start, 0, len(starts))
+	recordKeys := n.lay.recordKeys()
+	recordArgs := append([]any{w.id}, fieldArgs...)
+	streams := map[string]int{}
 	for i, s := range starts {
-		job, claimed := w.claimed(s.key, claims[i].res, claims[i].err)
+		job, claimed := w.claimed(s.key, claims[i], nil)
 		if !claimed {
 			continue
 		}
@@ -103,25 +114,38 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 			w.startFailed(s.key, s.h, err)
 			continue
 		}
-		s.record = scriptCall{
-			keys: append(n.lay.recordKeys(), n.replyStream(s.h.replyTo)),
-			args: append([]any{s.key, s.h.nonce, s.h.gen, w.id, s.h.reqID}, fieldArgs...),
+		idx := 0
+		if s.h.reqID != noReply && s.h.replyTo != noReply {
+			stream := n.replyStream(s.h.replyTo)
+			if idx = streams[stream]; idx == 0 {
+				recordKeys = append(recordKeys, stream)
+				idx = len(recordKeys) - 3
+				streams[stream] = idx
+			}
 		}
-		records = append(records, &s.record)
+		recordArgs = append(recordArgs, s.key, s.h.nonce, s.h.gen, s.h.reqID, idx)
 		ok = append(ok, s)
 	}
-	if len(records) == 0 {
+	if len(ok) == 0 {
 		return
 	}
 	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
 	defer rcancel()
-	n.runPipelined(rctx, startedScript, "started", records)
-	for _, s := range ok {
-		res, err := s.record.res, s.record.err
+	res, err = n.run(rctx, startedManyScript, "started", recordKeys, recordArgs...)
+	outcomes, _ := res.([]any)
+	if err == nil && len(outcomes) != len(ok) {
+		err = fmt.Errorf("pool: started: %d replies for %d jobs", len(outcomes), len(ok))
+	}
+	for i, s := range ok {
+		var res any
+		var err2 error
 		if err != nil {
-			// Unknown whether it ran: ask again (it is idempotent).
-			res, err = w.recordStarted(rctx, s.key, s.h)
+			// Unknown whether it ran: ask again, job by job (startedScript
+			// is idempotent).
+			res, err2 = w.recordStarted(rctx, s.key, s.h)
+		} else {
+			res = outcomes[i]
 		}
-		w.startRecorded(s.key, s.h, s.job.Attempt, res, err)
+		w.startRecorded(s.key, s.h, s.job.Attempt, res, err2)
 	}
 }
