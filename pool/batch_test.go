@@ -12,17 +12,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// gatedRecorder holds the Start of key "gate" until the pool holds want
-// job records (or a second passed), so that the start events behind it
-// pile up in the worker's channel and are started as one batch.
+// gatedRecorder holds the Stop of key "gate" until the pool holds want
+// job records (or a second passed): the worker's loop is busy meanwhile,
+// so the start events behind it pile up in the worker's channel and are
+// started as batches. (A slow Stop, unlike a slow Start, leaves the
+// worker's estimate of Start's duration, and so the batch size, alone.)
 type gatedRecorder struct {
 	*recorder
 	n    *Node
 	want int64
 }
 
-func (g *gatedRecorder) Start(ctx context.Context, job *Job) error {
-	if job.Key == "gate" {
+func (g *gatedRecorder) Stop(ctx context.Context, key string) error {
+	if key == "gate" {
 		deadline := time.Now().Add(time.Second)
 		for time.Now().Before(deadline) {
 			l, err := g.n.rdb.HLen(ctx, g.n.lay.jobs).Result()
@@ -32,7 +34,7 @@ func (g *gatedRecorder) Start(ctx context.Context, job *Job) error {
 			time.Sleep(5 * time.Millisecond) // polling interval, not synchronization
 		}
 	}
-	return g.recorder.Start(ctx, job)
+	return g.recorder.Stop(ctx, key)
 }
 
 // Batched starts answer each DispatchJob with its own outcome: a failing
@@ -45,16 +47,15 @@ func TestBatchedStartsAnswerEachDispatcher(t *testing.T) {
 	for i := 0; i < jobs; i += 5 {
 		rec.failKeys[fmt.Sprintf("k-%03d", i)] = true
 	}
-	h := &gatedRecorder{recorder: rec, n: n, want: jobs / 2}
+	h := &gatedRecorder{recorder: rec, n: n, want: 1 + jobs/2}
 	addWorkers(t, n, h, 1)
 	ctx := testCtx(t, 30*time.Second)
 
+	require.NoError(t, n.DispatchJob(ctx, "gate", nil))
 	gate := make(chan error, 1)
-	go func() { gate <- n.DispatchJob(ctx, "gate", nil) }()
-	require.Eventually(t, func() bool {
-		l, err := n.rdb.HLen(ctx, n.lay.jobs).Result()
-		return err == nil && l == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	go func() { gate <- n.StopJob(ctx, "gate") }()
+	require.Eventually(t, func() bool { return recordState(ctx, n, "gate") == "x" },
+		10*time.Second, 5*time.Millisecond, "the gate's stop was never sent")
 
 	errs := make([]error, jobs)
 	var wg sync.WaitGroup
@@ -68,7 +69,7 @@ func TestBatchedStartsAnswerEachDispatcher(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, <-gate)
 
-	want := []string{"gate"}
+	var want []string
 	for i, err := range errs {
 		key := fmt.Sprintf("k-%03d", i)
 		if rec.failKeys[key] {
@@ -83,9 +84,11 @@ func TestBatchedStartsAnswerEachDispatcher(t *testing.T) {
 	keys, err := n.JobKeys(ctx)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, want, keys)
+	running := rec.runningKeys()
 	for _, k := range want {
-		assert.Equal(t, 1, rec.runningKeys()[k], "%s runs once", k)
+		assert.Equal(t, 1, running[k], "%s runs once", k)
 	}
+	assert.Len(t, running, len(want))
 	assert.Positive(t, n.startBatches.Load(), "no batch of starts formed")
 	assert.Zero(t, n.admitting.Load(), "every admission was counted out")
 }
