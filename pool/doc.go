@@ -32,12 +32,13 @@
 // saves a hop; the job record, not the routing node, is what recovery
 // trusts.)
 //
-// Under load these steps go in batches, each batch one pipeline: a node
-// admits every DispatchJob waiting at that moment together (a lone call
-// goes out at once, alone), a router routes the events it read together,
-// and a worker claims the start events waiting for it together, calls
-// their Start handlers one by one, and records their outcomes (answering
-// each dispatcher) together. A worker's batch holds as many starts as take
+// Under load these steps go in batches: a node admits every DispatchJob
+// waiting at that moment in one pipeline (a lone call goes out at once,
+// alone), a router routes the events it read in one pipeline, and a worker
+// claims the start events waiting for it in one script call, calls their
+// Start handlers one by one, and records their outcomes (answering each
+// dispatcher) in another; a leaving worker releases its jobs 128 per
+// script call. A worker's batch holds as many starts as take
 // about 5 ms at its handler's average Start duration, so a slow handler
 // starts one job at a time and no dispatcher waits long for others.
 //
