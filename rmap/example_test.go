@@ -120,3 +120,42 @@ func ExampleMap_Subscribe() {
 
 // unique returns a map name no other example or test uses.
 func unique(prefix string) string { return prefix + "-" + rand.Text() }
+
+// A cache of something derived from the map, rebuilt only when the local
+// copy changed: Version is cheap, Snapshot copies.
+func ExampleMap_Snapshot() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := rmap.Join(ctx, rmap.NewTestClient(), unique("slots"))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	var cached int
+	var cachedAt uint64
+	derive := func() int {
+		if v := m.Version(); v == cachedAt && cachedAt != 0 {
+			return cached // unchanged since the last build
+		}
+		data, _, version := m.Snapshot()
+		cached, cachedAt = len(data), version
+		return cached
+	}
+	if _, err := m.Set(ctx, "0", "worker-a"); err != nil {
+		panic(err)
+	}
+	fmt.Println(derive())
+	fmt.Println(derive()) // from the cache
+	if _, err := m.Set(ctx, "1", "worker-b"); err != nil {
+		panic(err)
+	}
+	fmt.Println(derive())
+	if _, err := m.Destroy(ctx); err != nil {
+		panic(err)
+	}
+	// Output:
+	// 1
+	// 1
+	// 2
+}
