@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -17,12 +18,9 @@ func (w *Worker) release(ctx context.Context, key string, h header) error {
 	n := w.node
 	backoff := 50 * time.Millisecond
 	for {
-		keys, args := w.releaseCall(n.table(), key, h.gen)
-		res, err := n.run(ctx, releaseScript, "release", keys, args...)
+		outcomes, err := w.releaseJobs(ctx, n.table(), []string{key}, []int64{h.gen})
 		if err == nil {
-			if res == "ROUTED" {
-				n.releasesRouted.Add(1)
-			}
+			w.countRouted(outcomes)
 			return nil
 		}
 		w.logger.Warn("release failed; retrying", slog.String("key", key), slog.Any("error", err), slog.Duration("retry_in", backoff))
@@ -39,18 +37,51 @@ func (w *Worker) release(ctx context.Context, key string, h header) error {
 	}
 }
 
-// releaseCall returns releaseScript's KEYS and ARGV for giving back the job
-// key of generation gen, handing it to its owner under t when there is one.
-func (w *Worker) releaseCall(t table, key string, gen int64) ([]string, []any) {
+// releaseJobs runs releaseScript for keys (of generations gens), each
+// handed to its owner under t when there is one, and returns one outcome
+// per job.
+func (w *Worker) releaseJobs(ctx context.Context, t table, keys []string, gens []int64) ([]any, error) {
 	n := w.node
-	owner := t.owner(key)
-	stream := n.lay.jobStream // a key of the pool; unused when no owner was chosen
-	if owner == w.id {
-		owner = "" // our own table still names us: let a router decide
+	scriptKeys := []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev}
+	args := append([]any{w.id, strconv.FormatInt(t.rev, 10)}, fieldArgs...)
+	args = append(args, n.lay.nprefix)
+	streamIdx := map[string]int{}
+	for i, key := range keys {
+		owner, idx := t.owner(key), 0
+		if owner == w.id {
+			owner = "" // our own table still names us: let a router decide
+		}
+		if owner != "" {
+			if idx = streamIdx[owner]; idx == 0 {
+				scriptKeys = append(scriptKeys, n.lay.wprefix+owner)
+				idx = len(scriptKeys) - 5
+				streamIdx[owner] = idx
+			}
+		}
+		args = append(args, key, gens[i], owner, idx)
 	}
-	if owner != "" {
-		stream = n.lay.wprefix + owner
+	res, err := n.run(ctx, releaseScript, "release", scriptKeys, args...)
+	return perJob(res, err, len(keys), "release")
+}
+
+// countRouted counts, for tests, the released jobs that went straight to
+// their new owner.
+func (w *Worker) countRouted(outcomes []any) {
+	for _, o := range outcomes {
+		if o == "ROUTED" {
+			w.node.releasesRouted.Add(1)
+		}
 	}
-	return []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev, stream},
-		append(append([]any{key, gen, w.id}, fieldArgs...), owner, strconv.FormatInt(t.rev, 10), n.lay.nprefix)
+}
+
+// perJob checks that a batch script answered once per job.
+func perJob(res any, err error, jobs int, op string) ([]any, error) {
+	if err != nil {
+		return nil, err
+	}
+	out, _ := res.([]any)
+	if len(out) != jobs {
+		return nil, fmt.Errorf("pool: %s: %d replies for %d jobs", op, len(out), jobs)
+	}
+	return out, nil
 }

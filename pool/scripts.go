@@ -111,69 +111,17 @@ redis.call("XADD", KEYS[5], "*", ARGV[7], "start", ARGV[8], ARGV[1], ARGV[9], AR
 return "OK"
 `)
 
-// claimScript lets a worker take a job routed to it, before Start.
-//
-//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
-//	ARGV[1] key, ARGV[2] nonce, ARGV[3] generation, ARGV[4] worker id
-//
-// Returns {"OK", payload, createdMs, attempt} or {"STALE"}: the event is
-// outdated, the job was stopped or moved, or this worker was declared
-// dead; a repeated start of an owned job is STALE too, so it is a no-op.
-var claimScript = redis.NewScript(prelude + `
-local r = getrec(ARGV[1])
-if not r or r.n ~= ARGV[2] or r.g ~= tonumber(ARGV[3]) or r.w ~= ARGV[4] or r.s ~= "r" then
-  return {"STALE"}
-end
-if redis.call("HEXISTS", KEYS[3], ARGV[4]) == 0 then return {"STALE"} end
-r.s = "c"; r.t = now_ms(); r.a = r.a + 1
-putrec(ARGV[1], r)
-return {"OK", redis.call("HGET", KEYS[2], ARGV[1]) or "", tostring(r.c), tostring(r.a)}
-`)
-
-// startedScript records that Start succeeded and, on "OK" or "STOPPING"
-// (Start did succeed either way), answers the waiting DispatchJob, saving
-// the worker a round trip (XADD NOMKSTREAM: a node that is gone does not
-// get its stream back).
-//
-//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] the
-//	dispatching node's stream (any stream of the pool when none waits)
-//	ARGV[1] key, ARGV[2] nonce, ARGV[3] generation, ARGV[4] worker id,
-//	ARGV[5] request id ("-": nobody waits), ARGV[6..8] fe, ft, fp
-//
-// It is idempotent: once recorded, running it again returns "OK", so a
-// worker whose connection broke can ask again instead of guessing.
-// Returns "OK"; "STOPPING" when a stop is on its way to this worker (keep
-// the job: the stop event follows); "STALE" when the job was taken away
-// meanwhile (moved after PendingJobTTL, stopped, or this worker declared
-// dead): the worker must stop what it just started.
-var startedScript = redis.NewScript(prelude + `
-local r = getrec(ARGV[1])
-if not r or r.n ~= ARGV[2] or r.g ~= tonumber(ARGV[3]) or r.w ~= ARGV[4] then return "STALE" end
-local function answer()
-  if ARGV[5] ~= "-" then
-    redis.call("XADD", KEYS[4], "NOMKSTREAM", "*", ARGV[6], "reply", ARGV[7], ARGV[5], ARGV[8], "o")
-  end
-end
-if r.s == "x" then answer(); return "STOPPING" end
--- Already recorded: a retry after a reply lost to a connection error.
-if r.s == "run" then return "OK" end
-if r.s ~= "c" or redis.call("HEXISTS", KEYS[3], ARGV[4]) == 0 then return "STALE" end
--- A running job needs no timestamp (only "r" and "c" expire): dropping
--- it keeps the record of each running job short.
-r.s = "run"; r.t = nil; r.rd = nil; r.rq = nil
-putrec(ARGV[1], r)
-answer()
-return "OK"
-`)
-
-// claimManyScript is claimScript for a batch of start events of one
-// worker (startMany), in one call.
+// claimScript lets a worker take jobs routed to it, before their Start: a
+// batch of the start events waiting for it (or one) in one call.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
 //	ARGV[1] worker id, then per job: key, nonce, generation
 //
-// Returns one reply per job, as claimScript's.
-var claimManyScript = redis.NewScript(prelude + `
+// Returns, per job, {"OK", payload, createdMs, attempt} or {"STALE"}: the
+// event is outdated, the job was stopped or moved, or this worker was
+// declared dead; a repeated start of an owned job is STALE too, so it is a
+// no-op.
+var claimScript = redis.NewScript(prelude + `
 local wid = ARGV[1]
 local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
 local now = now_ms()
@@ -192,8 +140,10 @@ end
 return out
 `)
 
-// startedManyScript is startedScript for a batch of jobs of one worker
-// whose Start succeeded (startMany), in one call.
+// startedScript records that Start succeeded, for a batch of a worker's
+// jobs (or one) in one call, and on "OK" or "STOPPING" (Start did succeed
+// either way) answers each waiting DispatchJob, saving the worker a round
+// trip (XADD NOMKSTREAM: a node that is gone does not get its stream back).
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4..] the
 //	dispatching nodes' streams
@@ -201,8 +151,13 @@ return out
 //	generation, request id ("-": nobody waits), index of the dispatching
 //	node's stream in KEYS (counted from KEYS[4] as 1; 0 for none)
 //
-// Returns one outcome per job, as startedScript's.
-var startedManyScript = redis.NewScript(prelude + `
+// It is idempotent: once recorded, running it again returns "OK", so a
+// worker whose connection broke can ask again instead of guessing.
+// Returns, per job, "OK"; "STOPPING" when a stop is on its way to this
+// worker (keep the job: the stop event follows); "STALE" when the job was
+// taken away meanwhile (moved after PendingJobTTL, stopped, or this worker
+// declared dead): the worker must stop what it just started.
+var startedScript = redis.NewScript(prelude + `
 local wid, fe, ft, fp = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
 local out = {}
@@ -219,10 +174,13 @@ for i = 5, #ARGV, 5 do
   elseif r.s == "x" then
     answer(); out[#out + 1] = "STOPPING"
   elseif r.s == "run" then
+    -- Already recorded: a retry after a reply lost to a connection error.
     out[#out + 1] = "OK"
   elseif r.s ~= "c" or not alive then
     out[#out + 1] = "STALE"
   else
+    -- A running job needs no timestamp (only "r" and "c" expire):
+    -- dropping it keeps the record of each running job short.
     r.s = "run"; r.t = nil; r.rd = nil; r.rq = nil
     putrec(key, r)
     answer(); out[#out + 1] = "OK"
@@ -250,57 +208,24 @@ requeue(ARGV[1], r, now_ms(), KEYS[3], ARGV[5], ARGV[6], ARGV[7])
 return "REQUEUED"
 `)
 
-// releaseScript gives a job back to the pool so another worker starts it
-// (after its Stop ran here: rebalance, RemoveWorker, Close). Like
-// admitRouteScript, it hands the job straight to its new owner when the
-// releasing node's copy of the slot table is current (same fence as
-// routeScript); otherwise it queues the job for the routers.
-//
-//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] workers
-//	map, KEYS[5] slots map revision, KEYS[6] the new owner's stream (any
-//	stream of the pool when none was chosen)
-//	ARGV[1] key, ARGV[2] generation, ARGV[3] worker id, ARGV[4..6] fe, ft,
-//	fp, ARGV[7] the new owner ("" for none), ARGV[8] the slots revision
-//	the node decided on, ARGV[9] node stream prefix
-//
-// Returns "ROUTED", "REQUEUED", "DELETED" (a stop was on its way: the job
-// ends, and the StopJob waiting for it is answered, since the stop event
-// will not be handled) or "STALE".
-var releaseScript = redis.NewScript(prelude + `
-local r = getrec(ARGV[1])
-if not r or r.g ~= tonumber(ARGV[2]) or r.w ~= ARGV[3] then return "STALE" end
-if r.s == "x" then
-  delrec(ARGV[1])
-  if r.sr and r.sr ~= "-" then
-    redis.call("XADD", ARGV[9] .. r.sr, "NOMKSTREAM", "*", ARGV[4], "reply", ARGV[5], r.sq, ARGV[6], "o")
-  end
-  return "DELETED"
-end
-if ARGV[7] ~= "" and ARGV[7] ~= ARGV[3] and redis.call("HGET", KEYS[5], "rev") == ARGV[8]
-  and redis.call("HEXISTS", KEYS[4], ARGV[7]) == 1 then
-  r.s = "r"; r.g = r.g + 1; r.w = ARGV[7]; r.t = now_ms()
-  putrec(ARGV[1], r)
-  redis.call("XADD", KEYS[6], "*", ARGV[4], "start", ARGV[5], ARGV[1], ARGV[6],
-    r.n .. " " .. r.g .. " " .. (r.rd or "-") .. " " .. (r.rq or "-"))
-  return "ROUTED"
-end
-requeue(ARGV[1], r, now_ms(), KEYS[3], ARGV[4], ARGV[5], ARGV[6])
-return "REQUEUED"
-`)
-
-// releaseManyScript is releaseScript for a batch of jobs of one worker
-// (handOverAll): one call, with the table fence read once, instead of one
-// call per job.
+// releaseScript gives jobs back to the pool so that other workers start
+// them (after their Stop ran here: rebalance, RemoveWorker, Close): a
+// batch of one worker's jobs (or one) in one call. Like admitRouteScript,
+// it hands a job straight to its new owner when the releasing node's copy
+// of the slot table is current (the fence routeScript applies, read once
+// per call); otherwise it queues the job for the routers.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] workers
 //	map, KEYS[5] slots map revision, KEYS[6..] the new owners' streams
 //	ARGV[1] worker id, ARGV[2] the slots revision the node decided on,
 //	ARGV[3..5] fe, ft, fp, ARGV[6] node stream prefix, then per job: key,
-//	generation, new owner ("" for none), index of its stream in KEYS (0
-//	for none)
+//	generation, new owner ("" for none), index of its stream in KEYS
+//	(counted from KEYS[6] as 1; 0 for none)
 //
-// Returns one outcome per job, as releaseScript's.
-var releaseManyScript = redis.NewScript(prelude + `
+// Returns, per job, "ROUTED", "REQUEUED", "DELETED" (a stop was on its way:
+// the job ends, and the StopJob waiting for it is answered, since the stop
+// event will not be handled) or "STALE".
+var releaseScript = redis.NewScript(prelude + `
 local wid, fe, ft, fp = ARGV[1], ARGV[3], ARGV[4], ARGV[5]
 local current = redis.call("HGET", KEYS[5], "rev") == ARGV[2]
 local live = {}

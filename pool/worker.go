@@ -248,9 +248,7 @@ func (w *Worker) handle(ev *streaming.Event) {
 	if err != nil {
 		w.logger.Error("dropping malformed event", slog.Any("error", err))
 	} else {
-		switch ev.Event {
-		case evStart:
-			w.start(ctx, ev.Topic, h)
+		switch ev.Event { // start events go to startBatch
 		case evStop:
 			w.stopEvent(ctx, ev.Topic, h)
 		case evNotify:

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -28,7 +27,8 @@ func (w *Worker) startBatchSize() int {
 	return max(1, min(maxStartBatch, int(startBatchBudget/w.startCost)))
 }
 
-// startBatch starts first and the start events waiting behind it. It
+// startBatch starts first and the start events waiting behind it (every
+// start event of the worker goes through here). It
 // returns the first other event it took from the channel, for the caller
 // to handle next (events of one worker keep their order), or nil.
 func (w *Worker) startBatch(first *streaming.Event) *streaming.Event {
@@ -48,10 +48,8 @@ fill:
 			break fill
 		}
 	}
-	if len(evs) == 1 {
-		w.handle(first)
-		w.settle(first.Topic)
-		return next
+	if len(evs) > 1 {
+		w.node.startBatches.Add(1)
 	}
 	w.startMany(evs)
 	for _, ev := range evs {
@@ -60,53 +58,37 @@ fill:
 	return next
 }
 
-// startMany claims, starts and records a batch of start events: one
-// claimManyScript call, the Start handlers one by one, one
-// startedManyScript call.
+// startMany claims, starts and records a batch of start events (or one):
+// one claimScript call, the Start handlers one by one, one startedScript
+// call.
 func (w *Worker) startMany(evs []*streaming.Event) {
 	n := w.node
-	type start struct {
-		key string
-		h   header
-		job *Job
-	}
-	starts := make([]*start, 0, len(evs))
-	claimArgs := []any{w.id}
+	starts := make([]startRef, 0, len(evs))
 	for _, ev := range evs {
 		h, _, err := parseHeader(ev.Payload)
 		if err != nil {
 			w.logger.Error("dropping malformed event", slog.Any("error", err))
 			continue
 		}
-		starts = append(starts, &start{key: ev.Topic, h: h})
-		claimArgs = append(claimArgs, ev.Topic, h.nonce, h.gen)
+		starts = append(starts, startRef{key: ev.Topic, h: h})
 	}
 	if len(starts) == 0 {
 		return
 	}
-	n.startBatches.Add(1)
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
-	res, err := n.run(ctx, claimManyScript, "claim", n.lay.recordKeys(), claimArgs...)
+	claims, err := w.claimJobs(ctx, starts)
 	cancel()
-	claims, _ := res.([]any)
-	if err == nil && len(claims) != len(starts) {
-		err = fmt.Errorf("pool: claim: %d replies for %d jobs", len(claims), len(starts))
-	}
 	if err != nil {
 		w.logger.Warn("claim failed; the jobs will be moved after PendingJobTTL", slog.Int("jobs", len(starts)), slog.Any("error", err))
 		return
 	}
-
-	ok := make([]*start, 0, len(starts))
-	recordKeys := n.lay.recordKeys()
-	recordArgs := append([]any{w.id}, fieldArgs...)
-	streams := map[string]int{}
+	started := starts[:0:0]
+	attempts := make([]int, 0, len(starts))
 	for i, s := range starts {
-		job, claimed := w.claimed(s.key, claims[i], nil)
+		job, claimed := w.claimed(s.key, claims[i])
 		if !claimed {
 			continue
 		}
-		s.job = job
 		sctx, scancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
 		err := w.runStart(sctx, job)
 		scancel()
@@ -114,38 +96,66 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 			w.startFailed(s.key, s.h, err)
 			continue
 		}
-		idx := 0
-		if s.h.reqID != noReply && s.h.replyTo != noReply {
-			stream := n.replyStream(s.h.replyTo)
-			if idx = streams[stream]; idx == 0 {
-				recordKeys = append(recordKeys, stream)
-				idx = len(recordKeys) - 3
-				streams[stream] = idx
-			}
-		}
-		recordArgs = append(recordArgs, s.key, s.h.nonce, s.h.gen, s.h.reqID, idx)
-		ok = append(ok, s)
+		started = append(started, s)
+		attempts = append(attempts, job.Attempt)
 	}
-	if len(ok) == 0 {
+	if len(started) == 0 {
 		return
 	}
 	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
 	defer rcancel()
-	res, err = n.run(rctx, startedManyScript, "started", recordKeys, recordArgs...)
-	outcomes, _ := res.([]any)
-	if err == nil && len(outcomes) != len(ok) {
-		err = fmt.Errorf("pool: started: %d replies for %d jobs", len(outcomes), len(ok))
-	}
-	for i, s := range ok {
+	outcomes, err := w.recordJobs(rctx, started)
+	for i, s := range started {
 		var res any
 		var err2 error
 		if err != nil {
-			// Unknown whether it ran: ask again, job by job (startedScript
-			// is idempotent).
+			// Unknown whether it ran: ask again, job by job, until Redis
+			// answers (startedScript is idempotent).
 			res, err2 = w.recordStarted(rctx, s.key, s.h)
 		} else {
 			res = outcomes[i]
 		}
-		w.startRecorded(s.key, s.h, s.job.Attempt, res, err2)
+		w.startRecorded(s.key, s.h, attempts[i], res, err2)
 	}
+}
+
+// startRef names a start event: the job's key and the event's header.
+type startRef struct {
+	key string
+	h   header
+}
+
+// claimJobs runs claimScript for starts and returns one reply per job.
+func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error) {
+	n := w.node
+	args := make([]any, 0, 1+3*len(starts))
+	args = append(args, w.id)
+	for _, s := range starts {
+		args = append(args, s.key, s.h.nonce, s.h.gen)
+	}
+	res, err := n.run(ctx, claimScript, "claim", n.lay.recordKeys(), args...)
+	return perJob(res, err, len(starts), "claim")
+}
+
+// recordJobs runs startedScript for jobs whose Start succeeded and returns
+// one outcome per job.
+func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
+	n := w.node
+	keys := n.lay.recordKeys()
+	args := append([]any{w.id}, fieldArgs...)
+	streams := map[string]int{}
+	for _, s := range started {
+		idx := 0
+		if s.h.reqID != noReply && s.h.replyTo != noReply {
+			stream := n.replyStream(s.h.replyTo)
+			if idx = streams[stream]; idx == 0 {
+				keys = append(keys, stream)
+				idx = len(keys) - 3
+				streams[stream] = idx
+			}
+		}
+		args = append(args, s.key, s.h.nonce, s.h.gen, s.h.reqID, idx)
+	}
+	res, err := n.run(ctx, startedScript, "started", keys, args...)
+	return perJob(res, err, len(started), "started")
 }

@@ -21,34 +21,10 @@ func safely(logger *slog.Logger, what, key string, f func() error) (err error) {
 	return f()
 }
 
-// start claims and starts a job routed to this worker.
-func (w *Worker) start(ctx context.Context, key string, h header) {
-	n := w.node
-	res, err := n.run(ctx, claimScript, "claim", n.lay.recordKeys(), key, h.nonce, h.gen, w.id)
-	job, ok := w.claimed(key, res, err)
-	if !ok {
-		return
-	}
-	if startErr := w.runStart(ctx, job); startErr != nil {
-		w.startFailed(key, h, startErr)
-		return
-	}
-	// Start may have used up ctx (a slow Start): record the outcome, and
-	// stop if need be, with fresh deadlines.
-	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
-	defer rcancel()
-	res, err = w.recordStarted(rctx, key, h)
-	w.startRecorded(key, h, job.Attempt, res, err)
-}
-
-// claimed turns claimScript's reply into the job to start, or false when
-// the claim failed or the event was stale (stopped, moved, or already
-// running here).
-func (w *Worker) claimed(key string, res any, err error) (*Job, bool) {
-	if err != nil {
-		w.logger.Warn("claim failed; the job will be moved after PendingJobTTL", slog.String("key", key), slog.Any("error", err))
-		return nil, false
-	}
+// claimed turns claimScript's reply for one job into the job to start, or
+// false when the event was stale (stopped, moved, or already running
+// here).
+func (w *Worker) claimed(key string, res any) (*Job, bool) {
 	out, _ := res.([]any)
 	if len(out) != 4 || out[0] != "OK" {
 		return nil, false

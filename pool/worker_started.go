@@ -15,17 +15,19 @@ func (w *Worker) recordStarted(ctx context.Context, key string, h header) (any, 
 	n := w.node
 	wait := 10 * time.Millisecond
 	for {
-		res, err := n.run(ctx, startedScript, "started", append(n.lay.recordKeys(), n.replyStream(h.replyTo)),
-			append([]any{key, h.nonce, h.gen, w.id, h.reqID}, fieldArgs...)...)
-		if err == nil || ctx.Err() != nil || n.ctx.Err() != nil {
-			return res, err
+		outcomes, err := w.recordJobs(ctx, []startRef{{key: key, h: h}})
+		if err == nil {
+			return outcomes[0], nil
+		}
+		if ctx.Err() != nil || n.ctx.Err() != nil {
+			return nil, err
 		}
 		t := time.NewTimer(wait) // retry backoff while Redis is unreachable
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return res, err
+			return nil, err
 		}
 		wait = min(2*wait, time.Second)
 	}
