@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/streaming"
 )
 
@@ -35,8 +34,8 @@ func drain(first *streaming.Event, ch <-chan *streaming.Event) []*streaming.Even
 // routeBatch routes the start events of evs with one table snapshot, one
 // pipeline of route scripts and one acknowledgement: three round trips
 // for the batch instead of two per event. Events the batch could not
-// settle (the script was not loaded yet, the router's table was behind,
-// an error) go through route one by one. It returns the events that found
+// settle (the router's table was behind, an error) go through route one
+// by one. It returns the events that found
 // no worker, to be parked.
 func (n *Node) routeBatch(evs []*streaming.Event) []*streaming.Event {
 	if len(evs) == 1 {
@@ -47,14 +46,9 @@ func (n *Node) routeBatch(evs []*streaming.Event) []*streaming.Event {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
-	type sent struct {
-		ev  *streaming.Event
-		cmd *redis.Cmd
-	}
-	var acks, parked, again []*streaming.Event
-	var cmds []sent
+	var acks, parked, again, routed []*streaming.Event
+	var calls []*scriptCall
 	t := n.table()
-	pipe := n.rdb.Pipeline()
 	for _, ev := range evs {
 		if ev.Event != evStart {
 			acks = append(acks, ev)
@@ -72,19 +66,18 @@ func (n *Node) routeBatch(evs []*streaming.Event) []*streaming.Event {
 			continue
 		}
 		keys, args := n.routeCall(ev.Topic, h, w, t.rev)
-		cmd := routeScript.EvalSha(ctx, pipe, keys, args...)
-		cmds = append(cmds, sent{ev, cmd})
+		calls = append(calls, &scriptCall{keys: keys, args: args})
+		routed = append(routed, ev)
 	}
-	if len(cmds) > 0 {
-		// Errors are per command, read below; a failed one is routed again.
-		_, _ = pipe.Exec(ctx)
+	if len(calls) > 0 {
+		n.runPipelined(ctx, routeScript, "route", calls)
 	}
-	for _, s := range cmds {
-		if res, err := s.cmd.Result(); err != nil || res == "RETRY" {
-			again = append(again, s.ev)
+	for i, c := range calls {
+		if c.err != nil || c.res == "RETRY" {
+			again = append(again, routed[i])
 			continue
 		}
-		acks = append(acks, s.ev)
+		acks = append(acks, routed[i])
 	}
 	if err := n.sink.AckBatch(ctx, acks); err != nil && n.ctx.Err() == nil {
 		n.logger.Warn("ack failed; the events will be routed again", slog.Any("error", err))

@@ -8,9 +8,9 @@ import (
 	"github.com/shepherd-go/shepherd/streaming"
 )
 
-// Start events waiting for a worker are started in batches: one pipeline
-// of claims, the Start handlers one after another, then one pipeline of
-// started records, each of which answers its dispatcher. A batch holds as
+// Start events waiting for a worker are started in batches: one
+// claimScript call, the Start handlers one after another, then one
+// startedScript call, whose record of each job answers its dispatcher. A batch holds as
 // many starts as fit in startBatchBudget at the handler's average Start
 // duration, so that a slow handler gets batches of one, as before: a
 // batch delays each dispatcher's answer until the whole batch has started.
@@ -28,9 +28,9 @@ func (w *Worker) startBatchSize() int {
 }
 
 // startBatch starts first and the start events waiting behind it (every
-// start event of the worker goes through here). It
-// returns the first other event it took from the channel, for the caller
-// to handle next (events of one worker keep their order), or nil.
+// start event of the worker goes through here). It returns the first
+// other event it took from the channel, for the caller to handle next
+// (events of one worker keep their order), or nil.
 func (w *Worker) startBatch(first *streaming.Event) *streaming.Event {
 	evs := []*streaming.Event{first}
 	var next *streaming.Event
