@@ -45,3 +45,27 @@ func (n *Node) runPipelined(ctx context.Context, s *redis.Script, op string, cal
 
 // wrapOp names a script error after its operation, as run does.
 func wrapOp(op string, err error) error { return fmt.Errorf("pool: %s: %w", op, err) }
+
+// scriptKeys builds the KEYS of a batch script: fixed keys first, then
+// extra keys (streams the jobs of the batch go to), each once, numbered
+// from 1 in the order added.
+type scriptKeys struct {
+	keys  []string
+	fixed int
+	index map[string]int
+}
+
+func newScriptKeys(fixed ...string) *scriptKeys {
+	return &scriptKeys{keys: fixed, fixed: len(fixed), index: map[string]int{}}
+}
+
+// add returns key's number among the extra keys, adding it if need be.
+func (k *scriptKeys) add(key string) int {
+	if i, ok := k.index[key]; ok {
+		return i
+	}
+	k.keys = append(k.keys, key)
+	i := len(k.keys) - k.fixed
+	k.index[key] = i
+	return i
+}

@@ -42,25 +42,20 @@ func (w *Worker) release(ctx context.Context, key string, h header) error {
 // per job.
 func (w *Worker) releaseJobs(ctx context.Context, t table, keys []string, gens []int64) ([]any, error) {
 	n := w.node
-	scriptKeys := []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev}
+	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev)
 	args := append([]any{w.id, strconv.FormatInt(t.rev, 10)}, fieldArgs...)
 	args = append(args, n.lay.nprefix)
-	streamIdx := map[string]int{}
 	for i, key := range keys {
 		owner, idx := t.owner(key), 0
 		if owner == w.id {
 			owner = "" // our own table still names us: let a router decide
 		}
 		if owner != "" {
-			if idx = streamIdx[owner]; idx == 0 {
-				scriptKeys = append(scriptKeys, n.lay.wprefix+owner)
-				idx = len(scriptKeys) - 5
-				streamIdx[owner] = idx
-			}
+			idx = sk.add(n.lay.wprefix + owner)
 		}
 		args = append(args, key, gens[i], owner, idx)
 	}
-	res, err := n.run(ctx, releaseScript, "release", scriptKeys, args...)
+	res, err := n.run(ctx, releaseScript, "release", sk.keys, args...)
 	return perJob(res, err, len(keys), "release")
 }
 

@@ -141,21 +141,15 @@ func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error
 // one outcome per job.
 func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
 	n := w.node
-	keys := n.lay.recordKeys()
+	sk := newScriptKeys(n.lay.recordKeys()...)
 	args := append([]any{w.id}, fieldArgs...)
-	streams := map[string]int{}
 	for _, s := range started {
 		idx := 0
 		if s.h.reqID != noReply && s.h.replyTo != noReply {
-			stream := n.replyStream(s.h.replyTo)
-			if idx = streams[stream]; idx == 0 {
-				keys = append(keys, stream)
-				idx = len(keys) - 3
-				streams[stream] = idx
-			}
+			idx = sk.add(n.replyStream(s.h.replyTo))
 		}
 		args = append(args, s.key, s.h.nonce, s.h.gen, s.h.reqID, idx)
 	}
-	res, err := n.run(ctx, startedScript, "started", keys, args...)
+	res, err := n.run(ctx, startedScript, "started", sk.keys, args...)
 	return perJob(res, err, len(started), "started")
 }

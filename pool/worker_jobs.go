@@ -199,16 +199,12 @@ func (w *Worker) rebalance() {
 
 // move stops a job here and gives it back to the pool.
 func (w *Worker) move(key string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.node.ctx), w.node.cfg.workerShutdownTTL)
+	n := w.node
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.workerShutdownTTL)
 	defer cancel()
-	w.moveCtx(ctx, key)
-}
-
-func (w *Worker) moveCtx(ctx context.Context, key string) {
 	h := w.jobs[key]
 	_ = w.callStop(ctx, key)
 	delete(w.jobs, key)
-	n := w.node
 	n.metrics.add(ctx, n.metrics.moved, 1)
 	if err := w.release(ctx, key, h); err != nil {
 		// The record still names this worker: the janitor requeues the job
