@@ -50,7 +50,7 @@
 //     authority: every start, move and stop is a generation-fenced script on
 //     it, and recovery is derived from the records, never from a side index.
 //   - One owner: each key runs on one worker. A job that moves is stopped on
-//     its old worker before it is queued for the new one (rebalance, Close,
+//     its old worker before it is handed to the new one (rebalance, Close,
 //     RemoveWorker). When a worker is declared dead (no keep-alive for
 //     WorkerTTL, by Redis's clock), its jobs start elsewhere at once; if the
 //     process was only frozen, it stops its stale copies as soon as it runs
