@@ -34,6 +34,12 @@ type Sink struct {
 	closeMu  sync.Mutex
 	closeErr error
 	closed   bool
+
+	// outMu lets callers outside the sink's goroutines (TakeOver) deliver
+	// without racing the close of out: they hold it for reading, the
+	// closer for writing.
+	outMu     sync.RWMutex
+	outClosed bool
 }
 
 // NewSink creates the consumer group (and the stream) if they do not
@@ -87,7 +93,12 @@ func NewSink(ctx context.Context, stream *Stream, group string, opts ...SinkOpti
 	s.life, s.ctx = newLifecycle(newBlocker(stream.rdb))
 	s.life.goroutine(s.readLoop)
 	s.life.goroutine(s.maintainLoop)
-	s.life.started(func() { close(s.out) })
+	s.life.started(func() {
+		s.outMu.Lock()
+		defer s.outMu.Unlock()
+		s.outClosed = true
+		close(s.out)
+	})
 	return s, nil
 }
 
@@ -190,6 +201,16 @@ func (s *Sink) deliver(ev *Event) bool {
 	case <-s.life.done:
 		return false
 	}
+}
+
+// deliverFromCaller is deliver for a goroutine the sink does not own.
+func (s *Sink) deliverFromCaller(ev *Event) bool {
+	s.outMu.RLock()
+	defer s.outMu.RUnlock()
+	if s.outClosed {
+		return false
+	}
+	return s.deliver(ev)
 }
 
 // recreateGroup handles NOGROUP: the stream or the group vanished, for
