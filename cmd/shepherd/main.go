@@ -7,8 +7,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
+
+	"github.com/shepherd-go/shepherd/internal/redislog"
 )
 
 // command is a subcommand: it gets its arguments (without its name) and
@@ -30,7 +33,18 @@ const (
 )
 
 func main() {
+	// go-redis prints its own complaints (a refused dial while Redis
+	// restarts) with the standard log package; the commands report Redis
+	// errors themselves, so its lines go to a logger that drops them.
+	redislog.Route(slog.New(slog.NewTextHandler(os.Stderr, nil)), slog.LevelDebug)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// nodeLogger is the logger of the pool nodes a command joins with: errors
+// only, on stderr (a short-lived node's warnings are noise; an error, such
+// as a withdrawal of a failed dispatch given up, is not).
+func nodeLogger(stderr io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/redislog"
 )
 
 // Config is what both examples take from their flags.
@@ -30,7 +31,11 @@ func (c *Config) Register(fs *flag.FlagSet) {
 }
 
 // Connect returns a client for c.Redis after checking that Redis answers.
+// It also routes go-redis's own log lines (a refused dial while Redis
+// restarts, printed outside slog by default) to a debug-level logger,
+// which drops them: the examples report Redis's errors themselves.
 func (c *Config) Connect(ctx context.Context) (*redis.Client, error) {
+	redislog.Route(Logger(), slog.LevelDebug)
 	opts := &redis.Options{Addr: c.Redis}
 	if u, err := redis.ParseURL(c.Redis); err == nil {
 		opts = u

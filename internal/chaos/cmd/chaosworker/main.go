@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/chaos"
+	"github.com/shepherd-go/shepherd/internal/redislog"
 	"github.com/shepherd-go/shepherd/pool"
 )
 
@@ -29,6 +30,7 @@ type config struct {
 	addr, pool, logKey, name string
 	workers                  int
 	ttl, pending, shutdown   time.Duration
+	block                    time.Duration
 	slowPrefix               string
 	slow                     time.Duration
 	failPrefix, panicPrefix  string
@@ -47,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.ttl, "ttl", time.Second, "WorkerTTL")
 	fs.DurationVar(&c.pending, "pending", 2*time.Second, "PendingJobTTL")
 	fs.DurationVar(&c.shutdown, "shutdown-ttl", 5*time.Second, "WorkerShutdownTTL")
+	fs.DurationVar(&c.block, "block", time.Second, "JobSinkBlockDuration (0: the pool's default)")
 	fs.StringVar(&c.slowPrefix, "slow-prefix", "", "keys whose first Start sleeps -slow")
 	fs.DurationVar(&c.slow, "slow", 0, "how long a slow Start sleeps")
 	fs.StringVar(&c.failPrefix, "fail-prefix", "", "keys whose Start fails")
@@ -74,12 +77,15 @@ func serve(c config, stdout, stderr io.Writer) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("proc", c.name)
+	redislog.Route(logger, slog.LevelDebug) // the faults make go-redis complain; the pool reports what matters
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := pool.AddNode(ctx, c.pool, rdb,
-		pool.WithWorkerTTL(c.ttl), pool.WithPendingJobTTL(c.pending),
-		pool.WithWorkerShutdownTTL(c.shutdown), pool.WithJobSinkBlockDuration(time.Second),
-		pool.WithLogger(logger))
+	opts := []pool.NodeOption{pool.WithWorkerTTL(c.ttl), pool.WithPendingJobTTL(c.pending),
+		pool.WithWorkerShutdownTTL(c.shutdown), pool.WithLogger(logger)}
+	if c.block > 0 {
+		opts = append(opts, pool.WithJobSinkBlockDuration(c.block))
+	}
+	node, err := pool.AddNode(ctx, c.pool, rdb, opts...)
 	if err != nil {
 		return err
 	}
