@@ -55,10 +55,9 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 		errs = append(errs, leaveErrs...)
 		n.cancel()
 		n.wg.Wait()
-		n.bgMu.Lock()
-		n.bgClosed = true
-		n.bgMu.Unlock()
-		n.bg.Wait()
+		if err := n.awaitWithdrawals(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		n.release(ctx)
 		n.closeErr = errors.Join(errs...)
 		if n.closeErr != nil {
@@ -75,6 +74,7 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 // stream. It is safe on a partly built node.
 func (n *Node) release(ctx context.Context) {
 	n.cancel()
+	n.bgCancel()
 	n.metrics.close()
 	if n.replies != nil {
 		_ = n.replies.Close(ctx)
@@ -93,10 +93,36 @@ func (n *Node) release(ctx context.Context) {
 	if err := n.rdb.HDel(ctx, n.lay.alive, "n:"+n.id).Err(); err != nil {
 		n.logger.Warn("deleting the node keep-alive", slog.Any("error", err))
 	}
+	if err := n.rdb.HDel(ctx, n.lay.nodes, n.id).Err(); err != nil {
+		n.logger.Warn("deleting the node record", slog.Any("error", err))
+	}
 	for _, m := range []*rmap.Map{n.workers, n.slots, n.shutdown} {
 		if m != nil {
 			_ = m.Close()
 		}
+	}
+}
+
+// awaitWithdrawals waits for the withdrawals of failed dispatches to
+// settle (they retry until Redis answers), or until ctx ends: then they
+// are abandoned, and their jobs may run.
+func (n *Node) awaitWithdrawals(ctx context.Context) error {
+	n.bgMu.Lock()
+	n.bgClosed = true
+	n.bgMu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		n.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		n.bgCancel()
+		return nil
+	case <-ctx.Done():
+		n.bgCancel()
+		<-done
+		return fmt.Errorf("withdrawals of failed dispatches abandoned, their jobs may run: %w", ctx.Err())
 	}
 }
 

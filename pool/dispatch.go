@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/rmap"
 )
 
@@ -42,28 +42,40 @@ func (n *Node) checkCall(key string, payload []byte) error {
 // and returns once that worker's Start has returned. It returns nil when
 // Start succeeded: from then on the job runs somewhere in the pool until
 // StopJob or Shutdown, across worker and node failures. When Start fails
-// it returns a *StartError and the job is not kept.
+// it returns a *StartError and the job is not kept; so it does when Start
+// did not return within PendingJobTTL on maxSlowStarts attempts.
 //
 // It returns ErrJobExists when key is already dispatched, ErrPoolFull
 // when WithMaxQueuedJobs jobs wait to be routed, ErrInvalidKey or
 // ErrInvalidOption (payload too large) for bad input, ErrNodeClosed or
-// ErrPoolShutdown. While no worker exists, the job waits in the queue and
-// DispatchJob waits with it. When ctx ends first, DispatchJob returns
-// ctx's error at once and withdraws the job in the background (stopping it
-// if it had started meanwhile); until the withdrawal is done, dispatching
-// the same key again may still find it (ErrJobExists).
+// ErrPoolShutdown, and ErrJobStopped when the job ended before its Start
+// succeeded (StopJob of the key meanwhile). While no worker exists, the
+// job waits in the queue and DispatchJob waits with it.
+//
+// Any other error (ctx ended, Redis failed or did not answer) means the
+// job does not run: DispatchJob withdraws whatever it may have admitted,
+// in the background, retrying until Redis answers, and an admission that
+// reaches Redis after the withdrawal (Redis was frozen, the network slow)
+// is refused. The withdrawal lasts as long as the node: Close waits for
+// it (up to Close's ctx). A process that exits without Close while a
+// withdrawal waits for Redis may leave the job to run. Until the
+// withdrawal is done, dispatching the same key again may find it
+// (ErrJobExists).
 func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) error {
 	began := time.Now()
 	if err := n.checkCall(key, payload); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	nonce := newID()
-	reqID, ch := n.await()
-	res, adm, err := n.admit(ctx, key, nonce, payload, reqID)
+	reqID, ch := n.await(opDispatch, key, nonce)
+	res, sent, err := n.admit(ctx, key, nonce, payload, reqID)
 	if err != nil {
 		n.forget(reqID)
-		if ctx.Err() != nil || n.ctx.Err() != nil || errors.Is(err, ErrNodeClosed) || errors.Is(err, ErrPoolShutdown) {
-			n.withdrawAdmission(ctx, adm, key, nonce) // it may run yet
+		if sent {
+			n.withdrawLater(key, nonce) // the admission may run yet
 		}
 		return err
 	}
@@ -79,20 +91,20 @@ func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) erro
 	case "SHUTDOWN":
 		n.forget(reqID)
 		return ErrPoolShutdown
-	default:
+	default: // "WITHDRAWN" cannot happen: the nonce is new
 		n.forget(reqID)
-		return fmt.Errorf("pool: dispatch: unexpected reply %v", res)
+		return fmt.Errorf("pool: dispatch of %q: unexpected reply %v", key, res)
 	}
 	select {
 	case p := <-ch:
 		return n.metrics.dispatchDone(ctx, began, replyError(key, p))
 	case <-ctx.Done():
 		n.forget(reqID)
-		n.withdrawLater(ctx, key, nonce)
+		n.withdrawLater(key, nonce)
 		return ctx.Err()
 	case <-n.closedChan:
 		n.forget(reqID)
-		n.withdraw(ctx, key, nonce)
+		n.withdrawLater(key, nonce)
 		return n.errClosed()
 	}
 }
@@ -114,24 +126,52 @@ func (n *Node) background(f func()) bool {
 }
 
 // withdrawLater withdraws in the background: against a hung Redis the
-// withdrawal may take its own few seconds, and the caller's deadline is
-// over. A stopping node withdraws at once.
-func (n *Node) withdrawLater(ctx context.Context, key, nonce string) {
-	if !n.background(func() { n.withdraw(ctx, key, nonce) }) {
+// withdrawal lasts as long as Redis hangs, and the caller's deadline is
+// over. A node that finished stopping tries once, at once.
+func (n *Node) withdrawLater(key, nonce string) {
+	if !n.background(func() { n.withdraw(n.bgCtx, key, nonce) }) {
+		ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
+		defer cancel()
 		n.withdraw(ctx, key, nonce)
 	}
 }
 
-// withdraw stops the job a cancelled DispatchJob created, whatever state it
-// reached, so that a failed dispatch leaves nothing behind.
+// withdrawTimeout bounds one attempt of a withdrawal.
+const withdrawTimeout = 5 * time.Second
+
+// withdraw makes sure that the job of a failed DispatchJob does not run:
+// it records the dispatch's nonce as withdrawn, so that its admission is
+// refused if it reaches Redis later, and stops the job if it was admitted.
+// It retries until Redis answers or ctx ends (Close gave up waiting).
 func (n *Node) withdraw(ctx context.Context, key, nonce string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_, err := n.run(ctx, stopScript, "withdraw",
-		n.lay.recordKeys(),
-		append([]any{key, n.lay.wprefix, noReply, noReply, nonce}, fieldArgs...)...)
-	if err != nil {
-		n.logger.Error("withdrawing a cancelled dispatch failed; the job may run", "key", key, "error", err)
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, withdrawTimeout)
+		_, err := n.run(actx, stopScript, "withdraw", n.lay.stopKeys(),
+			key, n.lay.wprefix, noReply, noReply, nonce, n.lay.nprefix)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				n.logger.Info("withdrew a failed dispatch", slog.String("key", key), slog.Int("attempts", attempt))
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			n.logger.Error("withdrawing a failed dispatch was abandoned before Redis answered; the job may run",
+				slog.String("key", key), slog.Any("error", err))
+			return
+		}
+		if attempt == 1 {
+			n.logger.Warn("withdrawing a failed dispatch: Redis did not answer; retrying until it does",
+				slog.String("key", key), slog.Any("error", err))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 
@@ -148,7 +188,12 @@ func replyError(key string, p []byte) error {
 		worker, msg, _ := strings.Cut(string(p[1:]), "\n")
 		return &StartError{Key: key, Worker: worker, Msg: msg}
 	case replyNoJob:
+		if len(p) > 1 {
+			return fmt.Errorf("%w: %q: %s", ErrNoWorker, key, p[1:])
+		}
 		return fmt.Errorf("%w: %q", ErrNoWorker, key)
+	case replyStopped:
+		return fmt.Errorf("%w: %q: %s", ErrJobStopped, key, p[1:])
 	default:
 		return fmt.Errorf("pool: job %q: %s", key, p[1:])
 	}
@@ -164,7 +209,7 @@ func (n *Node) StopJob(ctx context.Context, key string) error {
 	if err := n.checkCall(key, nil); err != nil {
 		return err
 	}
-	return n.request(ctx, stopScript, "stop", key, "", map[any]error{
+	return n.request(ctx, opStop, key, nil, map[any]error{
 		"NOTFOUND": fmt.Errorf("%w: %q", ErrJobNotFound, key),
 		"DELETED":  nil,
 	})
@@ -180,13 +225,13 @@ func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) err
 	if err := n.checkCall(key, payload); err != nil {
 		return err
 	}
-	return n.request(ctx, notifyScript, "notify", key, payload, map[any]error{
+	return n.request(ctx, opNotify, key, payload, map[any]error{
 		"NOTFOUND": fmt.Errorf("%w: %q", ErrJobNotFound, key),
 		"NOWORKER": fmt.Errorf("%w: %q", ErrNoWorker, key),
 	})
 }
 
-// request runs s (stopScript or notifyScript), which either settles the
+// request runs stopScript (op opStop) or notifyScript (opNotify), which either settles the
 // call at once, with one of the replies in settled, or replies "SENT" (or
 // {"SENT", worker}) after sending an event to the job's worker; then it
 // waits for the worker's answer on this node's stream, or ctx. When the
@@ -194,10 +239,15 @@ func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) err
 // answering (it died, or left with the event unread), request returns
 // ErrNoWorker instead of waiting for ctx. (A stop needs no such watch: the
 // janitor or the leaving worker answers it.)
-func (n *Node) request(ctx context.Context, s *redis.Script, op, key string, extra any, settled map[any]error) error {
-	reqID, ch := n.await()
-	res, err := n.run(ctx, s, op, n.lay.recordKeys(),
-		append([]any{key, n.lay.wprefix, n.id, reqID, extra}, fieldArgs...)...)
+func (n *Node) request(ctx context.Context, op, key string, payload []byte, settled map[any]error) error {
+	reqID, ch := n.await(op, key, "")
+	var res any
+	var err error
+	if op == opStop {
+		res, err = n.run(ctx, stopScript, op, n.lay.stopKeys(), key, n.lay.wprefix, n.id, reqID, "", n.lay.nprefix)
+	} else {
+		res, err = n.run(ctx, notifyScript, op, n.lay.recordKeys(), key, n.lay.wprefix, n.id, reqID, payload)
+	}
 	worker, sent := sentTo(res)
 	if err == nil && !sent {
 		var ok bool

@@ -23,16 +23,14 @@ type admission struct {
 	ctx  context.Context
 	call scriptCall
 	done chan struct{} // closed when call holds the outcome
-
-	skipped bool // its ctx ended before it ran: it never will
 }
 
 // admit records a new job and either routes it to its worker or queues it
 // for the routers (admitRouteScript), through the admitters. When ctx ends
-// or the node closes first it returns that error and the admission, which
-// may still run: the caller withdraws the job with withdrawAdmission. The
-// admission is nil when it never left the caller.
-func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, reqID string) (any, *admission, error) {
+// or the node closes first it returns that error; unless sent is false
+// (the admission never left this node), the admission may still run, and
+// the caller withdraws the job.
+func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, reqID string) (res any, sent bool, err error) {
 	t := n.table()
 	w := t.owner(key)
 	stream := n.lay.jobStream // a key of the pool; unused when no worker was chosen
@@ -40,9 +38,8 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 		stream = n.lay.wprefix + w
 	}
 	a := &admission{ctx: ctx, done: make(chan struct{}), call: scriptCall{
-		keys: []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers, n.lay.slotsRev, stream},
-		args: []any{key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID,
-			fieldArgs[0], fieldArgs[1], fieldArgs[2], w, strconv.FormatInt(t.rev, 10)},
+		keys: []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers, n.lay.slotsRev, stream, n.lay.withdrawn},
+		args: []any{key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID, w, strconv.FormatInt(t.rev, 10)},
 	}}
 	if n.admitting.Add(1) == 1 {
 		// No other admission is under way: go out at once, on this
@@ -50,51 +47,24 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 		a.call.res, a.call.err = n.run(ctx, admitRouteScript, "dispatch", a.call.keys, a.call.args...)
 		n.admitting.Add(-1)
 		close(a.done)
-		return a.call.res, a, a.call.err
+		return a.call.res, true, a.call.err
 	}
 	select {
 	case n.admissions <- a:
 	case <-ctx.Done():
 		n.admitting.Add(-1)
-		return nil, nil, ctx.Err()
+		return nil, false, ctx.Err()
 	case <-n.closedChan:
 		n.admitting.Add(-1)
-		return nil, nil, n.errClosed()
+		return nil, false, n.errClosed()
 	}
 	select {
 	case <-a.done:
-		return a.call.res, a, a.call.err
+		return a.call.res, true, a.call.err
 	case <-ctx.Done():
-		return nil, a, ctx.Err()
+		return nil, true, ctx.Err()
 	case <-n.closedChan:
-		return nil, a, n.errClosed()
-	}
-}
-
-// withdrawAdmission withdraws the job of an admission its caller gave up
-// on, once the admission's outcome is known: withdrawing before the
-// admission ran would find nothing and leave the job to run. Run in the
-// background (it may wait up to admitTimeout), at once on a stopping node.
-func (n *Node) withdrawAdmission(ctx context.Context, a *admission, key, nonce string) {
-	if a == nil {
-		return
-	}
-	f := func() {
-		select {
-		case <-a.done:
-			if a.skipped {
-				return
-			}
-			if res := a.call.res; a.call.err == nil && res != "OK" && res != "ROUTED" {
-				return // EXISTS, FULL, SHUTDOWN: nothing was admitted
-			}
-		case <-n.ctx.Done():
-			// The admitters stopped: the outcome may never be known.
-		}
-		n.withdraw(ctx, key, nonce)
-	}
-	if !n.background(f) {
-		f()
+		return nil, true, n.errClosed()
 	}
 }
 
@@ -122,7 +92,7 @@ func (n *Node) admitLoop() {
 		}
 		for _, a := range batch {
 			if err := a.ctx.Err(); err != nil {
-				a.call.err, a.skipped = err, true // its caller left: never admit it
+				a.call.err = err // its caller left: never admit it
 				continue
 			}
 			calls = append(calls, &a.call)

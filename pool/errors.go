@@ -28,6 +28,10 @@ var (
 	// ErrNoWorker: a notification could not be delivered because the job
 	// has no live owner right now (it is being moved). Retry later.
 	ErrNoWorker = errors.New("pool: job has no live worker")
+	// ErrJobStopped: DispatchJob's job ended before its Start succeeded
+	// (StopJob of the key meanwhile), so it does not run; the error says
+	// what happened. Dispatch it again if it should run.
+	ErrJobStopped = errors.New("pool: job stopped before it started")
 )
 
 // StartError is returned by DispatchJob when the worker's Start handler

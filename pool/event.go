@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/shepherd-go/shepherd/streaming"
 )
 
 // Event names in the pool's streams.
@@ -52,15 +50,13 @@ func parseHeader(p []byte) (header, []byte, error) {
 	return header{nonce: f[0], gen: gen, replyTo: f[2], reqID: f[3]}, rest, nil
 }
 
-// fieldArgs are the stream field names scripts need to add events.
-var fieldArgs = []any{streaming.FieldEvent, streaming.FieldTopic, streaming.FieldPayload}
-
 // Reply payloads: a status byte, then details.
 const (
 	replyOK          = 'o' // done
 	replyStartFailed = 's' // "s<worker>\n<message>": Start failed
 	replyFailed      = 'e' // "e<message>": Stop or HandleNotification failed
-	replyNoJob       = 'n' // the worker does not run the job (it moved)
+	replyNoJob       = 'n' // the worker does not run the job (it moved); details may follow
+	replyStopped     = 'x' // "x<message>": the job ended before its Start succeeded
 )
 
 // newID returns a random 16-hex-digit id for nodes, workers, nonces and

@@ -26,6 +26,7 @@ func (n *Node) crash() {
 		n.bgMu.Lock()
 		n.bgClosed = true
 		n.bgMu.Unlock()
+		n.bgCancel()
 		n.bg.Wait()
 		_ = n.workers.Close()
 		_ = n.slots.Close()

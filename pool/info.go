@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // JobKeys returns the keys of every job in the pool, whatever its state
@@ -81,4 +83,36 @@ func (n *Node) Workers(ctx context.Context) ([]WorkerInfo, error) {
 		return strings.Compare(out[i].ID, out[j].ID) < 0
 	})
 	return out, nil
+}
+
+// liveWorkersScript counts the workers whose keep-alive is within the TTL,
+// by Redis's clock.
+//
+//	KEYS[1] alive, KEYS[2] workers map
+//	ARGV[1] worker TTL in ms
+var liveWorkersScript = redis.NewScript(`
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = 0
+for _, id in ipairs(redis.call("HKEYS", KEYS[2])) do
+  local seen = redis.call("HGET", KEYS[1], "w:" .. id)
+  if seen and now - tonumber(seen) <= tonumber(ARGV[1]) then n = n + 1 end
+end
+return n
+`)
+
+// LiveWorkers returns how many workers of the pool are live: registered,
+// with a keep-alive within the pool's WorkerTTL by Redis's clock. Unlike
+// Workers it does not read the job records: it costs O(workers). A
+// DispatchJob into a pool without live workers waits until one joins.
+func (n *Node) LiveWorkers(ctx context.Context) (int, error) {
+	if err := n.errClosed(); err != nil {
+		return 0, err
+	}
+	res, err := n.run(ctx, liveWorkersScript, "live workers", []string{n.lay.alive, n.lay.workers}, n.cfg.workerTTL.Milliseconds())
+	if err != nil {
+		return 0, err
+	}
+	c, _ := res.(int64)
+	return int(c), nil
 }

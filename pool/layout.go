@@ -30,6 +30,9 @@ type layout struct {
 	payloads  string // hash: key → payload
 	alive     string // hash: "w:<id>" / "n:<id>" → last keep-alive, ms of Redis TIME
 	janitor   string // string: the janitor lease
+	settings  string // hash: the pool-wide settings (settings.go)
+	nodes     string // hash: node id → node record (JSON)
+	withdrawn string // hash: nonce of a withdrawn DispatchJob → when (ms)
 	jobStream string // the job stream's key
 	workers   string // the workers map's hash (read by scripts)
 	slots     string // the slots map's hash (read by scripts)
@@ -50,6 +53,9 @@ func newLayout(pool string) (layout, error) {
 		payloads:  s.Key(keys.KindPool, "payloads"),
 		alive:     s.Key(keys.KindPool, "alive"),
 		janitor:   s.Key(keys.KindPool, "janitor"),
+		settings:  s.Key(keys.KindPool, "settings"),
+		nodes:     s.Key(keys.KindPool, "nodes"),
+		withdrawn: s.Key(keys.KindPool, "withdrawn"),
 		jobStream: s.Key(keys.KindStream, jobStreamName),
 		workers:   s.Key(keys.KindMap, workersMap),
 		slots:     s.Key(keys.KindMap, slotsMap),
@@ -63,3 +69,6 @@ func newLayout(pool string) (layout, error) {
 // recordKeys are the KEYS[1..3] of the scripts that read a job record and
 // check its worker: jobs, payloads, workers map.
 func (l layout) recordKeys() []string { return []string{l.jobs, l.payloads, l.workers} }
+
+// stopKeys are stopScript's KEYS.
+func (l layout) stopKeys() []string { return []string{l.jobs, l.payloads, l.workers, l.withdrawn} }

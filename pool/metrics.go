@@ -23,6 +23,9 @@ const (
 	MetricJobsRequeued          = "shepherd.pool.jobs.requeued"
 	MetricJobsMoved             = "shepherd.pool.jobs.moved"
 	MetricWorkersDead           = "shepherd.pool.workers.dead"
+	MetricNodesDead             = "shepherd.pool.nodes.dead"
+	MetricNodeRevived           = "shepherd.pool.node.revived"
+	MetricStateLost             = "shepherd.pool.state_lost"
 	MetricDispatchDuration      = "shepherd.pool.dispatch.duration"
 	MetricStartDuration         = "shepherd.pool.start.duration"
 	MetricQueueDepth            = "shepherd.pool.queue.depth"
@@ -43,6 +46,9 @@ type metrics struct {
 	requeued      metric.Int64Counter
 	moved         metric.Int64Counter
 	dead          metric.Int64Counter
+	nodesDead     metric.Int64Counter
+	revived       metric.Int64Counter
+	stateLost     metric.Int64Counter
 	dispatchDur   metric.Float64Histogram
 	startDur      metric.Float64Histogram
 
@@ -80,6 +86,14 @@ func newMetrics(n *Node) (*metrics, error) {
 	dead, err := meter.Int64Counter(MetricWorkersDead, metric.WithDescription("Workers this node declared dead."), metric.WithUnit("{worker}"))
 	errs = append(errs, err)
 	m.dead = dead
+	event := func(name, unit, desc string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+		errs = append(errs, err)
+		return c
+	}
+	m.nodesDead = event(MetricNodesDead, "{node}", "Nodes this node declared dead and removed (no keep-alive for longer than WorkerTTL).")
+	m.revived = event(MetricNodeRevived, "{event}", "Times this node found it had been declared dead (paused or cut off for longer than WorkerTTL) and rejoined.")
+	m.stateLost = event(MetricStateLost, "{event}", "Times this node found that Redis had lost the pool's state (restarted empty).")
 	m.dispatchDur = histogram(MetricDispatchDuration, "DispatchJob calls that got Start's outcome: from the call to the outcome.")
 	m.startDur = histogram(MetricStartDuration, "Start handler calls on this node's workers.")
 

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,9 +49,9 @@ type Node struct {
 	closed     bool
 	shutDown   bool // closed because the pool shut down
 	myWorkers  map[string]*Worker
-	waiters    map[string]chan []byte // request id → reply
-	admissions chan *admission        // DispatchJob → admitLoop
-	admitting  atomic.Int64           // admissions under way, queued ones included
+	waiters    map[string]*waiter // request id → the call waiting for its reply
+	admissions chan *admission    // DispatchJob → admitLoop
+	admitting  atomic.Int64       // admissions under way, queued ones included
 	closeOnce  sync.Once
 	closeErr   error
 	closedChan chan struct{}
@@ -63,7 +64,9 @@ type Node struct {
 
 	bgMu     sync.Mutex
 	bgClosed bool
-	bg       sync.WaitGroup // withdrawals of cancelled dispatches
+	bg       sync.WaitGroup     // withdrawals of failed dispatches
+	bgCtx    context.Context    // ends when Close gives up waiting for them
+	bgCancel context.CancelFunc // ends bgCtx
 
 	metrics *metrics
 }
@@ -102,7 +105,7 @@ func AddNode(ctx context.Context, poolName string, rdb redis.UniversalClient, op
 		id: newID(), pool: poolName, rdb: rdb, cfg: cfg, lay: lay,
 		myWorkers:  make(map[string]*Worker),
 		inboxes:    make(map[string]*Worker),
-		waiters:    make(map[string]chan []byte),
+		waiters:    make(map[string]*waiter),
 		closedChan: make(chan struct{}),
 		admissions: make(chan *admission, admitQueueSize),
 		doneChan:   make(chan struct{}),
@@ -110,6 +113,7 @@ func AddNode(ctx context.Context, poolName string, rdb redis.UniversalClient, op
 	n.logger = cfg.logger.With(slog.String("pool", poolName), slog.String("node", n.id))
 	warnContextTimeouts(n.logger, rdb)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	if n.metrics, err = newMetrics(n); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
@@ -131,6 +135,11 @@ func (n *Node) join(ctx context.Context) error {
 	}
 	if _, ok := n.shutdown.Get(shutdownFlag); ok {
 		return ErrPoolShutdown
+	}
+	// Register, and settle the pool-wide settings before anything uses
+	// them.
+	if err := n.settle(ctx); err != nil {
+		return err
 	}
 	if n.workers, err = rmap.Join(ctx, n.rdb, workersMap, mapOpts...); err != nil {
 		return err
@@ -227,6 +236,10 @@ func (n *Node) run(ctx context.Context, s *redis.Script, op string, keys []strin
 
 // keepAlive records the node's and its workers' keep-alives and tells the
 // workers that were declared dead. It returns whether the pool shuts down.
+// When the pool had declared this node dead (it was paused or cut off for
+// longer than WorkerTTL) or Redis lost the pool's state, answers to the
+// node's calls may have been lost: the calls still waiting look at the
+// job records instead (resync).
 func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 	n.mu.Lock()
 	args := []any{n.id}
@@ -234,15 +247,16 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 		args = append(args, id)
 	}
 	n.mu.Unlock()
-	res, err := n.run(ctx, keepAliveScript, "keep alive", []string{n.lay.alive, n.lay.workers, n.lay.shutdown, n.nodeStream.Key()}, args...)
+	res, err := n.run(ctx, keepAliveScript, "keep alive",
+		[]string{n.lay.alive, n.lay.workers, n.lay.shutdown, n.nodeStream.Key(), n.lay.settings}, args...)
 	if err != nil {
 		return false, err
 	}
 	out, _ := res.([]any)
-	if len(out) == 0 {
-		return false, errors.New("pool: keep alive: empty reply")
+	if len(out) < 2 {
+		return false, errors.New("pool: keep alive: short reply")
 	}
-	for _, v := range out[1:] {
+	for _, v := range out[2:] {
 		id, _ := v.(string)
 		n.mu.Lock()
 		w := n.myWorkers[id]
@@ -250,6 +264,19 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 		if w != nil {
 			w.declaredDead()
 		}
+	}
+	switch out[1] {
+	case "revived":
+		n.logger.Warn("this node was declared dead (no keep-alive for longer than WorkerTTL: paused or cut off); it rejoins, and its waiting calls check their jobs")
+		n.metrics.add(ctx, n.metrics.revived, 1)
+		n.resync(ctx, false)
+	case "lost":
+		n.logger.Error("pool state lost (Redis restarted empty): every job, worker and setting of the pool is gone; this node rejoins")
+		n.metrics.add(ctx, n.metrics.stateLost, 1)
+		if err := n.settle(ctx); err != nil {
+			n.logger.Error("storing the pool's settings again", slog.Any("error", err))
+		}
+		n.resync(ctx, true)
 	}
 	return out[0] == "1", nil
 }
@@ -297,13 +324,7 @@ func (n *Node) replyLoop() {
 			if ev.Event != evReply {
 				continue
 			}
-			n.mu.Lock()
-			ch := n.waiters[ev.Topic]
-			delete(n.waiters, ev.Topic)
-			n.mu.Unlock()
-			if ch != nil {
-				ch <- ev.Payload
-			}
+			n.answer(ev.Topic, ev.Payload)
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 		if _, err := n.nodeStream.Remove(ctx, ids...); err != nil && n.ctx.Err() == nil {
@@ -344,20 +365,103 @@ func (n *Node) inboxLoop() {
 	}
 }
 
+// waiter is a call waiting for a reply on the node's stream.
+type waiter struct {
+	ch    chan []byte // capacity 1: the reply
+	kind  string      // opDispatch, opStop or opNotify
+	key   string
+	nonce string // the dispatch's nonce; "" for other calls
+}
+
+// Kinds of waiters.
+const (
+	opDispatch = "dispatch"
+	opStop     = "stop"
+	opNotify   = "notify"
+)
+
 // await registers a waiter for a reply to a new request id.
-func (n *Node) await() (string, chan []byte) {
+func (n *Node) await(kind, key, nonce string) (string, chan []byte) {
 	id := newID()
-	ch := make(chan []byte, 1)
+	w := &waiter{ch: make(chan []byte, 1), kind: kind, key: key, nonce: nonce}
 	n.mu.Lock()
-	n.waiters[id] = ch
+	n.waiters[id] = w
 	n.mu.Unlock()
-	return id, ch
+	return id, w.ch
 }
 
 func (n *Node) forget(reqID string) {
 	n.mu.Lock()
 	delete(n.waiters, reqID)
 	n.mu.Unlock()
+}
+
+// answer hands reply p to the call waiting for reqID, if it still waits.
+func (n *Node) answer(reqID string, p []byte) {
+	n.mu.Lock()
+	w := n.waiters[reqID]
+	delete(n.waiters, reqID)
+	n.mu.Unlock()
+	if w != nil {
+		w.ch <- p
+	}
+}
+
+// resync settles the calls waiting for answers that may have been lost
+// (the pool declared this node dead and deleted its stream, or Redis lost
+// everything) from the job records: a dispatch whose job runs succeeded,
+// one whose job is gone did not; a stop whose job is gone is done; a
+// notification's fate is unknown. Calls whose job is still on its way keep
+// waiting: their answer comes to the node's stream, which exists again.
+func (n *Node) resync(ctx context.Context, lost bool) {
+	n.mu.Lock()
+	ids := make([]string, 0, len(n.waiters))
+	ws := make([]*waiter, 0, len(n.waiters))
+	for id, w := range n.waiters {
+		ids, ws = append(ids, id), append(ws, w)
+	}
+	n.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	cmds := make([]*redis.StringCmd, len(ws))
+	_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // errors are per command
+		for i, w := range ws {
+			cmds[i] = p.HGet(ctx, n.lay.jobs, w.key)
+		}
+		return nil
+	})
+	why := "this node was cut off from the pool (declared dead) meanwhile"
+	if lost {
+		why = "Redis lost the pool's state (it restarted empty)"
+	}
+	for i, w := range ws {
+		raw, err := cmds[i].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			continue // unknown: keep waiting
+		}
+		var rec struct {
+			N string `json:"n"`
+			S string `json:"s"`
+		}
+		exists := err == nil && json.Unmarshal([]byte(raw), &rec) == nil
+		switch w.kind {
+		case opDispatch:
+			if exists && rec.N == w.nonce {
+				if rec.S == stateRunning {
+					n.answer(ids[i], []byte{replyOK})
+				}
+				continue
+			}
+			n.answer(ids[i], []byte(string(replyStopped)+"it ended while "+why+": its Start failed, or it was stopped"))
+		case opStop:
+			if !exists {
+				n.answer(ids[i], []byte{replyOK})
+			}
+		case opNotify:
+			n.answer(ids[i], []byte(string(replyNoJob)+"the answer was lost: "+why+"; the notification may or may not have been handled"))
+		}
+	}
 }
 
 // reply answers a request of node to (a no-op for noReply). NOMKSTREAM:

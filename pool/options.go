@@ -34,6 +34,10 @@ type nodeConfig struct {
 	clientOnly        bool
 	sinkBlock         time.Duration
 	meterProvider     metric.MeterProvider // nil: no metrics
+
+	// set records which pool-wide settings the options gave explicitly:
+	// those must agree with the pool's (settings.go).
+	set struct{ workerTTL, pendingJobTTL, maxQueuedJobs bool }
 }
 
 func defaultNodeConfig() nodeConfig {
@@ -67,28 +71,47 @@ func WithLogger(l *slog.Logger) NodeOption {
 	}
 }
 
-// WithWorkerTTL sets how long a worker may go without a keep-alive before
-// the pool declares it dead and moves its jobs. Workers keep alive every
-// TTL/3. Defaults to 10s.
+// atLeast returns an error wrapping ErrInvalidOption when d < lower.
+func atLeast(name string, d, lower time.Duration) error {
+	if d < lower {
+		return fmt.Errorf("%w: %s must be at least %v, got %v", ErrInvalidOption, name, lower, d)
+	}
+	return nil
+}
+
+// WithWorkerTTL sets how long a worker or node may go without a
+// keep-alive (by Redis's clock) before the pool declares it dead: its jobs
+// then start elsewhere, and what it held or was about to receive is taken
+// from it, so a paused or cut-off process holds no job for longer than
+// about WorkerTTL + 1s. Nodes keep alive every TTL/3. It is a pool-wide
+// setting: the pool's first full node stores it, and AddNode refuses a
+// node that sets another value while another full node is live (see
+// AddNode). At least MinWorkerTTL (1s). Defaults to 10s.
 func WithWorkerTTL(d time.Duration) NodeOption {
 	return func(c *nodeConfig) error {
-		if err := positive("WorkerTTL", d); err != nil {
+		if err := atLeast("WorkerTTL", d, MinWorkerTTL); err != nil {
 			return err
 		}
-		c.workerTTL = d
+		c.workerTTL, c.set.workerTTL = d, true
 		return nil
 	}
 }
 
-// WithPendingJobTTL sets how long a routed start event may stay unacked
-// (a worker picked the job up but has not started it) before it is routed
-// again. Defaults to 20s.
+// WithPendingJobTTL sets how long a job may stay routed to a live worker
+// that has not claimed it, or claimed by one whose Start has not returned,
+// before the pool routes it again; the Start handler's ctx ends after it
+// too. A DispatchJob whose Start overran it maxSlowStarts (3) times fails
+// with a *StartError. It also bounds the routers' acknowledgement grace
+// (a router that died is taken over as soon as its node is declared dead,
+// see WithWorkerTTL) and a worker's calls to Redis around a start, a stop
+// or a notification. It is a pool-wide setting, like WorkerTTL. At least
+// MinPendingJobTTL (500ms). Defaults to 20s.
 func WithPendingJobTTL(d time.Duration) NodeOption {
 	return func(c *nodeConfig) error {
-		if err := positive("PendingJobTTL", d); err != nil {
+		if err := atLeast("PendingJobTTL", d, MinPendingJobTTL); err != nil {
 			return err
 		}
-		c.pendingJobTTL = d
+		c.pendingJobTTL, c.set.pendingJobTTL = d, true
 		return nil
 	}
 }
@@ -107,13 +130,13 @@ func WithWorkerShutdownTTL(d time.Duration) NodeOption {
 
 // WithMaxQueuedJobs bounds the jobs waiting in the pool's job stream.
 // DispatchJob beyond it fails with ErrPoolFull; queued jobs are never
-// trimmed. Defaults to 1000.
+// trimmed. It is a pool-wide setting, like WorkerTTL. Defaults to 1000.
 func WithMaxQueuedJobs(n int) NodeOption {
 	return func(c *nodeConfig) error {
 		if n < 1 {
 			return fmt.Errorf("%w: MaxQueuedJobs must be at least 1, got %d", ErrInvalidOption, n)
 		}
-		c.maxQueuedJobs = n
+		c.maxQueuedJobs, c.set.maxQueuedJobs = n, true
 		return nil
 	}
 }

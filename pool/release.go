@@ -43,8 +43,7 @@ func (w *Worker) release(ctx context.Context, key string, h header) error {
 func (w *Worker) releaseJobs(ctx context.Context, t table, keys []string, gens []int64) ([]any, error) {
 	n := w.node
 	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev)
-	args := append([]any{w.id, strconv.FormatInt(t.rev, 10)}, fieldArgs...)
-	args = append(args, n.lay.nprefix)
+	args := []any{w.id, strconv.FormatInt(t.rev, 10), n.lay.nprefix}
 	for i, key := range keys {
 		owner, idx := t.owner(key), 0
 		if owner == w.id {

@@ -148,7 +148,7 @@ func (n *Node) route(ev *streaming.Event) bool {
 // rev.
 func (n *Node) routeCall(key string, h header, w string, rev int64) ([]string, []any) {
 	return []string{n.lay.jobs, n.lay.payloads, n.lay.workers, n.lay.slotsRev, n.lay.wprefix + w},
-		append([]any{key, h.nonce, h.gen, w, strconv.FormatInt(rev, 10), h.String()}, fieldArgs...)
+		[]any{key, h.nonce, h.gen, w, strconv.FormatInt(rev, 10)}
 }
 
 func (n *Node) ack(ctx context.Context, ev *streaming.Event) {

@@ -21,8 +21,17 @@ const StatsKeySample = 5
 type Stats struct {
 	Pool string `json:"pool"`
 	// Time is Redis's clock when the snapshot was taken.
-	Time  time.Time   `json:"time"`
-	Nodes []NodeStats `json:"nodes"`
+	Time time.Time `json:"time"`
+	// WorkerTTL, PendingJobTTL and MaxQueuedJobs are the pool's settings,
+	// as stored with it (the defaults when no full node stored any yet);
+	// health is judged by this WorkerTTL.
+	WorkerTTL     time.Duration `json:"worker_ttl_ns"`
+	PendingJobTTL time.Duration `json:"pending_job_ttl_ns"`
+	MaxQueuedJobs int           `json:"max_queued_jobs"`
+	// Exists is false when Redis holds nothing of the pool (no settings,
+	// node, worker or job): a misspelt name, or a pool shut down.
+	Exists bool        `json:"exists"`
+	Nodes  []NodeStats `json:"nodes"`
 	// Workers are sorted by slot, as Workers sorts them.
 	Workers []WorkerStats `json:"workers"`
 	// WorkersBusy run at least one job; WorkersIdle run none.
@@ -49,8 +58,18 @@ type Stats struct {
 type NodeStats struct {
 	ID       string    `json:"id"`
 	LastSeen time.Time `json:"last_seen"`
-	// Age is how long ago LastSeen was, by Redis's clock.
-	Age time.Duration `json:"age_ns"`
+	// Age is how long ago LastSeen was, by Redis's clock; Healthy tells
+	// whether it is within the pool's WorkerTTL. A node dead for longer
+	// is removed by the pool's janitor (while a full node lives).
+	Age     time.Duration `json:"age_ns"`
+	Healthy bool          `json:"healthy"`
+	// Host, PID and Started (the process's clock) identify the node's
+	// process; Client tells a client-only node. Empty for a node whose
+	// record is missing.
+	Host    string    `json:"host,omitempty"`
+	PID     int       `json:"pid,omitempty"`
+	Started time.Time `json:"started,omitempty"`
+	Client  bool      `json:"client,omitempty"`
 }
 
 // WorkerStats describes a worker of the pool.
@@ -77,25 +96,17 @@ func (n *Node) Stats(ctx context.Context) (*Stats, error) {
 	if err := n.errClosed(); err != nil {
 		return nil, err
 	}
-	return inspect(ctx, n.rdb, n.pool, n.lay, n.cfg.workerTTL)
+	return inspect(ctx, n.rdb, n.pool, n.lay)
 }
 
 // Inspect returns a snapshot of the pool poolName without joining it: it
-// only reads Redis, so it works on a pool whose nodes all crashed. opts
-// may set WithWorkerTTL (the pool's, to judge health; defaults to
-// DefaultWorkerTTL); other options are ignored. It costs what Stats costs.
-func Inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, opts ...NodeOption) (*Stats, error) {
+// only reads Redis, so it works on a pool whose nodes all crashed. Health
+// is judged by the WorkerTTL stored with the pool. A pool Redis holds
+// nothing of is no error: Stats.Exists is false. It costs what Stats
+// costs.
+func Inspect(ctx context.Context, rdb redis.UniversalClient, poolName string) (*Stats, error) {
 	if redisutil.IsNil(rdb) {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
-	}
-	cfg := defaultNodeConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
 	}
 	if poolName == "" || strings.Contains(poolName, "}") {
 		return nil, fmt.Errorf("%w: pool name %q must be non-empty and must not contain '}'", ErrInvalidOption, poolName)
@@ -104,12 +115,14 @@ func Inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	return inspect(ctx, rdb, poolName, lay, cfg.workerTTL)
+	return inspect(ctx, rdb, poolName, lay)
 }
 
-func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, lay layout, ttl time.Duration) (*Stats, error) {
+func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, lay layout) (*Stats, error) {
 	pipe := rdb.Pipeline()
 	timeCmd := pipe.Time(ctx)
+	settingsCmd := pipe.HGetAll(ctx, lay.settings)
+	nodesCmd := pipe.HGetAll(ctx, lay.nodes)
 	workersCmd := pipe.HGetAll(ctx, lay.workers)
 	slotsCmd := pipe.HGetAll(ctx, lay.slots)
 	aliveCmd := pipe.HGetAll(ctx, lay.alive)
@@ -117,14 +130,25 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 	depthCmd := pipe.XLen(ctx, lay.jobStream)
 	pendingCmd := pipe.XPending(ctx, lay.jobStream, routerGroup)
 	_, _ = pipe.Exec(ctx) // each command's error is checked below
-	for _, c := range []redis.Cmder{timeCmd, workersCmd, slotsCmd, aliveCmd, jobsCmd, depthCmd, pendingCmd} {
+	for _, c := range []redis.Cmder{timeCmd, settingsCmd, nodesCmd, workersCmd, slotsCmd, aliveCmd, jobsCmd, depthCmd, pendingCmd} {
 		if err := c.Err(); err != nil && !(c == pendingCmd && isNoGroup(err)) {
 			return nil, fmt.Errorf("pool: stats of %q: %w", poolName, err)
 		}
 	}
 	now := timeCmd.Val()
+	pairs := []any{}
+	for k, v := range settingsCmd.Val() {
+		pairs = append(pairs, k, v)
+	}
+	set, err := parseSettings(pairs)
+	if err != nil {
+		return nil, fmt.Errorf("pool: stats of %q: %w", poolName, err)
+	}
+	ttl := set.workerTTL
 	st := &Stats{Pool: poolName, Time: now, QueueDepth: depthCmd.Val(),
-		Nodes: []NodeStats{}, Workers: []WorkerStats{}, Orphans: []string{}}
+		WorkerTTL: set.workerTTL, PendingJobTTL: set.pendingJobTTL, MaxQueuedJobs: set.maxQueuedJobs,
+		Exists: len(settingsCmd.Val())+len(nodesCmd.Val())+len(workersCmd.Val())+len(aliveCmd.Val())+len(jobsCmd.Val()) > 0,
+		Nodes:  []NodeStats{}, Workers: []WorkerStats{}, Orphans: []string{}}
 	if p, err := pendingCmd.Result(); err == nil && p.Count > 0 {
 		st.Pending = p.Count
 		if ms, ok := streamIDMs(p.Lower); ok {
@@ -137,10 +161,28 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 		ms, err := strconv.ParseInt(alive[field], 10, 64)
 		return time.UnixMilli(ms), err == nil
 	}
+	records := nodesCmd.Val()
+	listed := map[string]bool{}
 	for field := range alive {
 		if id, ok := strings.CutPrefix(field, "n:"); ok {
+			listed[id] = true
 			t, _ := seen(field)
-			st.Nodes = append(st.Nodes, NodeStats{ID: id, LastSeen: t, Age: now.Sub(t)})
+			ns := NodeStats{ID: id, LastSeen: t, Age: now.Sub(t)}
+			ns.Healthy = ns.Age <= ttl
+			st.Nodes = append(st.Nodes, ns)
+		}
+	}
+	for id := range records {
+		if !listed[id] { // a record without keep-alive: dead
+			st.Nodes = append(st.Nodes, NodeStats{ID: id})
+		}
+	}
+	for i := range st.Nodes {
+		ns := &st.Nodes[i]
+		var rec nodeRecord
+		if raw, ok := records[ns.ID]; ok && json.Unmarshal([]byte(raw), &rec) == nil {
+			ns.Host, ns.PID, ns.Client = rec.Host, rec.PID, rec.Client
+			ns.Started = time.UnixMilli(rec.Started)
 		}
 	}
 	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].ID < st.Nodes[j].ID })
@@ -222,4 +264,27 @@ func streamIDMs(id string) (int64, bool) {
 	ms, _, _ := strings.Cut(id, "-")
 	v, err := strconv.ParseInt(ms, 10, 64)
 	return v, err == nil
+}
+
+// Exists reports whether Redis holds anything of the pool poolName: its
+// settings, a node, a worker, a job or a queued event. A pool that was
+// shut down, or never joined, does not exist; a name with a typo neither.
+// It costs one EXISTS. It returns an error wrapping ErrInvalidOption for
+// a nil client or an invalid name.
+func Exists(ctx context.Context, rdb redis.UniversalClient, poolName string) (bool, error) {
+	if redisutil.IsNil(rdb) {
+		return false, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	if poolName == "" || strings.Contains(poolName, "}") {
+		return false, fmt.Errorf("%w: pool name %q must be non-empty and must not contain '}'", ErrInvalidOption, poolName)
+	}
+	lay, err := newLayout(poolName)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	n, err := rdb.Exists(ctx, lay.settings, lay.nodes, lay.alive, lay.workers, lay.jobs, lay.jobStream).Result()
+	if err != nil {
+		return false, fmt.Errorf("pool: exists %q: %w", poolName, err)
+	}
+	return n > 0, nil
 }

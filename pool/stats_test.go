@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -50,10 +51,19 @@ func TestStatsMatchWorkersAndJobKeys(t *testing.T) {
 	assert.Equal(t, 12, total)
 	assert.Equal(t, len(workers), st.WorkersBusy+st.WorkersIdle)
 
-	// Inspect reads the same without a node.
-	ins, err := Inspect(ctx, srv.Client(), name, WithWorkerTTL(time.Second))
+	// Inspect reads the same without a node, judging health by the pool's
+	// own WorkerTTL (1s here): no option can make it disagree.
+	ins, err := Inspect(ctx, srv.Client(), name)
 	require.NoError(t, err)
+	assert.True(t, ins.Exists)
+	assert.Equal(t, time.Second, ins.WorkerTTL, "the pool's own TTL, as its node stored it")
+	assert.Equal(t, 2*time.Second, ins.PendingJobTTL)
 	assert.Equal(t, st.Jobs, ins.Jobs)
+	require.Len(t, ins.Nodes, 1)
+	assert.Equal(t, n.ID(), ins.Nodes[0].ID)
+	assert.True(t, ins.Nodes[0].Healthy)
+	assert.Equal(t, os.Getpid(), ins.Nodes[0].PID)
+	assert.NotEmpty(t, ins.Nodes[0].Host)
 	assert.Equal(t, len(st.Workers), len(ins.Workers))
 }
 
@@ -96,7 +106,7 @@ func TestInspectShowsOrphansOfACrashedNode(t *testing.T) {
 	n.crash() // nobody is left to reap the worker
 
 	require.Eventually(t, func() bool {
-		st, err := Inspect(ctx, srv.Client(), name, WithWorkerTTL(time.Second))
+		st, err := Inspect(ctx, srv.Client(), name)
 		require.NoError(t, err)
 		return len(st.Orphans) == 1 && st.Orphans[0] == "lonely" && !st.Workers[0].Healthy
 	}, 10*time.Second, 50*time.Millisecond)
@@ -113,11 +123,11 @@ func TestStatsErrors(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOption)
 	_, err = Inspect(ctx, srv.Client(), "")
 	assert.ErrorIs(t, err, ErrInvalidOption)
-	_, err = Inspect(ctx, srv.Client(), "p", WithWorkerTTL(0))
-	assert.ErrorIs(t, err, ErrInvalidOption)
 	st, err := Inspect(ctx, srv.Client(), redistest.Name(t))
 	require.NoError(t, err, "an empty pool is no error")
 	assert.Zero(t, st.Jobs)
+	assert.False(t, st.Exists)
+	assert.Equal(t, DefaultWorkerTTL, st.WorkerTTL)
 
 	n := addNode(t, srv.Client(), redistest.Name(t))
 	require.NoError(t, n.Close(ctx))

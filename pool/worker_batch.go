@@ -84,20 +84,20 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 	}
 	started := starts[:0:0]
 	attempts := make([]int, 0, len(starts))
+	took := make([]time.Duration, 0, len(starts))
 	for i, s := range starts {
 		job, claimed := w.claimed(s.key, claims[i])
 		if !claimed {
 			continue
 		}
-		sctx, scancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
-		err := w.runStart(sctx, job)
-		scancel()
+		d, err := w.runStart(job)
 		if err != nil {
 			w.startFailed(s.key, s.h, err)
 			continue
 		}
 		started = append(started, s)
 		attempts = append(attempts, job.Attempt)
+		took = append(took, d)
 	}
 	if len(started) == 0 {
 		return
@@ -115,7 +115,7 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 		} else {
 			res = outcomes[i]
 		}
-		w.startRecorded(s.key, s.h, attempts[i], res, err2)
+		w.startRecorded(s.key, s.h, attempts[i], took[i], res, err2)
 	}
 }
 
@@ -142,7 +142,7 @@ func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error
 func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
 	n := w.node
 	sk := newScriptKeys(n.lay.recordKeys()...)
-	args := append([]any{w.id}, fieldArgs...)
+	args := []any{w.id}
 	for _, s := range started {
 		idx := 0
 		if s.h.reqID != noReply && s.h.replyTo != noReply {

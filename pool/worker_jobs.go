@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -36,19 +37,26 @@ func (w *Worker) claimed(key string, res any) (*Job, bool) {
 }
 
 // runStart runs the Start handler of a claimed job, once a Stop of its key
-// still running here has returned.
-func (w *Worker) runStart(ctx context.Context, job *Job) error {
+// still running here has returned, and returns its error and how long it
+// took. Start's ctx ends after PendingJobTTL: an error after that says so.
+func (w *Worker) runStart(job *Job) (time.Duration, error) {
+	n := w.node
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	defer cancel()
 	w.awaitStop(ctx, job.Key)
 	began := time.Now()
 	err := safely(w.logger, "Start", job.Key, func() error { return w.handler.Start(ctx, job) })
 	took := time.Since(began)
-	w.node.metrics.startDone(ctx, began, err)
+	n.metrics.startDone(ctx, began, err)
 	if w.startCost == 0 {
 		w.startCost = took
 	} else {
 		w.startCost += (took - w.startCost) / 8
 	}
-	return err
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("Start did not return within PendingJobTTL (%v): %w", n.cfg.pendingJobTTL, err)
+	}
+	return took, err
 }
 
 // startFailed records that Start failed: the job is deleted and its
@@ -59,7 +67,7 @@ func (w *Worker) startFailed(key string, h header, startErr error) {
 	defer cancel()
 	res, err := n.run(ctx, failedScript, "start failed",
 		[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream},
-		append([]any{key, h.nonce, h.gen, w.id}, fieldArgs...)...)
+		key, h.nonce, h.gen, w.id)
 	if err != nil {
 		w.logger.Warn("recording a failed start", slog.String("key", key), slog.Any("error", err))
 	}
@@ -73,14 +81,19 @@ func (w *Worker) startFailed(key string, h header, startErr error) {
 }
 
 // startRecorded acts on startedScript's outcome for a job whose Start
-// succeeded.
-func (w *Worker) startRecorded(key string, h header, attempt int, res any, err error) {
+// succeeded after took.
+func (w *Worker) startRecorded(key string, h header, attempt int, took time.Duration, res any, err error) {
 	n := w.node
 	if err != nil || res == "STALE" {
 		// The job was taken away while Start ran (or we cannot tell):
 		// stop it here, so that it runs on one worker only. The start
 		// that took over answers a waiting DispatchJob.
-		w.logger.Warn("job taken away during Start; stopping it", slog.String("key", key), slog.Any("error", err))
+		if took > n.cfg.pendingJobTTL {
+			w.logger.Warn("Start took longer than PendingJobTTL: the pool gave the job up meanwhile (started again, or failed its DispatchJob after maxSlowStarts attempts); stopping it here",
+				slog.String("key", key), slog.Duration("took", took), slog.Duration("pending_job_ttl", n.cfg.pendingJobTTL), slog.Int("attempt", attempt))
+		} else {
+			w.logger.Warn("job taken away during Start; stopping it", slog.String("key", key), slog.Any("error", err))
+		}
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.workerShutdownTTL)
 		defer scancel()
 		_ = w.callStop(sctx, key)
@@ -151,7 +164,7 @@ func (w *Worker) stopEvent(ctx context.Context, key string, h header) {
 		delete(w.jobs, key)
 		n.metrics.add(ctx, n.metrics.stopped, 1)
 	}
-	if _, err := n.run(ctx, stoppedScript, "stopped", []string{n.lay.jobs, n.lay.payloads}, key, gen, w.id); err != nil {
+	if _, err := n.run(ctx, stoppedScript, "stopped", []string{n.lay.jobs, n.lay.payloads}, key, gen, w.id, n.lay.nprefix); err != nil {
 		w.logger.Warn("recording a stop", slog.String("key", key), slog.Any("error", err))
 	}
 	if stopErr != nil {

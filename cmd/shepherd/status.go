@@ -23,7 +23,6 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	watch := fs.Bool("watch", false, "refresh until interrupted")
 	interval := fs.Duration("interval", time.Second, "refresh `period` with -watch")
 	count := fs.Int("count", 0, "with -watch, stop after `n` snapshots (0: until interrupted)")
-	ttl := fs.Duration("ttl", pool.DefaultWorkerTTL, "the pool's worker TTL, to judge health")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -33,8 +32,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageError(fs, stderr, "unexpected arguments %q", fs.Args())
 	}
-	if *interval <= 0 || *ttl <= 0 || *count < 0 {
-		return usageError(fs, stderr, "-interval and -ttl must be positive, -count not negative")
+	if *interval <= 0 || *count < 0 {
+		return usageError(fs, stderr, "-interval must be positive, -count not negative")
 	}
 	ctx, cancel := interruptible()
 	defer cancel()
@@ -46,12 +45,15 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 
 	clear := *watch && !*asJSON && isTerminal(stdout)
 	for i := 1; ; i++ {
-		st, err := pool.Inspect(ctx, rdb, *name, pool.WithWorkerTTL(*ttl))
+		st, err := pool.Inspect(ctx, rdb, *name)
 		if err != nil {
 			if ctx.Err() != nil {
 				return exitOK // interrupted while watching
 			}
 			return fail(stderr, "status", err)
+		}
+		if !st.Exists && i == 1 {
+			return fail(stderr, "status", poolNotFound(*name))
 		}
 		if clear {
 			fmt.Fprint(stdout, "\033[H\033[2J")
@@ -76,14 +78,23 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 
 // printStatus writes a snapshot for people.
 func printStatus(w io.Writer, st *pool.Stats) {
-	fmt.Fprintf(w, "pool %s at %s (Redis time)\n", st.Pool, st.Time.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "pool %s at %s (Redis time); WorkerTTL %v, PendingJobTTL %v, MaxQueuedJobs %d\n",
+		st.Pool, st.Time.UTC().Format(time.RFC3339), st.WorkerTTL, st.PendingJobTTL, st.MaxQueuedJobs)
 	fmt.Fprintf(w, "\nnodes: %d\n", len(st.Nodes))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	if len(st.Nodes) > 0 {
-		fmt.Fprintln(tw, "  NODE\tLAST KEEP-ALIVE")
+		fmt.Fprintln(tw, "  NODE\tKIND\tHOST\tPID\tHEALTH")
 	}
 	for _, n := range st.Nodes {
-		fmt.Fprintf(tw, "  %s\t%s ago\n", n.ID, round(n.Age))
+		kind := "full"
+		if n.Client {
+			kind = "client"
+		}
+		host, pid := "-", "-"
+		if n.Host != "" {
+			host, pid = n.Host, fmt.Sprint(n.PID)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", n.ID, kind, host, pid, health(n.Healthy, n.LastSeen, n.Age))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nworkers: %d (%d busy, %d idle)\n", len(st.Workers), st.WorkersBusy, st.WorkersIdle)
@@ -91,15 +102,11 @@ func printStatus(w io.Writer, st *pool.Stats) {
 		fmt.Fprintln(tw, "  SLOT\tWORKER\tNODE\tHEALTH\tJOBS\tKEYS")
 	}
 	for _, ws := range st.Workers {
-		health := "ok"
-		if !ws.Healthy {
-			health = "DEAD"
-		}
 		keys := strings.Join(ws.KeySample, " ")
 		if ws.Jobs > len(ws.KeySample) {
 			keys += " ..."
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s %s ago\t%d\t%s\n", ws.Slot, ws.ID, ws.Node, health, round(ws.HealthAge), ws.Jobs, keys)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\n", ws.Slot, ws.ID, ws.Node, health(ws.Healthy, ws.LastSeen, ws.HealthAge), ws.Jobs, keys)
 	}
 	tw.Flush()
 	oldest := "-"
@@ -114,6 +121,23 @@ func printStatus(w io.Writer, st *pool.Stats) {
 }
 
 func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+
+// health renders a keep-alive: "ok 1.2s ago", "DEAD 40s ago", or "DEAD
+// (no keep-alive)".
+func health(healthy bool, seen time.Time, age time.Duration) string {
+	switch {
+	case healthy:
+		return fmt.Sprintf("ok %s ago", round(age))
+	case seen.IsZero():
+		return "DEAD (no keep-alive)"
+	default:
+		return fmt.Sprintf("DEAD %s ago", round(age))
+	}
+}
+
+// poolNotFound is the error of a command naming a pool Redis holds
+// nothing of.
+func poolNotFound(name string) error { return fmt.Errorf("pool %q not found", name) }
 
 // sample returns the first n of s, with "..." when there are more.
 func sample(s []string, n int) []string {

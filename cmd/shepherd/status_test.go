@@ -54,7 +54,7 @@ func TestStatusJSONMatchesThePool(t *testing.T) {
 	t.Parallel()
 	name, n, _ := livePool(t, 3, 9)
 	var out, errOut bytes.Buffer
-	require.Equal(t, exitOK, run([]string{"status", "-redis", srv.Addr(), "-pool", name, "-json", "-ttl", "1s"}, &out, &errOut), errOut.String())
+	require.Equal(t, exitOK, run([]string{"status", "-redis", srv.Addr(), "-pool", name, "-json"}, &out, &errOut), errOut.String())
 	var st pool.Stats
 	require.NoError(t, json.Unmarshal(out.Bytes(), &st))
 
@@ -70,6 +70,8 @@ func TestStatusJSONMatchesThePool(t *testing.T) {
 	assert.Zero(t, st.QueueDepth)
 	require.Len(t, st.Nodes, 1)
 	assert.Equal(t, n.ID(), st.Nodes[0].ID)
+	assert.True(t, st.Nodes[0].Healthy)
+	assert.Equal(t, time.Second, st.WorkerTTL, "the pool's own TTL, read from Redis")
 	require.Len(t, st.Workers, len(workers))
 	var sum int
 	for i, w := range workers {
