@@ -53,13 +53,23 @@ type client struct {
 }
 
 // join connects to Redis and joins the pool as a client-only node: it
-// routes no job and hosts no worker, and leaves with close.
+// routes no job and hosts no worker, and leaves with close. A pool that
+// Redis holds nothing of is an error: a misspelt name must not create a
+// pool.
 func (c *clientFlags) join(ctx context.Context) (*client, error) {
 	rdb, err := connect(ctx, *c.addr)
 	if err != nil {
 		return nil, err
 	}
-	node, err := pool.AddNode(ctx, *c.pool, rdb, pool.WithClientOnly())
+	exists, err := pool.Exists(ctx, rdb, *c.pool)
+	if err == nil && !exists {
+		err = poolNotFound(*c.pool)
+	}
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	node, err := pool.AddNode(ctx, *c.pool, rdb, pool.WithClientOnly(), pool.WithLogger(nodeLogger(c.fs.Output())))
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err

@@ -73,12 +73,34 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 }
 
 // parse parses args and maps -h and bad flags to exit codes: ok is false
-// when the command must return code.
+// when the command must return code. Flags may come before, between or
+// after the positional arguments (Go's flag package alone stops at the
+// first positional one, so "dispatch k9 -redis other:6379" would dispatch
+// "-redis" as a key, to the default Redis); after "--" every argument is
+// positional, for keys that begin with "-". fs.Args() then returns the
+// positional arguments.
 func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK, false
+			}
+			return exitUsage, false
 		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// Parse stops at "--" and keeps what follows as fs.Args().
+	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
 		return exitUsage, false
 	}
 	return exitOK, true

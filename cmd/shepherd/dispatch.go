@@ -16,12 +16,31 @@ func init() {
 
 func runDispatch(args []string, stdout, stderr io.Writer) int {
 	return perKey("dispatch", "dispatch -pool NAME [-payload TEXT] KEY...", "the jobs' `payload`", "started",
-		args, stdout, stderr, (*pool.Node).DispatchJob)
+		args, stdout, stderr, func(n *pool.Node, ctx context.Context, key string, payload []byte) error {
+			// Without a live worker DispatchJob would wait for one until
+			// -timeout: say why at once instead.
+			live, err := n.LiveWorkers(ctx)
+			if err != nil {
+				return err
+			}
+			if live == 0 {
+				return fmt.Errorf("%s: not dispatched: pool %q has no live worker to start it", key, n.PoolName())
+			}
+			if err := n.DispatchJob(ctx, key, payload); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			return nil
+		})
 }
 
 func runNotify(args []string, stdout, stderr io.Writer) int {
 	return perKey("notify", "notify -pool NAME -payload TEXT KEY...", "the notification's `payload`", "notified",
-		args, stdout, stderr, (*pool.Node).NotifyWorker)
+		args, stdout, stderr, func(n *pool.Node, ctx context.Context, key string, payload []byte) error {
+			if err := n.NotifyWorker(ctx, key, payload); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			return nil
+		})
 }
 
 // perKey runs call with the -payload flag for every KEY argument, printing

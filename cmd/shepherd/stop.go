@@ -29,7 +29,7 @@ func runStop(args []string, stdout, stderr io.Writer) int {
 		var errs []error
 		for _, key := range keys {
 			if err := cl.node.StopJob(ctx, key); err != nil {
-				errs = append(errs, err)
+				errs = append(errs, fmt.Errorf("%s: %w", key, err))
 				continue
 			}
 			fmt.Fprintf(stdout, "%s stopped\n", key)
