@@ -55,6 +55,13 @@ type Report struct {
 	// StaleAfterThaw holds, per job of a frozen process that had started
 	// elsewhere meanwhile, the time from SIGCONT to its stale copy's Stop.
 	StaleAfterThaw []time.Duration
+	// PauseRecoveries holds, per job running on a frozen process, the time
+	// from the freeze to its next start on another process: how long the
+	// pause held it hostage.
+	PauseRecoveries []time.Duration
+	// UnmovedAtThaw are the jobs of a frozen process that had not started
+	// elsewhere when it was thawed (and were not stopped meanwhile).
+	UnmovedAtThaw []string
 	// StartsPerKey counts the starts of every key.
 	StartsPerKey map[string]int
 	// ExitedHolding are jobs still running on a process when it exited by
@@ -81,6 +88,11 @@ func Check(entries []Entry) *Report {
 	frozen := map[string]map[string]bool{}  // proc → keys it held when frozen
 	thawed := map[string]int64{}            // proc → ms of SIGCONT
 	open := map[string]*Overlap{}
+	type hostage struct {
+		proc string
+		ms   int64 // the freeze
+	}
+	hostages := map[string]hostage{} // key → the frozen process holding it
 	procOf := func(h string) string { p, _, _ := strings.Cut(h, "/"); return p }
 
 	settle := func(key string, ms int64) {
@@ -124,6 +136,10 @@ func Check(entries []Entry) *Report {
 			r.StartsPerKey[e.Key]++
 			if gone[e.Proc] {
 				continue // a late write of a killed process
+			}
+			if h, ok := hostages[e.Key]; ok && h.proc != e.Proc {
+				r.PauseRecoveries = append(r.PauseRecoveries, time.Duration(e.Ms-h.ms)*time.Millisecond)
+				delete(hostages, e.Key)
 			}
 			if t, ok := pendingKill[e.Key]; ok {
 				d := time.Duration(e.Ms-t) * time.Millisecond
@@ -170,6 +186,7 @@ func Check(entries []Entry) *Report {
 			r.StoppedJob++
 			delete(expected, e.Key)
 			delete(pendingKill, e.Key)
+			delete(hostages, e.Key)
 			stopped[e.Key] = true
 		case EvUnknown:
 			delete(expected, e.Key)
@@ -188,6 +205,9 @@ func Check(entries []Entry) *Report {
 				for h := range hs {
 					if procOf(h) == e.Proc {
 						fk[key] = true
+						if _, held := hostages[key]; !held && !stopped[key] {
+							hostages[key] = hostage{proc: e.Proc, ms: e.Ms}
+						}
 					}
 				}
 			}
@@ -195,6 +215,12 @@ func Check(entries []Entry) *Report {
 			delete(thawed, e.Proc)
 		case EvThaw:
 			thawed[e.Proc] = e.Ms
+			for key, h := range hostages {
+				if h.proc == e.Proc {
+					r.UnmovedAtThaw = append(r.UnmovedAtThaw, key)
+					delete(hostages, key)
+				}
+			}
 		}
 	}
 	for _, o := range open {
@@ -224,6 +250,7 @@ func Check(entries []Entry) *Report {
 	sort.Strings(r.Zombies)
 	sort.Strings(r.Lost)
 	sort.Strings(r.ExitedHolding)
+	sort.Strings(r.UnmovedAtThaw)
 	return r
 }
 
@@ -294,6 +321,10 @@ func (r *Report) Summary() string {
 		Percentile(r.Recoveries, 50), Percentile(r.Recoveries, 99), Percentile(r.Recoveries, 100), len(r.Unrecovered))
 	for _, k := range r.PerKill {
 		fmt.Fprintf(&b, "  kill of %s: %d jobs restarted %v to %v after it\n", k.Proc, k.Jobs, k.First, k.Last)
+	}
+	if r.Freezes > 0 {
+		fmt.Fprintf(&b, "pause recoveries %d: p50 %v p99 %v max %v; not moved by the thaw %d\n", len(r.PauseRecoveries),
+			Percentile(r.PauseRecoveries, 50), Percentile(r.PauseRecoveries, 99), Percentile(r.PauseRecoveries, 100), len(r.UnmovedAtThaw))
 	}
 	fmt.Fprintf(&b, "double running: %d overlaps, max %v; stale copy stopped after SIGCONT: n=%d p50 %v max %v\n",
 		len(r.Overlaps), r.MaxOverlap(), len(r.StaleAfterThaw), Percentile(r.StaleAfterThaw, 50), Percentile(r.StaleAfterThaw, 100))

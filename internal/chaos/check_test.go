@@ -44,12 +44,33 @@ func TestCheckFindsViolations(t *testing.T) {
 	assert.Len(t, r.Overlaps, 2, "dup (open) and moved (closed by the stale stop)")
 	require.Len(t, r.StaleAfterThaw, 1)
 	assert.Equal(t, 10*time.Millisecond, r.StaleAfterThaw[0])
+	require.Len(t, r.PauseRecoveries, 1, "moved was held by the frozen p3")
+	assert.Equal(t, 10*time.Millisecond, r.PauseRecoveries[0])
+	assert.Equal(t, []string{"dup"}, r.UnmovedAtThaw, "dup ran on p3 too, and never started again")
 	assert.Equal(t, []string{"p1/w2"}, r.Running["moved"])
 	assert.Empty(t, r.Running["late"])
 	assert.Len(t, r.Running["unknown"], 1, "an unknown key may run")
 	assert.Error(t, r.AtRest())
 	assert.Equal(t, 3, r.StartsPerKey["moved"])
 	assert.Equal(t, 1, r.MovedMoreThanOnce())
+}
+
+// A job of a frozen process that never started elsewhere before the thaw
+// is reported, and one stopped meanwhile is not.
+func TestCheckUnmovedAtThaw(t *testing.T) {
+	t.Parallel()
+	r := Check([]Entry{
+		{Event: EvStart, Proc: "p1", Worker: "w0", Key: "held", Ms: 1},
+		{Event: EvStart, Proc: "p1", Worker: "w0", Key: "stopped", Ms: 2},
+		{Event: EvStart, Proc: "p1", Worker: "w0", Key: "moved", Ms: 3},
+		{Event: EvFreeze, Proc: "p1", Ms: 10},
+		{Event: EvStopJob, Key: "stopped", Ms: 11},
+		{Event: EvStart, Proc: "p2", Worker: "w0", Key: "moved", Ms: 2010},
+		{Event: EvThaw, Proc: "p1", Ms: 5000},
+	})
+	assert.Equal(t, []string{"held"}, r.UnmovedAtThaw)
+	assert.Equal(t, []time.Duration{2 * time.Second}, r.PauseRecoveries)
+	assert.Contains(t, r.Summary(), "not moved by the thaw 1")
 }
 
 func TestCheckCleanLog(t *testing.T) {

@@ -41,6 +41,7 @@ type cluster struct {
 	disp   *pool.Node
 	args   []string      // extra worker flags
 	disp2  *redis.Client // a spare client for nodes a test adds
+	timing timing        // the pool's timings, for every process
 
 	mu    sync.Mutex
 	seq   int
@@ -79,12 +80,26 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// timing holds the pool-wide timings a cluster runs with.
+type timing struct {
+	ttl, pending time.Duration // WorkerTTL, PendingJobTTL
+}
+
+// shortTiming is what most scenarios use: faults play out in seconds.
+var shortTiming = timing{ttl: workerTTL, pending: pendingTTL}
+
 // newCluster starts Redis (with opts), the dispatcher and n worker
-// processes run with args.
+// processes run with args, with the short timings.
 func newCluster(t *testing.T, n int, opts []redistest.Option, args ...string) *cluster {
 	t.Helper()
+	return newClusterTimed(t, n, shortTiming, opts, args...)
+}
+
+// newClusterTimed is newCluster with the timings tm.
+func newClusterTimed(t *testing.T, n int, tm timing, opts []redistest.Option, args ...string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, srv: redistest.Start(t, opts...), pool: redistest.Name(t), args: args,
-		procs: map[string]*proc{}, acked: map[string]bool{}}
+		procs: map[string]*proc{}, acked: map[string]bool{}, timing: tm}
 	c.rdb = c.srv.NewClient()
 	var err error
 	c.logKey, err = LogKey(c.pool)
@@ -92,7 +107,7 @@ func newCluster(t *testing.T, n int, opts []redistest.Option, args ...string) *c
 	c.log = NewLog(c.rdb, c.logKey)
 	ctx := ctxFor(t, 20*time.Second)
 	c.disp, err = pool.AddNode(ctx, c.pool, c.newClient(), pool.WithClientOnly(),
-		pool.WithWorkerTTL(workerTTL), pool.WithPendingJobTTL(pendingTTL))
+		pool.WithWorkerTTL(tm.ttl), pool.WithPendingJobTTL(tm.pending))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.disp.Close(context.Background()) })
 	t.Cleanup(c.killAll) // runs before the server's cleanup
@@ -119,12 +134,18 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // spawn starts a worker process and waits until its workers are added.
 func (c *cluster) spawn() string {
 	c.t.Helper()
+	return c.spawnWith()
+}
+
+// spawnWith is spawn with extra worker flags for this process only.
+func (c *cluster) spawnWith(extra ...string) string {
+	c.t.Helper()
 	c.mu.Lock()
 	c.seq++
 	name := fmt.Sprintf("p%d", c.seq)
 	c.mu.Unlock()
 	args := append([]string{"-addr", c.srv.Addr(), "-pool", c.pool, "-log", c.logKey, "-name", name,
-		"-workers", "3", "-ttl", workerTTL.String(), "-pending", pendingTTL.String()}, c.args...)
+		"-workers", "3", "-ttl", c.timing.ttl.String(), "-pending", c.timing.pending.String()}, append(c.args, extra...)...)
 	if *chaosVerbose {
 		args = append(args, "-v")
 	}

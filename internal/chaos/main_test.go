@@ -20,7 +20,9 @@ var (
 		"how long Redis stays unavailable in TestChaosRedisUnavailable (the issue's figure is 10s)")
 	chaosChurners = flag.Int("chaos.churners", 4, "concurrent dispatch loops in TestChaosSteadyChurn")
 	chaosMaxLive  = flag.Int("chaos.maxlive", 750, "running jobs TestChaosSteadyChurn keeps at most (0: no cap)")
-	chaosVerbose  = flag.Bool("chaos.v", false, "worker processes log the pool's warnings to the test's stderr")
+	chaosPauseTTL = flag.Duration("chaos.pausettl", 2*time.Second,
+		"WorkerTTL of TestChaosPausedProcess (the pool's default is 10s); PendingJobTTL stays at its default")
+	chaosVerbose = flag.Bool("chaos.v", false, "worker processes log the pool's warnings to the test's stderr")
 )
 
 // workerBin is the chaosworker program, built once by TestMain.
