@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -186,7 +187,10 @@ func TestDispatchAnsweredWhenTheWorkerDiesDuringStart(t *testing.T) {
 func TestDispatchReturnsWithItsCtxWhileRedisHangs(t *testing.T) {
 	t.Parallel()
 	s := redistest.Start(t)
-	n := addNode(t, s.NewClient(), redistest.Name(t)) // no worker: the job waits
+	// A client that honours ctx deadlines on socket reads, as users are
+	// told to build theirs: the admission's reply may still be on its way
+	// when Redis freezes.
+	n := addNode(t, timedClient(t, s), redistest.Name(t)) // no worker: the job waits
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -201,8 +205,22 @@ func TestDispatchReturnsWithItsCtxWhileRedisHangs(t *testing.T) {
 	case err := <-done:
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	case <-time.After(3 * time.Second):
-		t.Fatal("DispatchJob outlived its ctx by seconds while Redis hung")
+		t.Fatalf("DispatchJob outlived its ctx by seconds while Redis hung; goroutines:\n%s", goroutines("DispatchJob"))
 	}
+}
+
+// goroutines returns the stacks of the goroutines that mention fn, to say
+// where a call that should have returned is stuck.
+func goroutines(fn string) string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // slowFirstStart keeps its running jobs as a set, as real handlers do (a

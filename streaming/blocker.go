@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,19 +22,25 @@ import (
 // sends CLIENT UNBLOCK for it from the shared pool. Other clients (Cluster,
 // Ring) read on the shared client with blocks capped at fallbackBlock.
 //
+// When the Redis user may not run CLIENT ID or CLIENT UNBLOCK (an ACL
+// without them), reads fall back to capped blocks on the shared client
+// too, with one warning.
+//
 // cmd and reset belong to the reading goroutine; unblock and close may be
 // called from any goroutine.
 type blocker struct {
 	rdb    redis.UniversalClient
 	client *redis.Client // nil: no dedicated connection possible
+	rep    reporter
 
-	mu   sync.Mutex
-	conn *redis.Conn
-	id   int64 // CLIENT ID of conn; 0 when there is none
+	mu        sync.Mutex
+	conn      *redis.Conn
+	id        int64 // CLIENT ID of conn; 0 when there is none
+	noUnblock bool  // the Redis user may not run CLIENT ID or CLIENT UNBLOCK
 }
 
-func newBlocker(rdb redis.UniversalClient) *blocker {
-	b := &blocker{rdb: rdb}
+func newBlocker(rdb redis.UniversalClient, rep reporter) *blocker {
+	b := &blocker{rdb: rdb, rep: rep}
 	b.client, _ = rdb.(*redis.Client)
 	return b
 }
@@ -40,12 +48,15 @@ func newBlocker(rdb redis.UniversalClient) *blocker {
 // cmd returns where to send the next blocking read and how long it may
 // block given the wanted duration.
 func (b *blocker) cmd(ctx context.Context, block time.Duration) (redis.Cmdable, time.Duration, error) {
-	if b.client == nil {
+	b.mu.Lock()
+	conn, fallback := b.conn, b.client == nil || b.noUnblock
+	b.mu.Unlock()
+	if fallback {
+		if conn != nil {
+			_ = b.reset() // a dedicated connection is no use without CLIENT UNBLOCK
+		}
 		return b.rdb, min(block, fallbackBlock), nil
 	}
-	b.mu.Lock()
-	conn := b.conn
-	b.mu.Unlock()
 	if conn != nil {
 		return conn, block, nil
 	}
@@ -58,6 +69,15 @@ func (b *blocker) cmd(ctx context.Context, block time.Duration) (redis.Cmdable, 
 	}
 	conn = b.client.Conn()
 	id, err := conn.ClientID(ctx).Result()
+	if err == nil {
+		// Unblocking a connection that is not blocked is a no-op: this
+		// only asks whether the user may.
+		err = b.rdb.ClientUnblock(ctx, id).Err()
+	}
+	if isNoPerm(err) {
+		b.fallBack(err)
+		return b.rdb, min(block, fallbackBlock), closeConn(conn)
+	}
 	if err != nil {
 		return nil, 0, errors.Join(fmt.Errorf("dedicated connection: %w", err), closeConn(conn))
 	}
@@ -65,6 +85,31 @@ func (b *blocker) cmd(ctx context.Context, block time.Duration) (redis.Cmdable, 
 	b.conn, b.id = conn, id
 	b.mu.Unlock()
 	return conn, block, nil
+}
+
+// fallBack switches to short blocking reads on the shared client, as for
+// Cluster clients: the Redis user may not run CLIENT ID or CLIENT UNBLOCK
+// (an ACL without +client|id +client|unblock), so a blocked read could
+// not be ended early. It warns once per client.
+func (b *blocker) fallBack(err error) {
+	b.mu.Lock()
+	b.noUnblock = true
+	b.mu.Unlock()
+	if _, warned := noUnblockWarned.LoadOrStore(b.rdb, true); !warned {
+		b.rep.logger.Warn("streaming: the Redis user may not run CLIENT ID or CLIENT UNBLOCK; blocking reads are capped at "+
+			fallbackBlock.String()+" instead (more round trips when idle); grant +client|id +client|unblock to avoid it",
+			append([]any{slog.Any("error", err)}, b.rep.attrs...)...)
+	}
+}
+
+// noUnblockWarned holds the clients whose user was found to lack CLIENT
+// UNBLOCK, so that a process warns once per client, not once per reader.
+var noUnblockWarned sync.Map
+
+// isNoPerm reports Redis's refusal of a command to the connection's ACL
+// user.
+func isNoPerm(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOPERM")
 }
 
 // reset drops the dedicated connection after an error: a go-redis Conn
@@ -90,7 +135,12 @@ func (b *blocker) unblock(ctx context.Context) error {
 	if id == 0 {
 		return nil
 	}
-	return b.rdb.ClientUnblock(ctx, id).Err()
+	err := b.rdb.ClientUnblock(ctx, id).Err()
+	if isNoPerm(err) { // the user's permissions changed since the probe
+		b.fallBack(err)
+		return nil
+	}
+	return err
 }
 
 // close releases the dedicated connection. Call it once the reading

@@ -107,3 +107,51 @@ func ExampleReader() {
 	fmt.Println((<-ch).Event, (<-ch).Event)
 	// Output: joined left
 }
+
+// A consumer whose process is known to be dead (here: it read an entry
+// and never came back) holds its entries until the ack grace period ends;
+// TakeOver hands them to a live sink at once. Consumers lists who is in
+// the group.
+func ExampleSink_TakeOver() {
+	rdb, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+	jobs, err := streaming.NewStream(rdb, "pool-a", "jobs")
+	if err != nil {
+		panic(err)
+	}
+	if _, err := jobs.Add(ctx, "start", []byte("held"), streaming.WithTopic("tenant-7")); err != nil {
+		panic(err)
+	}
+	// A consumer that reads and then dies.
+	if err := rdb.XGroupCreate(ctx, jobs.Key(), "routers", "0").Err(); err != nil {
+		panic(err)
+	}
+	if err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "routers", Consumer: "dead",
+		Streams: []string{jobs.Key(), ">"}, Block: -1}).Err(); err != nil {
+		panic(err)
+	}
+
+	sink, err := streaming.NewSink(ctx, jobs, "routers", streaming.WithConsumer("alive"),
+		streaming.WithAckGracePeriod(time.Hour))
+	if err != nil {
+		panic(err)
+	}
+	defer sink.Close(ctx)
+	n, err := sink.TakeOver(ctx, "dead")
+	if err != nil {
+		panic(err)
+	}
+	ev := <-sink.Subscribe()
+	fmt.Println(n, ev.Topic, string(ev.Payload), ev.Reclaimed)
+	consumers, err := sink.Consumers(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, c := range consumers {
+		fmt.Println(c.Name, c.Pending)
+	}
+	// Output:
+	// 1 tenant-7 held true
+	// alive 1
+}

@@ -82,7 +82,7 @@ func startMultiReader(rdb redis.UniversalClient, cfg readConfig, attrs ...any) *
 		wake:    make(chan struct{}, 1),
 		rep:     reporter{logger: cfg.logger, onError: cfg.onError, attrs: attrs},
 	}
-	r.life, r.ctx = newLifecycle(newBlocker(rdb))
+	r.life, r.ctx = newLifecycle(newBlocker(rdb, r.rep))
 	r.life.goroutine(r.readLoop)
 	r.life.started(func() { close(r.out) })
 	return r

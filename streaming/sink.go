@@ -90,7 +90,7 @@ func NewSink(ctx context.Context, stream *Stream, group string, opts ...SinkOpti
 	if _, err := s.keepAlive(ctx); err != nil {
 		return nil, err
 	}
-	s.life, s.ctx = newLifecycle(newBlocker(stream.rdb))
+	s.life, s.ctx = newLifecycle(newBlocker(stream.rdb, s.rep))
 	s.life.goroutine(s.readLoop)
 	s.life.goroutine(s.maintainLoop)
 	s.life.started(func() {

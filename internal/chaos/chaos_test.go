@@ -100,6 +100,9 @@ func TestChaosFrozenProcess(t *testing.T) {
 	r = c.settle(3*workerTTL + 10*time.Second)
 	t.Logf("frozen %s held %d jobs\n%s", victim, held, r.Summary())
 	require.Len(t, r.StaleAfterThaw, held, "every stale copy is stopped after SIGCONT")
+	require.Len(t, r.PauseRecoveries, held, "every job of the frozen process started elsewhere")
+	assert.LessOrEqual(t, Percentile(r.PauseRecoveries, 99), workerTTL+time.Second,
+		"p99 of the frozen process's jobs starting elsewhere exceeds WorkerTTL + 1s")
 	assert.LessOrEqual(t, Percentile(r.StaleAfterThaw, 100), workerTTL+time.Second,
 		"a revived process took longer than WorkerTTL + 1s to stop its stale jobs")
 	c.finish(true)

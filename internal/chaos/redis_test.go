@@ -198,6 +198,17 @@ func TestChaosRedisUnavailable(t *testing.T) {
 
 	r := c.settle(3*workerTTL + 15*time.Second)
 	t.Logf("after the outage\n%s", r.Summary())
+	// A failed DispatchJob means the job does not run: every one of them
+	// was withdrawn, however long Redis stayed frozen (the admission each
+	// sent ran at the thaw, after the call gave up).
+	require.Eventually(t, func() bool {
+		for k := range c.report().Running {
+			if strings.HasPrefix(k, "outage-") {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 100*time.Millisecond, "a DispatchJob that failed during the outage left its job running")
 	c.dispatchN("after", 20)
 	c.settle(10 * time.Second)
 	c.finish(false)

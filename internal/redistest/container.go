@@ -37,6 +37,9 @@ func (c *container) args() []string {
 }
 
 func (c *container) start(ctx context.Context) (addr string, err error) {
+	if c.cfg.tls {
+		return "", errors.New("WithTLS needs a redis-server binary (no container fallback)")
+	}
 	if c.ctr == nil {
 		c.ctr, err = tcredis.Run(ctx, containerImage, testcontainers.WithCmd(c.args()...))
 		if err != nil {
@@ -55,7 +58,7 @@ func (c *container) start(ctx context.Context) (addr string, err error) {
 		return "", fmt.Errorf("redistest: container port: %w", err)
 	}
 	addr = net.JoinHostPort(host, port.Port())
-	if err := waitReady(ctx, addr, c.cfg.password, nil); err != nil {
+	if err := waitReady(ctx, addr, c.cfg.password, nil, nil); err != nil {
 		return "", fmt.Errorf("redistest: %w", err)
 	}
 	return addr, nil

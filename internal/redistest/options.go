@@ -11,6 +11,7 @@ type config struct {
 	binary    string
 	args      []string
 	container bool // allow the testcontainers fallback
+	tls       bool
 }
 
 func defaultConfig() config {
@@ -35,6 +36,13 @@ func WithPassword(password string) Option { return func(c *config) { c.password 
 func WithArgs(args ...string) Option {
 	return func(c *config) { c.args = append(c.args, args...) }
 }
+
+// WithTLS makes the server speak TLS only (no plain port), with a
+// certificate for 127.0.0.1 made at start time by a fresh CA; the Server's
+// clients trust that CA (TLSConfig). Clients need not present
+// certificates. Only a redis-server built with TLS runs it; there is no
+// container fallback. Defaults to off.
+func WithTLS() Option { return func(c *config) { c.tls = true } }
 
 // WithBinary names the redis-server executable. Defaults to the
 // REDISTEST_SERVER environment variable, or "redis-server" on PATH.

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,8 @@ type process struct {
 	dir  string
 	port int
 
+	tls *tlsFiles // nil without WithTLS
+
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
 }
@@ -30,18 +33,30 @@ func newProcess(path string, cfg config) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: data dir: %w", err)
 	}
-	return &process{path: path, cfg: cfg, dir: dir}, nil
+	p := &process{path: path, cfg: cfg, dir: dir}
+	if cfg.tls {
+		if p.tls, err = makeTLS(dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("redistest: TLS certificates: %w", err)
+		}
+	}
+	return p, nil
 }
 
 func (p *process) args() []string {
-	args := []string{
-		"--port", strconv.Itoa(p.port),
+	port := []string{"--port", strconv.Itoa(p.port)}
+	if p.tls != nil {
+		port = []string{"--port", "0", "--tls-port", strconv.Itoa(p.port),
+			"--tls-cert-file", p.tls.cert, "--tls-key-file", p.tls.key, "--tls-ca-cert-file", p.tls.ca,
+			"--tls-auth-clients", "no"}
+	}
+	args := append(port,
 		"--bind", "127.0.0.1",
 		"--dir", p.dir,
 		"--logfile", filepath.Join(p.dir, "redis.log"),
 		"--daemonize", "no",
 		"--save", "",
-	}
+	)
 	if p.cfg.aof {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
@@ -93,7 +108,11 @@ func (p *process) startOnce(ctx context.Context) error {
 		close(exited)
 	}()
 	p.cmd, p.exited = cmd, exited
-	if err := waitReady(ctx, p.addr(), p.cfg.password, exited); err != nil {
+	var tlsConfig *tls.Config
+	if p.tls != nil {
+		tlsConfig = p.tls.client
+	}
+	if err := waitReady(ctx, p.addr(), p.cfg.password, tlsConfig, exited); err != nil {
 		_ = p.kill()
 		return fmt.Errorf("redistest: %w; log: %s", err, p.logTail())
 	}

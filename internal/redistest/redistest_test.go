@@ -166,3 +166,25 @@ func TestWithArgsReachesTheServer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "12582912", cfg["maxmemory"])
 }
+
+// A TLS server speaks TLS only: its clients (which trust its fresh CA)
+// get answers, a plain client does not.
+func TestTLSOnly(t *testing.T) {
+	t.Parallel()
+	s := Start(t, WithTLS())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NotNil(t, s.TLSConfig())
+	require.NoError(t, s.Client().Set(ctx, "k", "v", 0).Err())
+	v, err := s.NewClient().Get(ctx, "k").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "v", v)
+	plain := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+	defer plain.Close()
+	assert.Error(t, plain.Ping(ctx).Err(), "the server answered a plain connection")
+	// A restart keeps TLS and the port.
+	require.NoError(t, s.Kill())
+	require.NoError(t, s.Restart())
+	require.NoError(t, s.Client().Ping(ctx).Err())
+	assert.Nil(t, Start(t).TLSConfig(), "a plain server has no TLS configuration")
+}

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -35,6 +36,8 @@ type Server struct {
 	be  backend
 
 	addr atomic.Value // string; read without mu so dials never wait on a restart
+
+	tls *tls.Config // what clients trust, with WithTLS; nil otherwise
 
 	mu      sync.Mutex
 	running bool
@@ -96,6 +99,9 @@ func New(opts ...Option) (*Server, error) {
 	}
 	s.addr.Store(addr)
 	s.running = true
+	if p, ok := be.(*process); ok && p.tls != nil {
+		s.tls = p.tls.client
+	}
 	s.client = s.newClient()
 	return s, nil
 }
@@ -110,6 +116,16 @@ func notAvailable(procErr, containerErr error) error {
 func (s *Server) Addr() string {
 	addr, _ := s.addr.Load().(string)
 	return addr
+}
+
+// TLSConfig returns a client TLS configuration that trusts the server's
+// certificate (a copy, safe to change), or nil for a server without
+// WithTLS.
+func (s *Server) TLSConfig() *tls.Config {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.Clone()
 }
 
 // Password returns the password the server requires, or "".
@@ -141,7 +157,12 @@ func (s *Server) newClient() *redis.Client {
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		// Dial the current address: a container may come back on another
 		// port after Restart.
+		// go-redis applies TLSConfig only with its own dialer.
 		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			if s.tls != nil {
+				d := tls.Dialer{Config: s.TLSConfig()}
+				return d.DialContext(ctx, network, s.Addr())
+			}
 			var d net.Dialer
 			return d.DialContext(ctx, network, s.Addr())
 		},
@@ -273,7 +294,7 @@ func (s *Server) Close() error {
 
 // waitReady polls addr with PING until it answers, ctx ends or exited is
 // closed (the server died).
-func waitReady(ctx context.Context, addr, password string, exited <-chan struct{}) error {
+func waitReady(ctx context.Context, addr, password string, tlsConfig *tls.Config, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	// Probe the port with plain dials first: a go-redis client would log
@@ -291,7 +312,7 @@ func waitReady(ctx context.Context, addr, password string, exited <-chan struct{
 			conn, last = net.DialTimeout("tcp", addr, time.Second)
 			if last == nil {
 				_ = conn.Close()
-				c = redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1, DialTimeout: time.Second})
+				c = redis.NewClient(&redis.Options{Addr: addr, Password: password, TLSConfig: tlsConfig, MaxRetries: -1, DialTimeout: time.Second})
 			}
 		}
 		if c != nil {
