@@ -1,7 +1,12 @@
 package pool
 
 import (
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/keys"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // Names of the pool's Redis structures. All share the hash tag {pool}, so
@@ -40,6 +45,23 @@ type layout struct {
 	shutdown  string // the shutdown map's hash (read by scripts)
 	wprefix   string // a worker stream's key is wprefix + worker id
 	nprefix   string // a node stream's key is nprefix + node id
+}
+
+// poolLayout checks the arguments every entry point takes, a client and a
+// pool name, and returns the pool's layout, or an error wrapping
+// ErrInvalidOption.
+func poolLayout(rdb redis.UniversalClient, pool string) (layout, error) {
+	if redisutil.IsNil(rdb) {
+		return layout{}, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	if pool == "" || strings.Contains(pool, "}") {
+		return layout{}, fmt.Errorf("%w: pool name %q must be non-empty and must not contain '}'", ErrInvalidOption, pool)
+	}
+	lay, err := newLayout(pool)
+	if err != nil {
+		return layout{}, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return lay, nil
 }
 
 func newLayout(pool string) (layout, error) {

@@ -160,6 +160,17 @@ func TestRevivedNodeSettlesItsWaitingCalls(t *testing.T) {
 	exists, err := rdb.Exists(ctx, caller.nodeStream.Key()).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, exists, "the revived node's stream is back")
+	st, err := host.Stats(ctx)
+	require.NoError(t, err)
+	found := false
+	for _, ns := range st.Nodes {
+		if ns.ID == caller.ID() {
+			found = true
+			assert.True(t, ns.Healthy)
+			assert.True(t, ns.Client, "the revived node's record is back")
+		}
+	}
+	assert.True(t, found, "the revived node is not listed")
 }
 
 // StopJob of a job that has not started yet ends it, and the DispatchJob

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/script"
 	"github.com/shepherd-go/shepherd/rmap"
 	"github.com/shepherd-go/shepherd/streaming"
@@ -82,11 +80,9 @@ type Node struct {
 // ErrPoolShutdown while the pool shuts down; or the Redis error that
 // stopped it, leaving nothing behind. Close the node when done.
 func AddNode(ctx context.Context, poolName string, rdb redis.UniversalClient, opts ...NodeOption) (*Node, error) {
-	if redisutil.IsNil(rdb) {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
-	}
-	if poolName == "" || strings.Contains(poolName, "}") {
-		return nil, fmt.Errorf("%w: pool name %q must be non-empty and must not contain '}'", ErrInvalidOption, poolName)
+	lay, err := poolLayout(rdb, poolName)
+	if err != nil {
+		return nil, err
 	}
 	cfg := defaultNodeConfig()
 	for _, o := range opts {
@@ -96,10 +92,6 @@ func AddNode(ctx context.Context, poolName string, rdb redis.UniversalClient, op
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
-	}
-	lay, err := newLayout(poolName)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	n := &Node{
 		id: newID(), pool: poolName, rdb: rdb, cfg: cfg, lay: lay,
@@ -269,14 +261,17 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 	case "revived":
 		n.logger.Warn("this node was declared dead (no keep-alive for longer than WorkerTTL: paused or cut off); it rejoins, and its waiting calls check their jobs")
 		n.metrics.add(ctx, n.metrics.revived, 1)
-		n.resync(ctx, false)
 	case "lost":
 		n.logger.Error("pool state lost (Redis restarted empty): every job, worker and setting of the pool is gone; this node rejoins")
 		n.metrics.add(ctx, n.metrics.stateLost, 1)
+	}
+	if out[1] != "ok" {
+		// Register again (the record went with the keep-alive) and, if
+		// Redis lost them, store the pool's settings again.
 		if err := n.settle(ctx); err != nil {
-			n.logger.Error("storing the pool's settings again", slog.Any("error", err))
+			n.logger.Error("rejoining the pool", slog.Any("error", err))
 		}
-		n.resync(ctx, true)
+		n.resync(ctx, out[1] == "lost")
 	}
 	return out[0] == "1", nil
 }

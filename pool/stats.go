@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // StatsKeySample is how many job keys Stats lists per worker.
@@ -105,15 +104,9 @@ func (n *Node) Stats(ctx context.Context) (*Stats, error) {
 // nothing of is no error: Stats.Exists is false. It costs what Stats
 // costs.
 func Inspect(ctx context.Context, rdb redis.UniversalClient, poolName string) (*Stats, error) {
-	if redisutil.IsNil(rdb) {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
-	}
-	if poolName == "" || strings.Contains(poolName, "}") {
-		return nil, fmt.Errorf("%w: pool name %q must be non-empty and must not contain '}'", ErrInvalidOption, poolName)
-	}
-	lay, err := newLayout(poolName)
+	lay, err := poolLayout(rdb, poolName)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return nil, err
 	}
 	return inspect(ctx, rdb, poolName, lay)
 }
@@ -272,15 +265,9 @@ func streamIDMs(id string) (int64, bool) {
 // It costs one EXISTS. It returns an error wrapping ErrInvalidOption for
 // a nil client or an invalid name.
 func Exists(ctx context.Context, rdb redis.UniversalClient, poolName string) (bool, error) {
-	if redisutil.IsNil(rdb) {
-		return false, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
-	}
-	if poolName == "" || strings.Contains(poolName, "}") {
-		return false, fmt.Errorf("%w: pool name %q must be non-empty and must not contain '}'", ErrInvalidOption, poolName)
-	}
-	lay, err := newLayout(poolName)
+	lay, err := poolLayout(rdb, poolName)
 	if err != nil {
-		return false, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return false, err
 	}
 	n, err := rdb.Exists(ctx, lay.settings, lay.nodes, lay.alive, lay.workers, lay.jobs, lay.jobStream).Result()
 	if err != nil {
