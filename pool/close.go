@@ -90,11 +90,12 @@ func (n *Node) release(ctx context.Context) {
 			n.logger.Warn("deleting the node stream", slog.Any("error", err))
 		}
 	}
-	if err := n.rdb.HDel(ctx, n.lay.alive, "n:"+n.id).Err(); err != nil {
-		n.logger.Warn("deleting the node keep-alive", slog.Any("error", err))
-	}
+	// The record first: a record without a keep-alive reads as a dead node.
 	if err := n.rdb.HDel(ctx, n.lay.nodes, n.id).Err(); err != nil {
 		n.logger.Warn("deleting the node record", slog.Any("error", err))
+	}
+	if err := n.rdb.HDel(ctx, n.lay.alive, "n:"+n.id).Err(); err != nil {
+		n.logger.Warn("deleting the node keep-alive", slog.Any("error", err))
 	}
 	for _, m := range []*rmap.Map{n.workers, n.slots, n.shutdown} {
 		if m != nil {

@@ -60,7 +60,9 @@ func (n *Node) janitorLoop() {
 			consumers, cerr := n.sink.Consumers(ctx)
 			reaped := n.reap(ctx)
 			live, dead, nerr := n.nodes(ctx)
-			if reaped > 0 || len(dead) > 0 || time.Since(lastRecover) >= n.cfg.pendingJobTTL/4 {
+			// Jobs belong to workers: a dead node's workers are reaped
+			// with it, and its router's events are taken over below.
+			if reaped > 0 || time.Since(lastRecover) >= n.cfg.pendingJobTTL/4 {
 				n.recoverJobs(ctx)
 				n.pruneWithdrawn(ctx)
 				lastRecover = time.Now()
