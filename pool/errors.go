@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is.
@@ -45,4 +46,10 @@ type StartError struct {
 
 func (e *StartError) Error() string {
 	return fmt.Sprintf("pool: start of job %q failed on worker %s: %s", e.Key, e.Worker, e.Msg)
+}
+
+// isNoGroup reports a missing consumer group: a pool with no full node
+// yet has no routers, which is no error for a snapshot.
+func isNoGroup(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
 }

@@ -49,3 +49,44 @@ func (n *Node) replyStream(to string) string {
 	}
 	return n.lay.nprefix + to
 }
+
+// inboxLoop hands each worker the events of its stream.
+func (n *Node) inboxLoop() {
+	events := n.inbox.Subscribe()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			batch := drain(ev, events)
+			for _, ev := range batch {
+				n.inboxMu.Lock()
+				w := n.inboxes[ev.Stream]
+				n.inboxMu.Unlock()
+				if w == nil {
+					continue // the worker left; the janitor requeues its jobs
+				}
+				select {
+				case w.events <- ev:
+				case <-w.done:
+				case <-n.ctx.Done():
+					return
+				}
+			}
+			n.trimInbox(batch)
+		}
+	}
+}
+
+// createStream makes sure an empty stream exists at key (a new worker's),
+// so that the node's inbox follows an existing stream from its start.
+func createStream(ctx context.Context, rdb redis.UniversalClient, key string) error {
+	id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []any{"init", "1"}}).Result()
+	if err != nil {
+		return err
+	}
+	return rdb.XDel(ctx, key, id).Err()
+}

@@ -34,17 +34,3 @@ type JobHandler interface {
 type NotificationHandler interface {
 	HandleNotification(ctx context.Context, key string, payload []byte) error
 }
-
-// WorkerInfo describes a worker of the pool, as Workers reports it.
-type WorkerInfo struct {
-	ID   string
-	Node string
-	// Slot is the worker's bucket in the jump-hash table.
-	Slot int
-	// LastSeen is the worker's last keep-alive (Redis server time), and
-	// Healthy whether it is within the pool's WorkerTTL.
-	LastSeen time.Time
-	Healthy  bool
-	// Keys are the jobs the worker runs or is starting.
-	Keys []string
-}

@@ -2,8 +2,8 @@ package pool
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -178,16 +178,6 @@ func (n *Node) join(ctx context.Context) error {
 	return nil
 }
 
-// createStream makes sure an empty stream exists at key (a new worker's),
-// so that the node's inbox follows an existing stream from its start.
-func createStream(ctx context.Context, rdb redis.UniversalClient, key string) error {
-	id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []any{"init", "1"}}).Result()
-	if err != nil {
-		return err
-	}
-	return rdb.XDel(ctx, key, id).Err()
-}
-
 func (n *Node) goroutine(f func()) {
 	n.wg.Add(1)
 	go func() {
@@ -226,250 +216,49 @@ func (n *Node) run(ctx context.Context, s *redis.Script, op string, keys []strin
 	return script.Run(ctx, n.rdb, s, "pool: "+op, keys, args...)
 }
 
-// keepAlive records the node's and its workers' keep-alives and tells the
-// workers that were declared dead. It returns whether the pool shuts down.
-// When the pool had declared this node dead (it was paused or cut off for
-// longer than WorkerTTL) or Redis lost the pool's state, answers to the
-// node's calls may have been lost: the calls still waiting look at the
-// job records instead (resync).
-func (n *Node) keepAlive(ctx context.Context) (bool, error) {
-	n.mu.Lock()
-	args := []any{n.id}
-	for id := range n.myWorkers {
-		args = append(args, id)
-	}
-	n.mu.Unlock()
-	res, err := n.run(ctx, keepAliveScript, "keep alive",
-		[]string{n.lay.alive, n.lay.workers, n.lay.shutdown, n.nodeStream.Key(), n.lay.settings}, args...)
-	if err != nil {
-		return false, err
-	}
-	out, _ := res.([]any)
-	if len(out) < 2 {
-		return false, errors.New("pool: keep alive: short reply")
-	}
-	for _, v := range out[2:] {
-		id, _ := v.(string)
-		n.mu.Lock()
-		w := n.myWorkers[id]
-		n.mu.Unlock()
-		if w != nil {
-			w.declaredDead()
-		}
-	}
-	switch out[1] {
-	case "revived":
-		n.logger.Warn("this node was declared dead (no keep-alive for longer than WorkerTTL: paused or cut off); it rejoins, and its waiting calls check their jobs")
-		n.metrics.add(ctx, n.metrics.revived, 1)
-	case "lost":
-		n.logger.Error("pool state lost (Redis restarted empty): every job, worker and setting of the pool is gone; this node rejoins")
-		n.metrics.add(ctx, n.metrics.stateLost, 1)
-	}
-	if out[1] != "ok" {
-		// Register again (the record went with the keep-alive) and, if
-		// Redis lost them, store the pool's settings again.
-		if err := n.settle(ctx); err != nil {
-			n.logger.Error("rejoining the pool", slog.Any("error", err))
-		}
-		n.resync(ctx, out[1] == "lost")
-	}
-	return out[0] == "1", nil
-}
+// releaseGrace bounds the cleanup of a node whose AddNode failed: it runs
+// after ctx may have ended (Redis unreachable), and must not hold the
+// caller much past its deadline. What it could not delete is an empty
+// stream and a keep-alive that reads as dead.
+const releaseGrace = 250 * time.Millisecond
 
-func (n *Node) keepAliveLoop() {
-	t := time.NewTicker(n.cfg.workerTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n.keepAlivePaused.Load() {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.workerTTL/3)
-		if _, err := n.keepAlive(ctx); err != nil && n.ctx.Err() == nil {
-			n.logger.Warn("keep-alive failed", slog.Any("error", err))
-		}
-		cancel()
+// warnContextTimeouts warns when rdb ignores context deadlines on socket
+// I/O: go-redis applies them only with ContextTimeoutEnabled, and without
+// it a call against an unresponsive Redis returns after the client's read
+// or write timeout, however short its ctx.
+func warnContextTimeouts(logger *slog.Logger, rdb redis.UniversalClient) {
+	enabled := true
+	switch c := rdb.(type) {
+	case *redis.Client:
+		enabled = c == nil || c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		enabled = c == nil || c.Options().ContextTimeoutEnabled
+	}
+	if !enabled {
+		logger.Warn("the Redis client ignores context deadlines (ContextTimeoutEnabled is off): calls may outlive their ctx while Redis hangs")
 	}
 }
 
-// replyLoop hands the answers on the node's stream to the calls waiting
-// for them, and deletes what it read.
-func (n *Node) replyLoop() {
-	events := n.replies.Subscribe()
-	for {
-		var ev *streaming.Event
-		select {
-		case <-n.ctx.Done():
-			return
-		case e, ok := <-events:
-			if !ok {
-				return
-			}
-			ev = e
-		}
-		// Answer every reply already waiting, then delete them with one XDEL.
-		batch := drain(ev, events)
-		ids := make([]string, len(batch))
-		for i, ev := range batch {
-			ids[i] = ev.ID
-			if ev.Event != evReply {
-				continue
-			}
-			n.answer(ev.Topic, ev.Payload)
-		}
-		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-		if _, err := n.nodeStream.Remove(ctx, ids...); err != nil && n.ctx.Err() == nil {
-			n.logger.Warn("trim node stream", slog.Any("error", err))
-		}
-		cancel()
-	}
+// newID returns a random 16-hex-digit id for nodes, workers, nonces and
+// requests.
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
-// inboxLoop hands each worker the events of its stream.
-func (n *Node) inboxLoop() {
-	events := n.inbox.Subscribe()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			batch := drain(ev, events)
-			for _, ev := range batch {
-				n.inboxMu.Lock()
-				w := n.inboxes[ev.Stream]
-				n.inboxMu.Unlock()
-				if w == nil {
-					continue // the worker left; the janitor requeues its jobs
-				}
-				select {
-				case w.events <- ev:
-				case <-w.done:
-				case <-n.ctx.Done():
-					return
-				}
-			}
-			n.trimInbox(batch)
-		}
+// background runs f on a goroutine that stop waits for, and reports false
+// (running nothing) once the node is stopping.
+func (n *Node) background(f func()) bool {
+	n.bgMu.Lock()
+	defer n.bgMu.Unlock()
+	if n.bgClosed {
+		return false
 	}
-}
-
-// waiter is a call waiting for a reply on the node's stream.
-type waiter struct {
-	ch    chan []byte // capacity 1: the reply
-	kind  string      // opDispatch, opStop or opNotify
-	key   string
-	nonce string // the dispatch's nonce; "" for other calls
-}
-
-// Kinds of waiters.
-const (
-	opDispatch = "dispatch"
-	opStop     = "stop"
-	opNotify   = "notify"
-)
-
-// await registers a waiter for a reply to a new request id.
-func (n *Node) await(kind, key, nonce string) (string, chan []byte) {
-	id := newID()
-	w := &waiter{ch: make(chan []byte, 1), kind: kind, key: key, nonce: nonce}
-	n.mu.Lock()
-	n.waiters[id] = w
-	n.mu.Unlock()
-	return id, w.ch
-}
-
-func (n *Node) forget(reqID string) {
-	n.mu.Lock()
-	delete(n.waiters, reqID)
-	n.mu.Unlock()
-}
-
-// answer hands reply p to the call waiting for reqID, if it still waits.
-func (n *Node) answer(reqID string, p []byte) {
-	n.mu.Lock()
-	w := n.waiters[reqID]
-	delete(n.waiters, reqID)
-	n.mu.Unlock()
-	if w != nil {
-		w.ch <- p
-	}
-}
-
-// resync settles the calls waiting for answers that may have been lost
-// (the pool declared this node dead and deleted its stream, or Redis lost
-// everything) from the job records: a dispatch whose job runs succeeded,
-// one whose job is gone did not; a stop whose job is gone is done; a
-// notification's fate is unknown. Calls whose job is still on its way keep
-// waiting: their answer comes to the node's stream, which exists again.
-func (n *Node) resync(ctx context.Context, lost bool) {
-	n.mu.Lock()
-	ids := make([]string, 0, len(n.waiters))
-	ws := make([]*waiter, 0, len(n.waiters))
-	for id, w := range n.waiters {
-		ids, ws = append(ids, id), append(ws, w)
-	}
-	n.mu.Unlock()
-	if len(ws) == 0 {
-		return
-	}
-	cmds := make([]*redis.StringCmd, len(ws))
-	_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // errors are per command
-		for i, w := range ws {
-			cmds[i] = p.HGet(ctx, n.lay.jobs, w.key)
-		}
-		return nil
-	})
-	why := "this node was cut off from the pool (declared dead) meanwhile"
-	if lost {
-		why = "Redis lost the pool's state (it restarted empty)"
-	}
-	for i, w := range ws {
-		raw, err := cmds[i].Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			continue // unknown: keep waiting
-		}
-		var rec struct {
-			N string `json:"n"`
-			S string `json:"s"`
-		}
-		exists := err == nil && json.Unmarshal([]byte(raw), &rec) == nil
-		switch w.kind {
-		case opDispatch:
-			if exists && rec.N == w.nonce {
-				if rec.S == stateRunning {
-					n.answer(ids[i], []byte{replyOK})
-				}
-				continue
-			}
-			n.answer(ids[i], []byte(string(replyStopped)+"it ended while "+why+": its Start failed, or it was stopped"))
-		case opStop:
-			if !exists {
-				n.answer(ids[i], []byte{replyOK})
-			}
-		case opNotify:
-			n.answer(ids[i], []byte(string(replyNoJob)+"the answer was lost: "+why+"; the notification may or may not have been handled"))
-		}
-	}
-}
-
-// reply answers a request of node to (a no-op for noReply). NOMKSTREAM:
-// a node that is gone does not get its stream back.
-func (n *Node) reply(ctx context.Context, to, reqID string, payload []byte) {
-	if to == noReply {
-		return
-	}
-	err := n.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: n.lay.nprefix + to, NoMkStream: true,
-		Values: []any{streaming.FieldEvent, evReply, streaming.FieldTopic, reqID, streaming.FieldPayload, payload},
-	}).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		n.logger.Warn("reply failed", slog.String("to", to), slog.Any("error", err))
-	}
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		f()
+	}()
+	return true
 }

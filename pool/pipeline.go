@@ -69,3 +69,15 @@ func (k *scriptKeys) add(key string) int {
 	k.index[key] = i
 	return i
 }
+
+// perJob checks that a batch script answered once per job.
+func perJob(res any, err error, jobs int, op string) ([]any, error) {
+	if err != nil {
+		return nil, err
+	}
+	out, _ := res.([]any)
+	if len(out) != jobs {
+		return nil, fmt.Errorf("pool: %s: %d replies for %d jobs", op, len(out), jobs)
+	}
+	return out, nil
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,56 +150,6 @@ func redisNowMs(ctx context.Context, n *Node) int64 {
 	return t.UnixMilli()
 }
 
-// claimSlot takes the lowest free slot of the table for worker id, so that
-// a joiner fills the hole a leaver left and only keys of that hole move.
-func (n *Node) claimSlot(ctx context.Context, id string) (int, error) {
-	for {
-		t := n.table()
-		slot := t.size
-		for i := 0; i < t.size; i++ {
-			if _, taken := t.slots[i]; !taken {
-				slot = i
-				break
-			}
-		}
-		res, err := n.slots.SetIfNotExists(ctx, strconv.Itoa(slot), id)
-		if err != nil {
-			return 0, err
-		}
-		if !res.Applied {
-			continue // taken meanwhile; our copy now shows it
-		}
-		if slot >= t.size {
-			if err := n.growTable(ctx, slot+1); err != nil {
-				return 0, err
-			}
-		}
-		return slot, nil
-	}
-}
-
-// growTable raises the table size to at least size. It never shrinks: a
-// smaller table would move keys between surviving workers.
-func (n *Node) growTable(ctx context.Context, size int) error {
-	for {
-		cur, ok := n.slots.Get(sizeField)
-		if !ok {
-			res, err := n.slots.SetIfNotExists(ctx, sizeField, strconv.Itoa(size))
-			if err != nil || res.Applied {
-				return err
-			}
-			continue
-		}
-		c, _ := strconv.Atoi(cur)
-		if c >= size {
-			return nil
-		}
-		if _, err := n.slots.TestAndSet(ctx, sizeField, cur, strconv.Itoa(size)); err != nil {
-			return err
-		}
-	}
-}
-
 // declaredDead tells the worker that the pool reaped it (it missed its
 // keep-alives, for instance while frozen).
 func (w *Worker) declaredDead() {
@@ -255,4 +204,24 @@ func (w *Worker) handle(ev *streaming.Event) {
 			w.notify(ctx, ev.Topic, h, rest)
 		}
 	}
+}
+
+// notify hands a notification to the handler.
+func (w *Worker) notify(ctx context.Context, key string, h header, payload []byte) {
+	n := w.node
+	if _, ok := w.jobs[key]; !ok {
+		n.reply(ctx, h.replyTo, h.reqID, []byte{replyNoJob})
+		return
+	}
+	nh, ok := w.handler.(NotificationHandler)
+	if !ok {
+		n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyFailed)+"handler does not implement NotificationHandler"))
+		return
+	}
+	err := safely(w.logger, "HandleNotification", key, func() error { return nh.HandleNotification(ctx, key, payload) })
+	if err != nil {
+		n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyFailed)+err.Error()))
+		return
+	}
+	n.reply(ctx, h.replyTo, h.reqID, []byte{replyOK})
 }

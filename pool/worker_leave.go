@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // RemoveWorker stops worker w and removes it from the pool: no new job is
@@ -90,3 +92,13 @@ func (w *Worker) cleanup(ctx context.Context) {
 		w.logger.Warn("cleanup failed", slog.Any("error", err))
 	}
 }
+
+// cleanupScript deletes a removed worker's keep-alive and stream.
+//
+//	KEYS[1] alive, KEYS[2] the worker's stream
+//	ARGV[1] worker id
+var cleanupScript = redis.NewScript(`
+redis.call("HDEL", KEYS[1], "w:" .. ARGV[1])
+redis.call("DEL", KEYS[2])
+return 1
+`)

@@ -25,11 +25,6 @@ const janitorTimeout = 10 * time.Second
 // PendingJobTTL before DispatchJob fails with a *StartError saying so.
 const maxSlowStarts = 3
 
-// withdrawnTTL is how long the pool remembers a withdrawn DispatchJob: an
-// admission that reaches Redis later than that (held up in a frozen
-// Redis's or a slow network's buffers for ten minutes) would run.
-const withdrawnTTL = 10 * time.Minute
-
 // janitorLoop runs on every full node; a lease lets one of them work at a
 // time. Its scripts are fenced by generations, so two janitors at once
 // (a lease lost while frozen) do no harm, only double work.
@@ -134,6 +129,25 @@ func (n *Node) reap(ctx context.Context) int {
 	return len(dead)
 }
 
+// reapScript lists the workers whose keep-alive is older than the TTL,
+// by Redis's clock.
+//
+//	KEYS[1] alive, KEYS[2] workers map
+//	ARGV[1] worker TTL in ms
+//
+// Returns the ids of dead workers.
+var reapScript = redis.NewScript(`
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local dead = {}
+local ids = redis.call("HKEYS", KEYS[2])
+for _, id in ipairs(ids) do
+  local seen = redis.call("HGET", KEYS[1], "w:" .. id)
+  if not seen or now - tonumber(seen) > tonumber(ARGV[1]) then dead[#dead + 1] = id end
+end
+return dead
+`)
+
 // nodes returns the ids of the pool's live and dead nodes (nodesScript).
 func (n *Node) nodes(ctx context.Context) (live map[string]bool, dead []string, err error) {
 	res, err := n.run(ctx, nodesScript, "nodes", []string{n.lay.alive, n.lay.nodes}, n.cfg.workerTTL.Milliseconds())
@@ -159,6 +173,32 @@ func (n *Node) nodes(ctx context.Context) (live map[string]bool, dead []string, 
 	return live, dead, nil
 }
 
+// nodesScript sorts the pool's nodes into live and dead by their
+// keep-alives and Redis's clock: a node is dead when its keep-alive is
+// older than the TTL, or when it has a record but no keep-alive.
+//
+//	KEYS[1] alive, KEYS[2] node records
+//	ARGV[1] worker TTL in ms
+//
+// Returns {{live node ids...}, {dead node ids...}}.
+var nodesScript = redis.NewScript(`
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local live, dead, seen = {}, {}, {}
+local all = redis.call("HGETALL", KEYS[1])
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 2) == "n:" then
+    local id = string.sub(all[i], 3)
+    seen[id] = true
+    if now - tonumber(all[i + 1]) > tonumber(ARGV[1]) then dead[#dead + 1] = id else live[#live + 1] = id end
+  end
+end
+for _, id in ipairs(redis.call("HKEYS", KEYS[2])) do
+  if not seen[id] then dead[#dead + 1] = id end
+end
+return {live, dead}
+`)
+
 // removeNodes removes dead nodes with what they own: keep-alive, record,
 // and their stream with the answers waiting in it. A node that was only
 // paused notices at its next keep-alive and rejoins (keepAlive).
@@ -182,6 +222,32 @@ func (n *Node) removeNodes(ctx context.Context, dead []string) {
 		n.metrics.add(ctx, n.metrics.nodesDead, removed)
 	}
 }
+
+// removeNodesScript removes dead nodes: keep-alive, record and stream
+// (with the answers still waiting in it), each only if the node is still
+// dead (it may have revived since nodesScript saw it).
+//
+//	KEYS[1] alive, KEYS[2] node records, KEYS[3..] the nodes' streams
+//	ARGV[1] worker TTL in ms, ARGV[2..] node ids, in the order of their
+//	streams
+//
+// Returns the number of nodes removed.
+var removeNodesScript = redis.NewScript(`
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = 0
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local seen = redis.call("HGET", KEYS[1], "n:" .. id)
+  if not seen or now - tonumber(seen) > tonumber(ARGV[1]) then
+    redis.call("HDEL", KEYS[1], "n:" .. id)
+    redis.call("HDEL", KEYS[2], id)
+    redis.call("DEL", KEYS[1 + i])
+    n = n + 1
+  end
+end
+return n
+`)
 
 // takeOverRouters takes the job events pending for router consumers whose
 // node is not live, and deletes those consumers: this node's router
@@ -282,9 +348,97 @@ func (n *Node) recoverFound(ctx context.Context, found []any, counts map[string]
 // stall every other client for a tenth of a second on each pass.
 const recoverChunk = 500
 
-// pruneWithdrawn forgets withdrawn dispatches older than withdrawnTTL.
-func (n *Node) pruneWithdrawn(ctx context.Context) {
-	if _, err := n.run(ctx, pruneWithdrawnScript, "prune withdrawn", []string{n.lay.withdrawn}, withdrawnTTL.Milliseconds()); err != nil {
-		n.logger.Warn("pruning withdrawn dispatches failed", slog.Any("error", err))
-	}
-}
+// recoverScanScript finds, in one HSCAN step of the job records, the jobs
+// that need recovery: those whose worker is gone, and those stuck between
+// routing and a started Start for longer than the pending TTL. It changes
+// nothing; recoverScript acts on what it returns, after the caller chose
+// each job's new owner.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
+//	ARGV[1] pending TTL in ms, ARGV[2] HSCAN cursor ("0" to begin),
+//	ARGV[3] records per call
+//
+// Returns {next cursor, {{key, generation, worker, state, dispatcher
+// node or "", stop requester node or ""}...}}.
+var recoverScanScript = redis.NewScript(prelude + `
+local now = now_ms()
+local step = redis.call("HSCAN", KEYS[1], ARGV[2], "COUNT", ARGV[3])
+local all = step[2]
+local out = {}
+for i = 1, #all, 2 do
+  local key, r = all[i], cjson.decode(all[i + 1])
+  if r.s ~= S_QUEUED then
+    local gone = r.w == "" or redis.call("HEXISTS", KEYS[3], r.w) == 0
+    local stuck = (r.s == S_ROUTED or r.s == S_CLAIMED) and now - r.t > tonumber(ARGV[1])
+    if gone or stuck then
+      out[#out + 1] = {key, tostring(r.g), r.w, r.s, r.rd or "", r.sr or ""}
+    end
+  end
+end
+return {step[1], out}
+`)
+
+// recoverScript recovers the jobs recoverScanScript found, each only if
+// its record is still as found (same generation, worker and state) and
+// still needs it. A stopping job whose worker is gone is deleted, and its
+// StopJob answered (and its DispatchJob, if that still waits). A job
+// claimed for longer than the pending TTL by a live worker (its Start
+// does not return) whose DispatchJob waits is deleted after
+// maxSlowStarts starts, failing the DispatchJob with a *StartError that
+// says so. Any other job whose worker is gone, or that is stuck, is
+// handed straight to its new owner when the janitor's copy of the slot
+// table is current (the fence routeScript applies) and names a live
+// worker, else queued again for the routers. Handing it over directly
+// keeps recovered jobs away from the job stream, whose blocked reads a
+// paused node may still hold (until it is declared dead too).
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] workers
+//	map, KEYS[5] slots map revision, KEYS[6..] the new owners' and the
+//	answered nodes' streams
+//	ARGV[1] pending TTL in ms, ARGV[2] the slots revision the owners were
+//	chosen under, ARGV[3] starts after which a slow start fails its
+//	dispatch, ARGV[4] the failure message, then per job: key, generation,
+//	worker, state, new owner ("" for none), then the indexes in KEYS
+//	(counted from KEYS[6] as 1; 0 for none) of the new owner's stream,
+//	of the waiting dispatcher's and of the stop requester's
+//
+// Returns, per job, "ROUTED", "REQUEUED", "DELETED", "FAILED" or "STALE".
+var recoverScript = redis.NewScript(prelude + `
+local now = now_ms()
+local ttl = tonumber(ARGV[1])
+local current = redis.call("HGET", KEYS[5], "rev") == ARGV[2]
+local out = {}
+for i = 5, #ARGV, 8 do
+  local key, owner = ARGV[i], ARGV[i + 4]
+  local oi, di, si = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
+  local r = getrec(key)
+  local res = "STALE"
+  if r and r.g == tonumber(ARGV[i + 1]) and r.w == ARGV[i + 2] and r.s == ARGV[i + 3] then
+    local gone = r.w == "" or redis.call("HEXISTS", KEYS[4], r.w) == 0
+    local stuck = (r.s == S_ROUTED or r.s == S_CLAIMED) and now - r.t > ttl
+    if r.s == S_STOPPING then
+      if gone then
+        delrec(key)
+        if si > 0 then send_reply(KEYS[5 + si], r.sq, REPLY_OK) end
+        if di > 0 then send_reply(KEYS[5 + di], r.rq, REPLY_STOPPED .. "StopJob ended it before its Start") end
+        res = "DELETED"
+      end
+    elseif gone or stuck then
+      if not gone and r.s == S_CLAIMED and r.rd and r.a >= tonumber(ARGV[3]) then
+        delrec(key)
+        if di > 0 then send_reply(KEYS[5 + di], r.rq, REPLY_START_FAILED .. r.w .. "\n" .. ARGV[4]) end
+        res = "FAILED"
+      elseif owner ~= "" and oi > 0 and current and (owner ~= r.w or not gone)
+        and redis.call("HEXISTS", KEYS[4], owner) == 1 then
+        reroute(key, r, now, owner, KEYS[5 + oi])
+        res = "ROUTED"
+      else
+        requeue(key, r, now, KEYS[3])
+        res = "REQUEUED"
+      end
+    end
+  end
+  out[#out + 1] = res
+end
+return out
+`)

@@ -1,0 +1,346 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// checkKey validates a job key.
+func checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if len(key) > MaxKeySize {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidKey, len(key), MaxKeySize)
+	}
+	return nil
+}
+
+func (n *Node) checkCall(key string, payload []byte) error {
+	if err := n.errClosed(); err != nil {
+		return err
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if len(payload) > n.cfg.maxPayloadSize {
+		return fmt.Errorf("%w: payload of %d bytes exceeds MaxPayloadSize %d", ErrInvalidOption, len(payload), n.cfg.maxPayloadSize)
+	}
+	if _, ok := n.shutdown.Get(shutdownFlag); ok {
+		return ErrPoolShutdown
+	}
+	return nil
+}
+
+// DispatchJob starts the job key with payload on one worker of the pool
+// and returns once that worker's Start has returned. It returns nil when
+// Start succeeded: from then on the job runs somewhere in the pool until
+// StopJob or Shutdown, across worker and node failures. When Start fails
+// it returns a *StartError and the job is not kept; so it does when Start
+// did not return within PendingJobTTL on maxSlowStarts attempts.
+//
+// It returns ErrJobExists when key is already dispatched, ErrPoolFull
+// when WithMaxQueuedJobs jobs wait to be routed, ErrInvalidKey or
+// ErrInvalidOption (payload too large) for bad input, ErrNodeClosed or
+// ErrPoolShutdown, and ErrJobStopped when the job ended before its Start
+// succeeded (StopJob of the key meanwhile). While no worker exists, the
+// job waits in the queue and DispatchJob waits with it.
+//
+// Any other error (ctx ended, Redis failed or did not answer) means the
+// job does not run: DispatchJob withdraws whatever it may have admitted,
+// in the background, retrying until Redis answers, and an admission that
+// reaches Redis after the withdrawal (Redis was frozen, the network slow)
+// is refused. The withdrawal lasts as long as the node: Close waits for
+// it (up to Close's ctx). A process that exits without Close while a
+// withdrawal waits for Redis may leave the job to run. Until the
+// withdrawal is done, dispatching the same key again may find it
+// (ErrJobExists).
+func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) error {
+	began := time.Now()
+	if err := n.checkCall(key, payload); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	nonce := newID()
+	reqID, ch := n.await(opDispatch, key, nonce)
+	res, sent, err := n.admit(ctx, key, nonce, payload, reqID)
+	if err != nil {
+		n.forget(reqID)
+		if sent {
+			n.withdrawLater(key, nonce) // the admission may run yet
+		}
+		return err
+	}
+	switch res {
+	case "OK", "ROUTED":
+		n.metrics.add(ctx, n.metrics.dispatched, 1)
+	case "EXISTS":
+		n.forget(reqID)
+		return fmt.Errorf("%w: %q", ErrJobExists, key)
+	case "FULL":
+		n.forget(reqID)
+		return ErrPoolFull
+	case "SHUTDOWN":
+		n.forget(reqID)
+		return ErrPoolShutdown
+	default: // "WITHDRAWN" cannot happen: the nonce is new
+		n.forget(reqID)
+		return fmt.Errorf("pool: dispatch of %q: unexpected reply %v", key, res)
+	}
+	select {
+	case p := <-ch:
+		return n.metrics.dispatchDone(ctx, began, replyError(key, p))
+	case <-ctx.Done():
+		n.forget(reqID)
+		n.withdrawLater(key, nonce)
+		return ctx.Err()
+	case <-n.closedChan:
+		n.forget(reqID)
+		n.withdrawLater(key, nonce)
+		return n.errClosed()
+	}
+}
+
+// Concurrent DispatchJob calls are admitted in batches: a few admitter
+// goroutines each take every admission waiting and run their scripts in
+// one pipeline, so that 64 concurrent producers cost Redis and the node a
+// handful of round trips instead of 64. A DispatchJob that finds no other
+// admission under way runs its own at once, on its goroutine: batching
+// costs a lone caller nothing.
+const (
+	admitters      = 4   // pipelines in flight at once
+	maxAdmitBatch  = 128 // admissions per pipeline
+	admitQueueSize = 1024
+)
+
+// admission is one DispatchJob waiting for admitRouteScript.
+type admission struct {
+	ctx  context.Context
+	call scriptCall
+	done chan struct{} // closed when call holds the outcome
+}
+
+// admit records a new job and either routes it to its worker or queues it
+// for the routers (admitRouteScript), through the admitters. When ctx ends
+// or the node closes first it returns that error; unless sent is false
+// (the admission never left this node), the admission may still run, and
+// the caller withdraws the job.
+func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, reqID string) (res any, sent bool, err error) {
+	t := n.table()
+	w := t.owner(key)
+	stream := n.lay.jobStream // a key of the pool; unused when no worker was chosen
+	if w != "" {
+		stream = n.lay.wprefix + w
+	}
+	a := &admission{ctx: ctx, done: make(chan struct{}), call: scriptCall{
+		keys: []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers, n.lay.slotsRev, stream, n.lay.withdrawn},
+		args: []any{key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID, w, strconv.FormatInt(t.rev, 10)},
+	}}
+	if n.admitting.Add(1) == 1 {
+		// No other admission is under way: go out at once, on this
+		// goroutine, without the hop to an admitter.
+		a.call.res, a.call.err = n.run(ctx, admitRouteScript, "dispatch", a.call.keys, a.call.args...)
+		n.admitting.Add(-1)
+		close(a.done)
+		return a.call.res, true, a.call.err
+	}
+	select {
+	case n.admissions <- a:
+	case <-ctx.Done():
+		n.admitting.Add(-1)
+		return nil, false, ctx.Err()
+	case <-n.closedChan:
+		n.admitting.Add(-1)
+		return nil, false, n.errClosed()
+	}
+	select {
+	case <-a.done:
+		return a.call.res, true, a.call.err
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	case <-n.closedChan:
+		return nil, true, n.errClosed()
+	}
+}
+
+// admitLoop runs the admissions waiting in n.admissions, a batch per
+// pipeline, until the node stops.
+func (n *Node) admitLoop() {
+	batch := make([]*admission, 0, maxAdmitBatch)
+	calls := make([]*scriptCall, 0, maxAdmitBatch)
+	for {
+		batch, calls = batch[:0], calls[:0]
+		select {
+		case <-n.ctx.Done():
+			return
+		case a := <-n.admissions:
+			batch = append(batch, a)
+		}
+	fill:
+		for len(batch) < maxAdmitBatch {
+			select {
+			case a := <-n.admissions:
+				batch = append(batch, a)
+			default:
+				break fill
+			}
+		}
+		for _, a := range batch {
+			if err := a.ctx.Err(); err != nil {
+				a.call.err = err // its caller left: never admit it
+				continue
+			}
+			calls = append(calls, &a.call)
+		}
+		if len(calls) > 0 {
+			if n.admitHook != nil {
+				n.admitHook(false)
+			}
+			ctx, cancel := context.WithTimeout(n.ctx, admitTimeout)
+			n.runPipelined(ctx, admitRouteScript, "dispatch", calls)
+			cancel()
+			if n.admitHook != nil {
+				n.admitHook(true)
+			}
+		}
+		n.admitting.Add(-int64(len(batch)))
+		for _, a := range batch {
+			close(a.done)
+		}
+	}
+}
+
+// admitTimeout bounds one admission pipeline; callers wait no longer than
+// their own ctx in any case.
+const admitTimeout = 10 * time.Second
+
+// admitRouteScript records a new job and routes or queues its start
+// event. When the dispatching node's copy of the slot table names a
+// worker for the key and that copy is current (the fence routeScript
+// applies), the event goes straight to the worker's stream, skipping the
+// job stream and a router: two hops and two round trips less per job.
+// Otherwise it is queued in the job stream for the routers. A dispatch
+// whose caller gave up and withdrew it (its nonce is in the withdrawn
+// hash) is refused: its command may reach Redis after the withdrawal
+// (Redis was frozen, the network slow), and must then do nothing.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] shutdown
+//	map, KEYS[5] workers map, KEYS[6] slots map revision, KEYS[7] the
+//	chosen worker's stream (any stream of the pool when none was chosen),
+//	KEYS[8] withdrawn dispatches
+//	ARGV[1] key, ARGV[2] nonce, ARGV[3] max queued, ARGV[4] payload,
+//	ARGV[5] reply node, ARGV[6] request id, ARGV[7] worker id ("" for
+//	none), ARGV[8] the slots revision the node decided on
+//
+// Returns "ROUTED", "OK" (queued), "EXISTS", "FULL", "SHUTDOWN" or
+// "WITHDRAWN". The bound counts only jobs waiting in the job stream: a
+// routed job does not wait there.
+var admitRouteScript = redis.NewScript(prelude + `
+if redis.call("HEXISTS", KEYS[8], ARGV[2]) == 1 then return "WITHDRAWN" end
+if redis.call("HEXISTS", KEYS[4], "shutdown") == 1 then return "SHUTDOWN" end
+if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then return "EXISTS" end
+local now = now_ms()
+local r = {s = S_QUEUED, g = 1, n = ARGV[2], w = "", t = now, c = now, a = 0, rd = ARGV[5], rq = ARGV[6]}
+if ARGV[7] ~= "" and redis.call("HGET", KEYS[6], "rev") == ARGV[8]
+  and redis.call("HEXISTS", KEYS[5], ARGV[7]) == 1 then
+  r.s = S_ROUTED; r.w = ARGV[7]
+  putrec(ARGV[1], r)
+  redis.call("HSET", KEYS[2], ARGV[1], ARGV[4])
+  send_start(KEYS[7], ARGV[1], r)
+  return "ROUTED"
+end
+if redis.call("XLEN", KEYS[3]) >= tonumber(ARGV[3]) then return "FULL" end
+putrec(ARGV[1], r)
+redis.call("HSET", KEYS[2], ARGV[1], ARGV[4])
+send_start(KEYS[3], ARGV[1], r)
+return "OK"
+`)
+
+// withdrawLater withdraws in the background: against a hung Redis the
+// withdrawal lasts as long as Redis hangs, and the caller's deadline is
+// over. A node that finished stopping tries once, at once.
+func (n *Node) withdrawLater(key, nonce string) {
+	if !n.background(func() { n.withdraw(n.bgCtx, key, nonce) }) {
+		ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
+		defer cancel()
+		n.withdraw(ctx, key, nonce)
+	}
+}
+
+// withdrawTimeout bounds one attempt of a withdrawal.
+const withdrawTimeout = 5 * time.Second
+
+// withdraw makes sure that the job of a failed DispatchJob does not run:
+// it records the dispatch's nonce as withdrawn, so that its admission is
+// refused if it reaches Redis later, and stops the job if it was admitted.
+// It retries until Redis answers or ctx ends (Close gave up waiting).
+func (n *Node) withdraw(ctx context.Context, key, nonce string) {
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, withdrawTimeout)
+		_, err := n.run(actx, stopScript, "withdraw", n.lay.stopKeys(),
+			key, n.lay.wprefix, noReply, noReply, nonce, n.lay.nprefix)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				n.logger.Info("withdrew a failed dispatch", slog.String("key", key), slog.Int("attempts", attempt))
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			n.logger.Error("withdrawing a failed dispatch was abandoned before Redis answered; the job may run",
+				slog.String("key", key), slog.Any("error", err))
+			return
+		}
+		if attempt == 1 {
+			n.logger.Warn("withdrawing a failed dispatch: Redis did not answer; retrying until it does",
+				slog.String("key", key), slog.Any("error", err))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// withdrawnTTL is how long the pool remembers a withdrawn DispatchJob: an
+// admission that reaches Redis later than that (held up in a frozen
+// Redis's or a slow network's buffers for ten minutes) would run.
+const withdrawnTTL = 10 * time.Minute
+
+// pruneWithdrawn forgets withdrawn dispatches older than withdrawnTTL.
+func (n *Node) pruneWithdrawn(ctx context.Context) {
+	if _, err := n.run(ctx, pruneWithdrawnScript, "prune withdrawn", []string{n.lay.withdrawn}, withdrawnTTL.Milliseconds()); err != nil {
+		n.logger.Warn("pruning withdrawn dispatches failed", slog.Any("error", err))
+	}
+}
+
+// pruneWithdrawnScript forgets withdrawn dispatches older than the
+// given age: their admissions can no longer arrive.
+//
+//	KEYS[1] withdrawn dispatches
+//	ARGV[1] age in ms
+//
+// Returns the number forgotten.
+var pruneWithdrawnScript = redis.NewScript(`
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = 0
+local all = redis.call("HGETALL", KEYS[1])
+for i = 1, #all, 2 do
+  if now - tonumber(all[i + 1]) > tonumber(ARGV[1]) then
+    redis.call("HDEL", KEYS[1], all[i]); n = n + 1
+  end
+end
+return n
+`)

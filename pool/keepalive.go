@@ -1,0 +1,115 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func (n *Node) keepAliveLoop() {
+	t := time.NewTicker(n.cfg.workerTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n.keepAlivePaused.Load() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.workerTTL/3)
+		if _, err := n.keepAlive(ctx); err != nil && n.ctx.Err() == nil {
+			n.logger.Warn("keep-alive failed", slog.Any("error", err))
+		}
+		cancel()
+	}
+}
+
+// keepAlive records the node's and its workers' keep-alives and tells the
+// workers that were declared dead. It returns whether the pool shuts down.
+// When the pool had declared this node dead (it was paused or cut off for
+// longer than WorkerTTL) or Redis lost the pool's state, answers to the
+// node's calls may have been lost: the calls still waiting look at the
+// job records instead (resync).
+func (n *Node) keepAlive(ctx context.Context) (bool, error) {
+	n.mu.Lock()
+	args := []any{n.id}
+	for id := range n.myWorkers {
+		args = append(args, id)
+	}
+	n.mu.Unlock()
+	res, err := n.run(ctx, keepAliveScript, "keep alive",
+		[]string{n.lay.alive, n.lay.workers, n.lay.shutdown, n.nodeStream.Key(), n.lay.settings}, args...)
+	if err != nil {
+		return false, err
+	}
+	out, _ := res.([]any)
+	if len(out) < 2 {
+		return false, errors.New("pool: keep alive: short reply")
+	}
+	for _, v := range out[2:] {
+		id, _ := v.(string)
+		n.mu.Lock()
+		w := n.myWorkers[id]
+		n.mu.Unlock()
+		if w != nil {
+			w.declaredDead()
+		}
+	}
+	switch out[1] {
+	case "revived":
+		n.logger.Warn("this node was declared dead (no keep-alive for longer than WorkerTTL: paused or cut off); it rejoins, and its waiting calls check their jobs")
+		n.metrics.add(ctx, n.metrics.revived, 1)
+	case "lost":
+		n.logger.Error("pool state lost (Redis restarted empty): every job, worker and setting of the pool is gone; this node rejoins")
+		n.metrics.add(ctx, n.metrics.stateLost, 1)
+	}
+	if out[1] != "ok" {
+		// Register again (the record went with the keep-alive) and, if
+		// Redis lost them, store the pool's settings again.
+		if err := n.settle(ctx); err != nil {
+			n.logger.Error("rejoining the pool", slog.Any("error", err))
+		}
+		n.resync(ctx, out[1] == "lost")
+	}
+	return out[0] == "1", nil
+}
+
+// keepAliveScript records keep-alives of a node and its workers, with
+// Redis's clock, and recreates the node's stream if Redis lost it (or the
+// janitor removed it), so that replies reach the node again.
+//
+//	KEYS[1] alive, KEYS[2] workers map, KEYS[3] shutdown map, KEYS[4] the
+//	node's stream, KEYS[5] the pool's settings
+//	ARGV[1] node id, ARGV[2...] worker ids
+//
+// A worker missing from the workers map was declared dead: it gets no
+// keep-alive, and is returned so its node stops its stale jobs. Returns
+// {shutdown flag set ("1"/"0"), the node's standing, dead worker ids...}
+// where the standing is "ok", "revived" (its keep-alive was gone: the
+// pool declared the node dead, and replies to it may have been lost) or
+// "lost" (the pool's settings were gone too: Redis lost the pool's state).
+var keepAliveScript = redis.NewScript(`
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {redis.call("HEXISTS", KEYS[3], "shutdown") == 1 and "1" or "0", "ok"}
+if redis.call("HSET", KEYS[1], "n:" .. ARGV[1], now) == 1 then
+  out[2] = redis.call("EXISTS", KEYS[5]) == 1 and "revived" or "lost"
+end
+if redis.call("EXISTS", KEYS[4]) == 0 then
+  local id = redis.call("XADD", KEYS[4], "*", "init", "1")
+  redis.call("XDEL", KEYS[4], id)
+end
+for i = 2, #ARGV do
+  if redis.call("HEXISTS", KEYS[2], ARGV[i]) == 1 then
+    redis.call("HSET", KEYS[1], "w:" .. ARGV[i], now)
+  else
+    out[#out + 1] = ARGV[i]
+  end
+end
+return out
+`)

@@ -1,0 +1,358 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/rmap"
+	"github.com/shepherd-go/shepherd/streaming"
+)
+
+// StopJob stops the job key: its worker's Stop runs, and the job is
+// deleted from the pool. It returns once Stop has returned (with Stop's
+// error, the job being deleted anyway), or at once when the job was not
+// running (queued, or its worker gone). It returns ErrJobNotFound for an
+// unknown key. When ctx ends first, the stop still completes in the
+// background.
+func (n *Node) StopJob(ctx context.Context, key string) error {
+	if err := n.checkCall(key, nil); err != nil {
+		return err
+	}
+	return n.request(ctx, opStop, key, nil, map[any]error{
+		"NOTFOUND": fmt.Errorf("%w: %q", ErrJobNotFound, key),
+		"DELETED":  nil,
+	})
+}
+
+// NotifyWorker delivers payload to the HandleNotification method of the
+// worker running key and returns its error. It returns ErrJobNotFound for
+// an unknown key, and ErrNoWorker while the job is not running (being
+// started or moved): retry then. It also returns ErrNoWorker when the
+// worker leaves the pool (or is declared dead) before answering; the
+// notification may or may not have been handled then.
+func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) error {
+	if err := n.checkCall(key, payload); err != nil {
+		return err
+	}
+	return n.request(ctx, opNotify, key, payload, map[any]error{
+		"NOTFOUND": fmt.Errorf("%w: %q", ErrJobNotFound, key),
+		"NOWORKER": fmt.Errorf("%w: %q", ErrNoWorker, key),
+	})
+}
+
+// request runs stopScript (op opStop) or notifyScript (opNotify), which either settles the
+// call at once, with one of the replies in settled, or replies "SENT" (or
+// {"SENT", worker}) after sending an event to the job's worker; then it
+// waits for the worker's answer on this node's stream, or ctx. When the
+// script names the worker and that worker leaves the pool before
+// answering (it died, or left with the event unread), request returns
+// ErrNoWorker instead of waiting for ctx. (A stop needs no such watch: the
+// janitor or the leaving worker answers it.)
+func (n *Node) request(ctx context.Context, op, key string, payload []byte, settled map[any]error) error {
+	reqID, ch := n.await(op, key, "")
+	var res any
+	var err error
+	if op == opStop {
+		res, err = n.run(ctx, stopScript, op, n.lay.stopKeys(), key, n.lay.wprefix, n.id, reqID, "", n.lay.nprefix)
+	} else {
+		res, err = n.run(ctx, notifyScript, op, n.lay.recordKeys(), key, n.lay.wprefix, n.id, reqID, payload)
+	}
+	worker, sent := sentTo(res)
+	if err == nil && !sent {
+		var ok bool
+		if err, ok = settled[res]; !ok {
+			err = fmt.Errorf("pool: %s: unexpected reply %v", op, res)
+		}
+	}
+	if err != nil || !sent {
+		n.forget(reqID)
+		return err
+	}
+	var left <-chan rmap.Event
+	if worker != "" {
+		events, cancel := n.workers.Subscribe()
+		defer cancel()
+		left = events
+		if _, ok := n.workers.Get(worker); !ok {
+			left = closedEvents
+		}
+	}
+	for {
+		select {
+		case p := <-ch:
+			return replyError(key, p)
+		case e, ok := <-left:
+			relevant := !ok || e.Kind == rmap.EventResync || (e.Kind == rmap.EventDelete && e.Key == worker)
+			if !relevant {
+				continue
+			}
+			if _, present := n.workers.Get(worker); present {
+				if !ok {
+					left = nil // the subscription ended: the node is closing
+				}
+				continue
+			}
+			select {
+			case p := <-ch: // the answer came just before
+				return replyError(key, p)
+			default:
+			}
+			n.forget(reqID)
+			return fmt.Errorf("%w: %q: its worker left the pool before answering", ErrNoWorker, key)
+		case <-ctx.Done():
+			n.forget(reqID)
+			return ctx.Err()
+		case <-n.closedChan:
+			n.forget(reqID)
+			return n.errClosed()
+		}
+	}
+}
+
+// closedEvents is a closed channel of map events: a receive from it
+// reports at once that the watched worker is already gone.
+var closedEvents = func() <-chan rmap.Event {
+	c := make(chan rmap.Event)
+	close(c)
+	return c
+}()
+
+// sentTo reports whether a stop or notify script sent its event, and to
+// which worker when it says.
+func sentTo(res any) (worker string, sent bool) {
+	switch v := res.(type) {
+	case string:
+		return "", v == "SENT"
+	case []any:
+		if len(v) == 2 && v[0] == "SENT" {
+			worker, _ = v[1].(string)
+			return worker, true
+		}
+	}
+	return "", false
+}
+
+// stopScript starts stopping a job (StopJob), or withdraws the job of a
+// DispatchJob whose caller gave up. A withdrawal names the dispatch's
+// nonce and records it in the withdrawn hash, so that the admission, if it
+// has not reached Redis yet, is refused when it does.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] withdrawn
+//	dispatches
+//	ARGV[1] key, ARGV[2] worker stream prefix, ARGV[3] reply node,
+//	ARGV[4] request id, ARGV[5] nonce ("" for any: StopJob), ARGV[6]
+//	node stream prefix
+//
+// Returns "NOTFOUND"; "DELETED" when no worker runs the job (it was queued
+// or its worker is gone): done, and a DispatchJob still waiting for the
+// job's start is told that it was stopped; or "SENT" when a stop event
+// went to the owner, which answers the reply node when Stop has run.
+var stopScript = redis.NewScript(prelude + `
+if ARGV[5] ~= "" then redis.call("HSET", KEYS[4], ARGV[5], now_ms()) end
+local r = getrec(ARGV[1])
+if not r or (ARGV[5] ~= "" and r.n ~= ARGV[5]) then return "NOTFOUND" end
+if r.s == S_QUEUED or r.w == "" or redis.call("HEXISTS", KEYS[3], r.w) == 0 then
+  delrec(ARGV[1])
+  if r.rd and r.rd ~= NO_REPLY and ARGV[5] == "" then
+    send_reply(ARGV[6] .. r.rd, r.rq, REPLY_STOPPED .. "StopJob ended it before its Start")
+  end
+  return "DELETED"
+end
+r.s = S_STOPPING; r.t = now_ms(); r.sr = ARGV[3]; r.sq = ARGV[4]
+putrec(ARGV[1], r)
+redis.call("XADD", ARGV[2] .. r.w, "*", FE, EV_STOP, FT, ARGV[1], FP, header(r, ARGV[3], ARGV[4]))
+return "SENT"
+`)
+
+// notifyScript sends a notification to a running job's worker.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
+//	ARGV[1] key, ARGV[2] worker stream prefix, ARGV[3] reply node,
+//	ARGV[4] request id, ARGV[5] payload
+//
+// Returns "NOTFOUND", "NOWORKER" (the job is not running right now: being
+// started or moved) or {"SENT", worker id}.
+var notifyScript = redis.NewScript(prelude + `
+local r = getrec(ARGV[1])
+if not r or r.s == S_STOPPING then return "NOTFOUND" end
+if r.s ~= S_RUNNING or redis.call("HEXISTS", KEYS[3], r.w) == 0 then return "NOWORKER" end
+redis.call("XADD", ARGV[2] .. r.w, "*", FE, EV_NOTIFY, FT, ARGV[1], FP, header(r, ARGV[3], ARGV[4]) .. "\n" .. ARGV[5])
+return {"SENT", r.w}
+`)
+
+// waiter is a call waiting for a reply on the node's stream.
+type waiter struct {
+	ch    chan []byte // capacity 1: the reply
+	kind  string      // opDispatch, opStop or opNotify
+	key   string
+	nonce string // the dispatch's nonce; "" for other calls
+}
+
+// Kinds of waiters.
+const (
+	opDispatch = "dispatch"
+	opStop     = "stop"
+	opNotify   = "notify"
+)
+
+// await registers a waiter for a reply to a new request id.
+func (n *Node) await(kind, key, nonce string) (string, chan []byte) {
+	id := newID()
+	w := &waiter{ch: make(chan []byte, 1), kind: kind, key: key, nonce: nonce}
+	n.mu.Lock()
+	n.waiters[id] = w
+	n.mu.Unlock()
+	return id, w.ch
+}
+
+func (n *Node) forget(reqID string) {
+	n.mu.Lock()
+	delete(n.waiters, reqID)
+	n.mu.Unlock()
+}
+
+// answer hands reply p to the call waiting for reqID, if it still waits.
+func (n *Node) answer(reqID string, p []byte) {
+	n.mu.Lock()
+	w := n.waiters[reqID]
+	delete(n.waiters, reqID)
+	n.mu.Unlock()
+	if w != nil {
+		w.ch <- p
+	}
+}
+
+// replyError turns a worker's reply into DispatchJob's, StopJob's or
+// NotifyWorker's error.
+func replyError(key string, p []byte) error {
+	if len(p) == 0 {
+		return errors.New("pool: empty reply")
+	}
+	switch p[0] {
+	case replyOK:
+		return nil
+	case replyStartFailed:
+		worker, msg, _ := strings.Cut(string(p[1:]), "\n")
+		return &StartError{Key: key, Worker: worker, Msg: msg}
+	case replyNoJob:
+		if len(p) > 1 {
+			return fmt.Errorf("%w: %q: %s", ErrNoWorker, key, p[1:])
+		}
+		return fmt.Errorf("%w: %q", ErrNoWorker, key)
+	case replyStopped:
+		return fmt.Errorf("%w: %q: %s", ErrJobStopped, key, p[1:])
+	default:
+		return fmt.Errorf("pool: job %q: %s", key, p[1:])
+	}
+}
+
+// reply answers a request of node to (a no-op for noReply). NOMKSTREAM:
+// a node that is gone does not get its stream back.
+func (n *Node) reply(ctx context.Context, to, reqID string, payload []byte) {
+	if to == noReply {
+		return
+	}
+	err := n.rdb.XAdd(ctx, &redis.XAddArgs{
+		Stream: n.lay.nprefix + to, NoMkStream: true,
+		Values: []any{streaming.FieldEvent, evReply, streaming.FieldTopic, reqID, streaming.FieldPayload, payload},
+	}).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		n.logger.Warn("reply failed", slog.String("to", to), slog.Any("error", err))
+	}
+}
+
+// replyLoop hands the answers on the node's stream to the calls waiting
+// for them, and deletes what it read.
+func (n *Node) replyLoop() {
+	events := n.replies.Subscribe()
+	for {
+		var ev *streaming.Event
+		select {
+		case <-n.ctx.Done():
+			return
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			ev = e
+		}
+		// Answer every reply already waiting, then delete them with one XDEL.
+		batch := drain(ev, events)
+		ids := make([]string, len(batch))
+		for i, ev := range batch {
+			ids[i] = ev.ID
+			if ev.Event != evReply {
+				continue
+			}
+			n.answer(ev.Topic, ev.Payload)
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		if _, err := n.nodeStream.Remove(ctx, ids...); err != nil && n.ctx.Err() == nil {
+			n.logger.Warn("trim node stream", slog.Any("error", err))
+		}
+		cancel()
+	}
+}
+
+// resync settles the calls waiting for answers that may have been lost
+// (the pool declared this node dead and deleted its stream, or Redis lost
+// everything) from the job records: a dispatch whose job runs succeeded,
+// one whose job is gone did not; a stop whose job is gone is done; a
+// notification's fate is unknown. Calls whose job is still on its way keep
+// waiting: their answer comes to the node's stream, which exists again.
+func (n *Node) resync(ctx context.Context, lost bool) {
+	n.mu.Lock()
+	ids := make([]string, 0, len(n.waiters))
+	ws := make([]*waiter, 0, len(n.waiters))
+	for id, w := range n.waiters {
+		ids, ws = append(ids, id), append(ws, w)
+	}
+	n.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	cmds := make([]*redis.StringCmd, len(ws))
+	_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // errors are per command
+		for i, w := range ws {
+			cmds[i] = p.HGet(ctx, n.lay.jobs, w.key)
+		}
+		return nil
+	})
+	why := "this node was cut off from the pool (declared dead) meanwhile"
+	if lost {
+		why = "Redis lost the pool's state (it restarted empty)"
+	}
+	for i, w := range ws {
+		raw, err := cmds[i].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			continue // unknown: keep waiting
+		}
+		var rec struct {
+			N string `json:"n"`
+			S string `json:"s"`
+		}
+		exists := err == nil && json.Unmarshal([]byte(raw), &rec) == nil
+		switch w.kind {
+		case opDispatch:
+			if exists && rec.N == w.nonce {
+				if rec.S == stateRunning {
+					n.answer(ids[i], []byte{replyOK})
+				}
+				continue
+			}
+			n.answer(ids[i], []byte(string(replyStopped)+"it ended while "+why+": its Start failed, or it was stopped"))
+		case opStop:
+			if !exists {
+				n.answer(ids[i], []byte{replyOK})
+			}
+		case opNotify:
+			n.answer(ids[i], []byte(string(replyNoJob)+"the answer was lost: "+why+"; the notification may or may not have been handled"))
+		}
+	}
+}

@@ -1,0 +1,376 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/streaming"
+)
+
+// Start events waiting for a worker are started in batches: one
+// claimScript call, the Start handlers one after another, then one
+// startedScript call, whose record of each job answers its dispatcher. A batch holds as
+// many starts as fit in startBatchBudget at the handler's average Start
+// duration, so that a slow handler gets batches of one, as before: a
+// batch delays each dispatcher's answer until the whole batch has started.
+const (
+	maxStartBatch    = 64
+	startBatchBudget = 5 * time.Millisecond
+)
+
+// startBatchSize is how many start events the next batch may take.
+func (w *Worker) startBatchSize() int {
+	if w.startCost <= 0 {
+		return maxStartBatch
+	}
+	return max(1, min(maxStartBatch, int(startBatchBudget/w.startCost)))
+}
+
+// startBatch starts first and the start events waiting behind it (every
+// start event of the worker goes through here). It returns the first
+// other event it took from the channel, for the caller to handle next
+// (events of one worker keep their order), or nil.
+func (w *Worker) startBatch(first *streaming.Event) *streaming.Event {
+	evs := []*streaming.Event{first}
+	var next *streaming.Event
+	limit := w.startBatchSize()
+fill:
+	for len(evs) < limit {
+		select {
+		case ev := <-w.events:
+			if ev.Event != evStart {
+				next = ev
+				break fill
+			}
+			evs = append(evs, ev)
+		default:
+			break fill
+		}
+	}
+	if len(evs) > 1 {
+		w.node.startBatches.Add(1)
+	}
+	w.startMany(evs)
+	for _, ev := range evs {
+		w.settle(ev.Topic)
+	}
+	return next
+}
+
+// startMany claims, starts and records a batch of start events (or one):
+// one claimScript call, the Start handlers one by one, one startedScript
+// call.
+func (w *Worker) startMany(evs []*streaming.Event) {
+	n := w.node
+	starts := make([]startRef, 0, len(evs))
+	for _, ev := range evs {
+		h, _, err := parseHeader(ev.Payload)
+		if err != nil {
+			w.logger.Error("dropping malformed event", slog.Any("error", err))
+			continue
+		}
+		starts = append(starts, startRef{key: ev.Topic, h: h})
+	}
+	if len(starts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	claims, err := w.claimJobs(ctx, starts)
+	cancel()
+	if err != nil {
+		w.logger.Warn("claim failed; the jobs will be moved after PendingJobTTL", slog.Int("jobs", len(starts)), slog.Any("error", err))
+		return
+	}
+	started := starts[:0:0]
+	attempts := make([]int, 0, len(starts))
+	took := make([]time.Duration, 0, len(starts))
+	for i, s := range starts {
+		job, claimed := w.claimed(s.key, claims[i])
+		if !claimed {
+			continue
+		}
+		d, err := w.runStart(job)
+		if err != nil {
+			w.startFailed(s.key, s.h, err)
+			continue
+		}
+		started = append(started, s)
+		attempts = append(attempts, job.Attempt)
+		took = append(took, d)
+	}
+	if len(started) == 0 {
+		return
+	}
+	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	defer rcancel()
+	outcomes, err := w.recordJobs(rctx, started)
+	for i, s := range started {
+		var res any
+		var err2 error
+		if err != nil {
+			// Unknown whether it ran: ask again, job by job, until Redis
+			// answers (startedScript is idempotent).
+			res, err2 = w.recordStarted(rctx, s.key, s.h)
+		} else {
+			res = outcomes[i]
+		}
+		w.startRecorded(s.key, s.h, attempts[i], took[i], res, err2)
+	}
+}
+
+// startRef names a start event: the job's key and the event's header.
+type startRef struct {
+	key string
+	h   header
+}
+
+// claimJobs runs claimScript for starts and returns one reply per job.
+func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error) {
+	n := w.node
+	args := make([]any, 0, 1+3*len(starts))
+	args = append(args, w.id)
+	for _, s := range starts {
+		args = append(args, s.key, s.h.nonce, s.h.gen)
+	}
+	res, err := n.run(ctx, claimScript, "claim", n.lay.recordKeys(), args...)
+	return perJob(res, err, len(starts), "claim")
+}
+
+// recordJobs runs startedScript for jobs whose Start succeeded and returns
+// one outcome per job.
+func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
+	n := w.node
+	sk := newScriptKeys(n.lay.recordKeys()...)
+	args := []any{w.id}
+	for _, s := range started {
+		idx := 0
+		if s.h.reqID != noReply && s.h.replyTo != noReply {
+			idx = sk.add(n.replyStream(s.h.replyTo))
+		}
+		args = append(args, s.key, s.h.nonce, s.h.gen, s.h.reqID, idx)
+	}
+	res, err := n.run(ctx, startedScript, "started", sk.keys, args...)
+	return perJob(res, err, len(started), "started")
+}
+
+// recordStarted runs startedScript for a job whose Start succeeded. An
+// error leaves it unknown whether the script ran (Redis may have applied
+// it and died before answering), so it asks again until Redis answers or
+// ctx ends: the script is idempotent. Stopping the job on the first error
+// instead would leave a record saying "running here" with nothing
+// running, which no recovery notices.
+func (w *Worker) recordStarted(ctx context.Context, key string, h header) (any, error) {
+	n := w.node
+	wait := 10 * time.Millisecond
+	for {
+		outcomes, err := w.recordJobs(ctx, []startRef{{key: key, h: h}})
+		if err == nil {
+			return outcomes[0], nil
+		}
+		if ctx.Err() != nil || n.ctx.Err() != nil {
+			return nil, err
+		}
+		t := time.NewTimer(wait) // retry backoff while Redis is unreachable
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// safely calls a user handler, turning a panic into an error.
+func safely(logger *slog.Logger, what, key string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			logger.Error("handler panicked", slog.String("handler", what), slog.String("key", key),
+				slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			err = fmt.Errorf("pool: %s handler panicked: %v", what, r)
+		}
+	}()
+	return f()
+}
+
+// claimed turns claimScript's reply for one job into the job to start, or
+// false when the event was stale (stopped, moved, or already running
+// here).
+func (w *Worker) claimed(key string, res any) (*Job, bool) {
+	out, _ := res.([]any)
+	if len(out) != 4 || out[0] != "OK" {
+		return nil, false
+	}
+	payload, _ := out[1].(string)
+	created, _ := strconv.ParseInt(fmt.Sprint(out[2]), 10, 64)
+	attempt, _ := strconv.Atoi(fmt.Sprint(out[3]))
+	return &Job{Key: key, Payload: []byte(payload), CreatedAt: time.UnixMilli(created), Attempt: attempt}, true
+}
+
+// runStart runs the Start handler of a claimed job, once a Stop of its key
+// still running here has returned, and returns its error and how long it
+// took. Start's ctx ends after PendingJobTTL: an error after that says so.
+func (w *Worker) runStart(job *Job) (time.Duration, error) {
+	n := w.node
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	defer cancel()
+	w.awaitStop(ctx, job.Key)
+	began := time.Now()
+	err := safely(w.logger, "Start", job.Key, func() error { return w.handler.Start(ctx, job) })
+	took := time.Since(began)
+	n.metrics.startDone(ctx, began, err)
+	if w.startCost == 0 {
+		w.startCost = took
+	} else {
+		w.startCost += (took - w.startCost) / 8
+	}
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("Start did not return within PendingJobTTL (%v): %w", n.cfg.pendingJobTTL, err)
+	}
+	return took, err
+}
+
+// startFailed records that Start failed: the job is deleted and its
+// dispatcher told, or it is queued again (after a move).
+func (w *Worker) startFailed(key string, h header, startErr error) {
+	n := w.node
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	defer cancel()
+	res, err := n.run(ctx, failedScript, "start failed",
+		[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream},
+		key, h.nonce, h.gen, w.id)
+	if err != nil {
+		w.logger.Warn("recording a failed start", slog.String("key", key), slog.Any("error", err))
+	}
+	w.logger.Info("start failed", slog.String("key", key), slog.Any("outcome", res), slog.Any("error", startErr))
+	if res == "REQUEUED" {
+		n.metrics.add(ctx, n.metrics.requeued, 1)
+	}
+	if res == "DELETED" {
+		n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyStartFailed)+w.id+"\n"+startErr.Error()))
+	}
+}
+
+// startRecorded acts on startedScript's outcome for a job whose Start
+// succeeded after took.
+func (w *Worker) startRecorded(key string, h header, attempt int, took time.Duration, res any, err error) {
+	n := w.node
+	if err != nil || res == "STALE" {
+		// The job was taken away while Start ran (or we cannot tell):
+		// stop it here, so that it runs on one worker only. The start
+		// that took over answers a waiting DispatchJob.
+		if took > n.cfg.pendingJobTTL {
+			w.logger.Warn("Start took longer than PendingJobTTL: the pool gave the job up meanwhile (started again, or failed its DispatchJob after maxSlowStarts attempts); stopping it here",
+				slog.String("key", key), slog.Duration("took", took), slog.Duration("pending_job_ttl", n.cfg.pendingJobTTL), slog.Int("attempt", attempt))
+		} else {
+			w.logger.Warn("job taken away during Start; stopping it", slog.String("key", key), slog.Any("error", err))
+		}
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.workerShutdownTTL)
+		defer scancel()
+		_ = w.callStop(sctx, key)
+		return
+	}
+	w.jobs[key] = h // startedScript answered the dispatcher
+	n.metrics.add(n.ctx, n.metrics.started, 1)
+	w.logger.Debug("job started", slog.String("key", key), slog.Int("attempt", attempt))
+}
+
+// claimScript lets a worker take jobs routed to it, before their Start: a
+// batch of the start events waiting for it (or one) in one call.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
+//	ARGV[1] worker id, then per job: key, nonce, generation
+//
+// Returns, per job, {"OK", payload, createdMs, attempt} or {"STALE"}: the
+// event is outdated, the job was stopped or moved, or this worker was
+// declared dead; a repeated start of an owned job is STALE too, so it is a
+// no-op.
+var claimScript = redis.NewScript(prelude + `
+local wid = ARGV[1]
+local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
+local now = now_ms()
+local out = {}
+for i = 2, #ARGV, 3 do
+  local key = ARGV[i]
+  local r = getrec(key)
+  if not alive or not r or r.n ~= ARGV[i + 1] or r.g ~= tonumber(ARGV[i + 2]) or r.w ~= wid or r.s ~= S_ROUTED then
+    out[#out + 1] = {"STALE"}
+  else
+    r.s = S_CLAIMED; r.t = now; r.a = r.a + 1
+    putrec(key, r)
+    out[#out + 1] = {"OK", redis.call("HGET", KEYS[2], key) or "", tostring(r.c), tostring(r.a)}
+  end
+end
+return out
+`)
+
+// startedScript records that Start succeeded, for a batch of a worker's
+// jobs (or one) in one call, and on "OK" or "STOPPING" (Start did succeed
+// either way) answers each waiting DispatchJob, saving the worker a round
+// trip.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4..] the
+//	dispatching nodes' streams
+//	ARGV[1] worker id, then per job: key, nonce, generation, request id
+//	(noReply: nobody waits), index of the dispatching node's stream in
+//	KEYS (counted from KEYS[4] as 1; 0 for none)
+//
+// It is idempotent: once recorded, running it again returns "OK", so a
+// worker whose connection broke can ask again instead of guessing.
+// Returns, per job, "OK"; "STOPPING" when a stop is on its way to this
+// worker (keep the job: the stop event follows); "STALE" when the job was
+// taken away meanwhile (moved after PendingJobTTL, stopped, or this worker
+// declared dead): the worker must stop what it just started.
+var startedScript = redis.NewScript(prelude + `
+local wid = ARGV[1]
+local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
+local out = {}
+for i = 2, #ARGV, 5 do
+  local key, rq, si = ARGV[i], ARGV[i + 3], tonumber(ARGV[i + 4])
+  local function answer()
+    if si > 0 then send_reply(KEYS[3 + si], rq, REPLY_OK) end
+  end
+  local r = getrec(key)
+  if not r or r.n ~= ARGV[i + 1] or r.g ~= tonumber(ARGV[i + 2]) or r.w ~= wid then
+    out[#out + 1] = "STALE"
+  elseif r.s == S_STOPPING then
+    answer(); out[#out + 1] = "STOPPING"
+  elseif r.s == S_RUNNING then
+    -- Already recorded: a retry after a reply lost to a connection error.
+    out[#out + 1] = "OK"
+  elseif r.s ~= S_CLAIMED or not alive then
+    out[#out + 1] = "STALE"
+  else
+    -- A running job needs no timestamp (only routed and claimed jobs
+    -- expire): dropping it keeps the record of each running job short.
+    r.s = S_RUNNING; r.t = nil; r.rd = nil; r.rq = nil
+    putrec(key, r)
+    answer(); out[#out + 1] = "OK"
+  end
+end
+return out
+`)
+
+// failedScript records that Start failed.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream
+//	ARGV[1] key, ARGV[2] nonce, ARGV[3] generation, ARGV[4] worker id
+//
+// While a DispatchJob waits for the job's first successful start, a failed
+// start deletes the job (DispatchJob returns the error); later, a failed
+// start (after a move) queues the job again. Returns "DELETED",
+// "REQUEUED" or "STALE".
+var failedScript = redis.NewScript(prelude + `
+local r = getrec(ARGV[1])
+if not r or r.n ~= ARGV[2] or r.g ~= tonumber(ARGV[3]) or r.w ~= ARGV[4] then return "STALE" end
+if r.s == S_STOPPING or r.rd then delrec(ARGV[1]); return "DELETED" end
+if r.s ~= S_CLAIMED then return "STALE" end
+requeue(ARGV[1], r, now_ms(), KEYS[3])
+return "REQUEUED"
+`)
