@@ -248,7 +248,7 @@ if redis.call("HEXISTS", KEYS[4], "shutdown") == 1 then return "SHUTDOWN" end
 if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then return "EXISTS" end
 local now = now_ms()
 local r = {s = S_QUEUED, g = 1, n = ARGV[2], w = "", t = now, c = now, a = 0, rd = ARGV[5], rq = ARGV[6]}
-if ARGV[7] ~= "" and redis.call("HGET", KEYS[6], "rev") == ARGV[8]
+if ARGV[7] ~= "" and redis.call("HGET", KEYS[6], REV_FIELD) == ARGV[8]
   and redis.call("HEXISTS", KEYS[5], ARGV[7]) == 1 then
   r.s = S_ROUTED; r.w = ARGV[7]
   putrec(ARGV[1], r)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/redistest"
-	"github.com/shepherd-go/shepherd/streaming"
+	"github.com/shepherd-go/shepherd/internal/streamfields"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -37,7 +37,7 @@ func TestRepeatedAndStaleStartEventsAreNoOps(t *testing.T) {
 		h := header{nonce: nonce, gen: gen, replyTo: noReply, reqID: noReply}
 		require.NoError(t, srv.Client().XAdd(ctx, &redis.XAddArgs{
 			Stream: ws[0].stream.Key(),
-			Values: []any{streaming.FieldEvent, evStart, streaming.FieldTopic, "k", streaming.FieldPayload, h.String()},
+			Values: []any{streamfields.Event, evStart, streamfields.Topic, "k", streamfields.Payload, h.String()},
 		}).Err())
 	}
 	// A marker job dispatched afterwards proves the worker handled both.

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
+	"github.com/shepherd-go/shepherd/rmap"
 )
 
 // Names of the pool's Redis structures. All share the hash tag {pool}, so
@@ -41,7 +42,7 @@ type layout struct {
 	jobStream string // the job stream's key
 	workers   string // the workers map's hash (read by scripts)
 	slots     string // the slots map's hash (read by scripts)
-	slotsRev  string // the slots map's revision hash
+	slotsRev  string // the slots map's revision hash (field rmap.RevField)
 	shutdown  string // the shutdown map's hash (read by scripts)
 	wprefix   string // a worker stream's key is wprefix + worker id
 	nprefix   string // a node stream's key is nprefix + node id
@@ -69,6 +70,14 @@ func newLayout(pool string) (layout, error) {
 	if err != nil {
 		return layout{}, err
 	}
+	// The replicated maps' keys, as rmap names them: the scripts read
+	// them (never write them) atomically with the pool's own keys.
+	var maps [3]rmap.Layout
+	for i, name := range []string{workersMap, slotsMap, shutdownMap} {
+		if maps[i], err = rmap.KeysOf(pool, name); err != nil {
+			return layout{}, err
+		}
+	}
 	return layout{
 		space:     s,
 		jobs:      s.Key(keys.KindPool, "jobs"),
@@ -79,10 +88,10 @@ func newLayout(pool string) (layout, error) {
 		nodes:     s.Key(keys.KindPool, "nodes"),
 		withdrawn: s.Key(keys.KindPool, "withdrawn"),
 		jobStream: s.Key(keys.KindStream, jobStreamName),
-		workers:   s.Key(keys.KindMap, workersMap),
-		slots:     s.Key(keys.KindMap, slotsMap),
-		slotsRev:  s.Key(keys.KindMapRev, slotsMap),
-		shutdown:  s.Key(keys.KindMap, shutdownMap),
+		workers:   maps[0].Hash,
+		slots:     maps[1].Hash,
+		slotsRev:  maps[1].Rev,
+		shutdown:  maps[2].Hash,
 		wprefix:   s.Key(keys.KindStream, workerStreamName("")),
 		nprefix:   s.Key(keys.KindStream, nodeStreamName("")),
 	}, nil

@@ -406,7 +406,7 @@ return {step[1], out}
 var recoverScript = redis.NewScript(prelude + `
 local now = now_ms()
 local ttl = tonumber(ARGV[1])
-local current = redis.call("HGET", KEYS[5], "rev") == ARGV[2]
+local current = redis.call("HGET", KEYS[5], REV_FIELD) == ARGV[2]
 local out = {}
 for i = 5, #ARGV, 8 do
   local key, owner = ARGV[i], ARGV[i + 4]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/streamfields"
 	"github.com/shepherd-go/shepherd/rmap"
 	"github.com/shepherd-go/shepherd/streaming"
 )
@@ -260,7 +261,7 @@ func (n *Node) reply(ctx context.Context, to, reqID string, payload []byte) {
 	}
 	err := n.rdb.XAdd(ctx, &redis.XAddArgs{
 		Stream: n.lay.nprefix + to, NoMkStream: true,
-		Values: []any{streaming.FieldEvent, evReply, streaming.FieldTopic, reqID, streaming.FieldPayload, payload},
+		Values: []any{streamfields.Event, evReply, streamfields.Topic, reqID, streamfields.Payload, payload},
 	}).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		n.logger.Warn("reply failed", slog.String("to", to), slog.Any("error", err))

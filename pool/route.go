@@ -197,7 +197,7 @@ func (n *Node) ack(ctx context.Context, ev *streaming.Event) {
 var routeScript = redis.NewScript(prelude + `
 local r = getrec(ARGV[1])
 if not r or r.n ~= ARGV[2] or r.g ~= tonumber(ARGV[3]) or r.s ~= S_QUEUED then return "STALE" end
-if redis.call("HGET", KEYS[4], "rev") ~= ARGV[5] then return "RETRY" end
+if redis.call("HGET", KEYS[4], REV_FIELD) ~= ARGV[5] then return "RETRY" end
 if redis.call("HEXISTS", KEYS[3], ARGV[4]) == 0 then return "RETRY" end
 r.s = S_ROUTED; r.w = ARGV[4]; r.t = now_ms()
 putrec(ARGV[1], r)

@@ -5,7 +5,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/shepherd-go/shepherd/streaming"
+	"github.com/shepherd-go/shepherd/internal/streamfields"
+	"github.com/shepherd-go/shepherd/rmap"
 )
 
 // A job record (layout.jobs) is the authoritative state of a job, a JSON
@@ -39,7 +40,8 @@ const (
 
 // prelude is prepended to every script that edits job records. It defines
 // the wire contract once, rendered from the Go constants: the stream field
-// and event names, the record states, the reply codes, and helpers that
+// and event names, the record states, the reply codes, the field of a
+// replicated map's revision (rmap.RevField), and helpers that
 // read and write records (KEYS[1] must be the jobs hash and KEYS[2] the
 // payloads hash) and send events. An event's payload is its header
 // "nonce gen replyNode requestID" (noReply for none), and for notify
@@ -49,6 +51,7 @@ local FE, FT, FP = %q, %q, %q
 local EV_START, EV_STOP, EV_NOTIFY, EV_REPLY = %q, %q, %q, %q
 local S_QUEUED, S_ROUTED, S_CLAIMED, S_RUNNING, S_STOPPING = %q, %q, %q, %q, %q
 local NO_REPLY = %q
+local REV_FIELD = %q
 local REPLY_OK, REPLY_START_FAILED, REPLY_STOPPED = %q, %q, %q
 local function now_ms()
   local t = redis.call("TIME")
@@ -94,10 +97,10 @@ local function reroute(key, r, now, owner, stream)
   send_start(stream, key, r)
 end
 `,
-	streaming.FieldEvent, streaming.FieldTopic, streaming.FieldPayload,
+	streamfields.Event, streamfields.Topic, streamfields.Payload,
 	evStart, evStop, evNotify, evReply,
 	stateQueued, stateRouted, stateClaimed, stateRunning, stateStopping,
-	noReply,
+	noReply, rmap.RevField,
 	string(replyOK), string(replyStartFailed), string(replyStopped))
 
 // Event names in the pool's streams.

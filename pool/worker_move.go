@@ -187,7 +187,7 @@ func (w *Worker) countRouted(outcomes []any) {
 // event will not be handled) or "STALE".
 var releaseScript = redis.NewScript(prelude + `
 local wid = ARGV[1]
-local current = redis.call("HGET", KEYS[5], "rev") == ARGV[2]
+local current = redis.call("HGET", KEYS[5], REV_FIELD) == ARGV[2]
 local live = {}
 local now = now_ms()
 local out = {}

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
@@ -81,7 +80,7 @@ func Join(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 	if tag == "" {
 		tag = name
 	}
-	space, err := keys.New(tag)
+	lay, err := KeysOf(tag, name)
 	if err != nil {
 		return nil, fmt.Errorf("rmap: join %q: %w", name, err)
 	}
@@ -89,11 +88,7 @@ func Join(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 		rdb:  rdb,
 		name: name,
 		cfg:  cfg,
-		keys: []string{
-			space.Key(keys.KindMap, name),
-			space.Key(keys.KindMapRev, name),
-			space.Key(keys.KindMapChannel, name),
-		},
+		keys: []string{lay.Hash, lay.Rev, lay.Channel},
 		data: make(map[string]string),
 		subs: make(map[*subscription]struct{}),
 		done: make(chan struct{}),

@@ -217,7 +217,7 @@ func (m *Map) checkPassed(ctx context.Context, c *revCheck) bool {
 }
 
 func (m *Map) remoteRev(ctx context.Context) (string, int64, error) {
-	st, err := m.rdb.HMGet(ctx, m.keys[1], "epoch", "rev").Result()
+	st, err := m.rdb.HMGet(ctx, m.keys[1], "epoch", RevField).Result()
 	if err != nil {
 		return "", 0, err
 	}

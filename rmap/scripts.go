@@ -8,7 +8,7 @@ type scriptT = *redis.Script
 // Every write script takes
 //
 //	KEYS[1] the map's hash, KEYS[2] its revision hash (fields "epoch" and
-//	"rev"), KEYS[3] its pub/sub channel;
+//	RevField), KEYS[3] its pub/sub channel;
 //	ARGV[1] a fresh random epoch, used only if KEYS[2] does not exist (a new
 //	map, or one Redis lost), ARGV[2] the maximum value size in bytes;
 //
@@ -35,9 +35,10 @@ type scriptT = *redis.Script
 //
 // Lengths are byte counts in decimal, so any key and value bytes are
 // unambiguous.
-const prelude = `
+var prelude = `
+local REV = "` + RevField + `"
 local function state()
-  local st = redis.call("HMGET", KEYS[2], "epoch", "rev")
+  local st = redis.call("HMGET", KEYS[2], "epoch", REV)
   return st[1] or "", st[2] or "0"
 end
 local function nochange(status, prev, count)
@@ -50,7 +51,7 @@ local function commit(body)
     epoch = ARGV[1]
     redis.call("HSET", KEYS[2], "epoch", epoch)
   end
-  local rev = redis.call("HINCRBY", KEYS[2], "rev", 1)
+  local rev = redis.call("HINCRBY", KEYS[2], REV, 1)
   redis.call("PUBLISH", KEYS[3], epoch .. " " .. rev .. " " .. body)
   return epoch, rev
 end
@@ -235,7 +236,7 @@ return {e, r, 3, false, false, n}
 // ARGV. Returns the number of entries deleted.
 var destroyScript = redis.NewScript(`
 local n = redis.call("HLEN", KEYS[1])
-local st = redis.call("HMGET", KEYS[2], "epoch", "rev")
+local st = redis.call("HMGET", KEYS[2], "epoch", "` + RevField + `")
 redis.call("DEL", KEYS[1], KEYS[2])
 redis.call("PUBLISH", KEYS[3], (st[1] or "-") .. " " .. ((tonumber(st[2]) or 0) + 1) .. " X")
 return n
@@ -245,6 +246,6 @@ return n
 // revision hash. Returns {epoch or "", rev or "0", HGETALL as a flat
 // array}.
 var loadScript = redis.NewScript(`
-local st = redis.call("HMGET", KEYS[2], "epoch", "rev")
+local st = redis.call("HMGET", KEYS[2], "epoch", "` + RevField + `")
 return {st[1] or "", st[2] or "0", redis.call("HGETALL", KEYS[1])}
 `)

@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/streamfields"
 )
 
-// Field names of an entry in Redis. Short, since every entry stores them.
+// Field names of an entry in Redis (streamfields: the pool's scripts add
+// entries too).
 const (
-	fieldEvent   = "e"
-	fieldTopic   = "t"
-	fieldPayload = "p"
+	fieldEvent   = streamfields.Event
+	fieldTopic   = streamfields.Topic
+	fieldPayload = streamfields.Payload
 )
 
 // Event is one stream entry as delivered by a Sink or a Reader. Receivers
