@@ -44,7 +44,7 @@ func exercise(t *testing.T, rdb redis.UniversalClient, name string, opts ...Node
 	ok, err := Exists(ctx, rdb, name)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	_, err = c.Workers(ctx)
+	_, err = c.Stats(ctx)
 	require.NoError(t, err)
 	require.NoError(t, a.RemoveWorker(ctx, wa[0]))
 	require.Eventually(t, func() bool { return len(rec.runningKeys()) == 19 }, 10*time.Second, 10*time.Millisecond)

@@ -285,8 +285,7 @@ func (n *Node) withdraw(ctx context.Context, key, nonce string) {
 	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, withdrawTimeout)
-		_, err := n.run(actx, stopScript, "withdraw", n.lay.stopKeys(),
-			key, n.lay.wprefix, noReply, noReply, nonce, n.lay.nprefix)
+		_, err := n.sendRequest(actx, opStop, key, nonce, noReply, noReply, nil)
 		cancel()
 		if err == nil {
 			if attempt > 1 {

@@ -74,7 +74,8 @@ func Example() {
 	// stop tenant-42
 }
 
-func ExampleNode_Workers() {
+// Stats lists the workers with their slots, health and jobs.
+func ExampleNode_Stats_workers() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()})
 	defer rdb.Close()
@@ -93,12 +94,12 @@ func ExampleNode_Workers() {
 			panic(err)
 		}
 	}
-	workers, err := node.Workers(ctx)
+	st, err := node.Stats(ctx)
 	if err != nil {
 		panic(err)
 	}
 	total := 0
-	for _, w := range workers {
+	for _, w := range st.Workers {
 		total += len(w.Keys)
 		fmt.Println("slot", w.Slot, "healthy", w.Healthy)
 	}

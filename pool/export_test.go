@@ -2,7 +2,7 @@ package pool
 
 import (
 	"context"
-	"encoding/json"
+	"strconv"
 )
 
 // crash simulates the process dying: every loop stops and nothing is
@@ -40,15 +40,19 @@ func (n *Node) pauseKeepAlive(paused bool) { n.keepAlivePaused.Store(paused) }
 
 // recordNonce reads the nonce out of a job record.
 func recordNonce(raw string, nonce *string) (int, error) {
-	var r struct {
-		N string `json:"n"`
-	}
-	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+	r, err := parseRecord(raw)
+	if err != nil {
 		return 0, err
 	}
-	*nonce = r.N
+	*nonce = r.Nonce
 	return 1, nil
 }
 
 // RedisAddr is the address of the test Redis, for the examples.
 func RedisAddr() string { return srv.Addr() }
+
+// String builds a header as the scripts do (header in the prelude), for
+// tests that forge events.
+func (h header) String() string {
+	return h.nonce + " " + strconv.FormatInt(h.gen, 10) + " " + h.replyTo + " " + h.reqID
+}

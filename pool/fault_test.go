@@ -91,8 +91,8 @@ func TestFrozenWorkerStopsItsStaleJobsAndRejoins(t *testing.T) {
 	t.Logf("stale copies stopped %v after keep-alives resumed", time.Since(frozenAt))
 	// It rejoins, and eventually every job runs exactly once across both.
 	require.Eventually(t, func() bool {
-		infos, err := a.Workers(testCtx(t, 5*time.Second))
-		return err == nil && len(infos) == 2
+		st, err := a.Stats(testCtx(t, 5*time.Second))
+		return err == nil && len(st.Workers) == 2
 	}, 10*time.Second, 20*time.Millisecond, "the revived worker did not rejoin")
 	p := settled(t, []*recorder{ra, rb}, 100)
 	moved := 0
@@ -146,9 +146,9 @@ func TestRedisRestartWithoutPersistenceRecovers(t *testing.T) {
 		defer cancel()
 		return n.DispatchJob(dctx, "fresh", nil) == nil
 	}, 20*time.Second, 100*time.Millisecond)
-	infos, err := n.Workers(ctx)
+	st, err := n.Stats(ctx)
 	require.NoError(t, err)
-	assert.Len(t, infos, 2, "both workers re-registered")
+	assert.Len(t, st.Workers, 2, "both workers re-registered")
 }
 
 // A worker that dies during Start must not leave DispatchJob waiting

@@ -91,7 +91,7 @@ func TestHostileInputToNodeCalls(t *testing.T) {
 			return n.RemoveWorker(ctx, &Worker{node: &Node{}})
 		}, ErrInvalidOption},
 		{"JobKeys cancelled ctx", func(context.Context) error { _, err := n.JobKeys(cancelled); return err }, context.Canceled},
-		{"Workers cancelled ctx", func(context.Context) error { _, err := n.Workers(cancelled); return err }, context.Canceled},
+		{"Stats cancelled ctx", func(context.Context) error { _, err := n.Stats(cancelled); return err }, context.Canceled},
 	}
 	before := stableKeys(t, n)
 	for _, tc := range cases {
@@ -201,7 +201,7 @@ func TestHostileCallsAfterCloseAndShutdown(t *testing.T) {
 		"StopJob":      func(n *Node) error { return n.StopJob(ctx, "k") },
 		"NotifyWorker": func(n *Node) error { return n.NotifyWorker(ctx, "k", nil) },
 		"JobKeys":      func(n *Node) error { _, err := n.JobKeys(ctx); return err },
-		"Workers":      func(n *Node) error { _, err := n.Workers(ctx); return err },
+		"Stats":        func(n *Node) error { _, err := n.Stats(ctx); return err },
 		"AddWorker":    func(n *Node) error { _, err := n.AddWorker(ctx, newRecorder()); return err },
 		"RemoveWorker": func(n *Node) error { return n.RemoveWorker(ctx, &Worker{node: n}) },
 	}

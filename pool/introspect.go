@@ -28,7 +28,7 @@ type Stats struct {
 	// node, worker or job): a misspelt name, or a pool shut down.
 	Exists bool        `json:"exists"`
 	Nodes  []NodeStats `json:"nodes"`
-	// Workers are sorted by slot, as Workers sorts them.
+	// Workers are sorted by slot (then id; -1 for a worker without one).
 	Workers []WorkerStats `json:"workers"`
 	// WorkersBusy run at least one job; WorkersIdle run none.
 	WorkersBusy int `json:"workers_busy"`
@@ -45,8 +45,8 @@ type Stats struct {
 	Pending       int64         `json:"pending"`
 	OldestPending time.Duration `json:"oldest_pending_ns"`
 	// Orphans are the jobs handed to a worker that is no longer
-	// registered or healthy, sorted: the janitor queues them again within
-	// a WorkerTTL; a job listed here for longer is stuck.
+	// registered or healthy, sorted: the janitor hands them to another
+	// worker within a WorkerTTL; a job listed here for longer is stuck.
 	Orphans []string `json:"orphans"`
 }
 
@@ -78,28 +78,12 @@ type WorkerStats struct {
 	// whether it is within WorkerTTL.
 	HealthAge time.Duration `json:"health_age_ns"`
 	Healthy   bool          `json:"healthy"`
-	// Jobs counts the jobs the worker runs or is starting; KeySample holds
-	// the first StatsKeySample of their keys, sorted.
-	Jobs      int      `json:"jobs"`
-	KeySample []string `json:"key_sample"`
+	// Jobs counts the jobs routed to the worker, starting, running or
+	// being stopped there; Keys are their keys, sorted. An unhealthy
+	// worker's jobs are Orphans too.
+	Jobs int      `json:"jobs"`
+	Keys []string `json:"keys"`
 }
-
-// WorkerInfo describes a worker of the pool, as Workers reports it.
-type WorkerInfo struct {
-	ID   string
-	Node string
-	// Slot is the worker's bucket in the jump-hash table.
-	Slot int
-	// LastSeen is the worker's last keep-alive (Redis server time), and
-	// Healthy whether it is within the pool's WorkerTTL.
-	LastSeen time.Time
-	Healthy  bool
-	// Keys are the jobs the worker runs or is starting.
-	Keys []string
-}
-
-// StatsKeySample is how many job keys Stats lists per worker.
-const StatsKeySample = 5
 
 // Stats returns a snapshot of the node's pool: the numbers the status
 // command shows and the metrics export. It costs one pipelined round trip
@@ -206,7 +190,7 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 		if err := json.Unmarshal([]byte(raw), &info); err != nil {
 			return nil, fmt.Errorf("pool: stats of %q: worker %s: %w", poolName, id, err)
 		}
-		ws := WorkerStats{ID: id, Node: info.Node, Slot: -1, KeySample: []string{}}
+		ws := WorkerStats{ID: id, Node: info.Node, Slot: -1, Keys: []string{}}
 		if s, ok := slotOf[id]; ok {
 			ws.Slot = s
 		}
@@ -220,30 +204,28 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 
 	keysOf := map[string][]string{}
 	for key, raw := range jobsCmd.Val() {
-		var r jobRecord
-		if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		r, err := parseRecord(raw)
+		if err != nil {
 			return nil, fmt.Errorf("pool: stats of %q: job %q: %w", poolName, key, err)
 		}
 		st.Jobs++
-		if r.State == "run" {
+		if r.State == stateRunning {
 			st.Running++
 		}
-		if r.State == "q" || r.Worker == "" {
-			continue
-		}
-		if !healthy[r.Worker] {
-			st.Orphans = append(st.Orphans, key)
+		if r.State == stateQueued || r.Worker == "" {
 			continue
 		}
 		keysOf[r.Worker] = append(keysOf[r.Worker], key)
+		if !healthy[r.Worker] {
+			st.Orphans = append(st.Orphans, key)
+		}
 	}
 	sort.Strings(st.Orphans)
 	for i := range st.Workers {
 		ws := &st.Workers[i]
-		keys := keysOf[ws.ID]
-		sort.Strings(keys)
-		ws.Jobs = len(keys)
-		ws.KeySample = append(ws.KeySample, keys[:min(len(keys), StatsKeySample)]...)
+		ws.Keys = append(ws.Keys, keysOf[ws.ID]...)
+		sort.Strings(ws.Keys)
+		ws.Jobs = len(ws.Keys)
 		if ws.Jobs > 0 {
 			st.WorkersBusy++
 		} else {
@@ -298,68 +280,9 @@ func (n *Node) JobKeys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
-// Workers returns every worker of the pool with its node, slot, last
-// keep-alive, health and job keys, sorted by slot. It reads Redis.
-func (n *Node) Workers(ctx context.Context) ([]WorkerInfo, error) {
-	if err := n.errClosed(); err != nil {
-		return nil, err
-	}
-	pipe := n.rdb.Pipeline()
-	workersCmd := pipe.HGetAll(ctx, n.lay.workers)
-	slotsCmd := pipe.HGetAll(ctx, n.lay.slots)
-	aliveCmd := pipe.HGetAll(ctx, n.lay.alive)
-	jobsCmd := pipe.HGetAll(ctx, n.lay.jobs)
-	timeCmd := pipe.Time(ctx)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("pool: workers: %w", err)
-	}
-	now := timeCmd.Val()
-	slotOf := map[string]int{}
-	for k, v := range slotsCmd.Val() {
-		if i, err := strconv.Atoi(k); err == nil {
-			slotOf[v] = i
-		}
-	}
-	keysOf := map[string][]string{}
-	for key, raw := range jobsCmd.Val() {
-		var r jobRecord
-		if json.Unmarshal([]byte(raw), &r) == nil && r.Worker != "" && r.State != "q" {
-			keysOf[r.Worker] = append(keysOf[r.Worker], key)
-		}
-	}
-	var out []WorkerInfo
-	for id, raw := range workersCmd.Val() {
-		var info workerInfo
-		_ = json.Unmarshal([]byte(raw), &info)
-		wi := WorkerInfo{ID: id, Node: info.Node, Slot: -1, Keys: keysOf[id]}
-		if s, ok := slotOf[id]; ok {
-			wi.Slot = s
-		}
-		if ms, err := strconv.ParseInt(aliveCmd.Val()["w:"+id], 10, 64); err == nil {
-			wi.LastSeen = time.UnixMilli(ms)
-			wi.Healthy = now.Sub(wi.LastSeen) <= n.cfg.workerTTL
-		}
-		sort.Strings(wi.Keys)
-		out = append(out, wi)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Slot != out[j].Slot {
-			return out[i].Slot < out[j].Slot
-		}
-		return strings.Compare(out[i].ID, out[j].ID) < 0
-	})
-	return out, nil
-}
-
-// jobRecord is the part of a job record that Workers reads.
-type jobRecord struct {
-	State  string `json:"s"`
-	Worker string `json:"w"`
-}
-
 // LiveWorkers returns how many workers of the pool are live: registered,
 // with a keep-alive within the pool's WorkerTTL by Redis's clock. Unlike
-// Workers it does not read the job records: it costs O(workers). A
+// Stats it does not read the job records: it costs O(workers). A
 // DispatchJob into a pool without live workers waits until one joins.
 func (n *Node) LiveWorkers(ctx context.Context) (int, error) {
 	if err := n.errClosed(); err != nil {

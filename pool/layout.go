@@ -100,6 +100,3 @@ func newLayout(pool string) (layout, error) {
 // recordKeys are the KEYS[1..3] of the scripts that read a job record and
 // check its worker: jobs, payloads, workers map.
 func (l layout) recordKeys() []string { return []string{l.jobs, l.payloads, l.workers} }
-
-// stopKeys are stopScript's KEYS.
-func (l layout) stopKeys() []string { return []string{l.jobs, l.payloads, l.workers, l.withdrawn} }

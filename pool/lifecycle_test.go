@@ -112,30 +112,30 @@ func TestClientOnlyNodeDispatchesStopsAndNotifies(t *testing.T) {
 	require.NoError(t, client.NotifyWorker(ctx, "k", []byte("n")))
 	require.NoError(t, client.StopJob(ctx, "k"))
 	assert.Empty(t, rec.runningKeys())
-	ws, err := client.Workers(ctx)
+	st, err := client.Stats(ctx)
 	require.NoError(t, err)
-	require.Len(t, ws, 1)
-	assert.Equal(t, full.ID(), ws[0].Node)
-	assert.True(t, ws[0].Healthy)
+	require.Len(t, st.Workers, 1)
+	assert.Equal(t, full.ID(), st.Workers[0].Node)
+	assert.True(t, st.Workers[0].Healthy)
 }
 
-func TestWorkersReportsKeysAndHealth(t *testing.T) {
+func TestStatsReportsWorkersKeysAndHealth(t *testing.T) {
 	t.Parallel()
 	n := addNode(t, srv.Client(), redistest.Name(t))
 	ws := addWorkers(t, n, newRecorder(), 2)
 	dispatchN(t, n, 20)
-	infos, err := n.Workers(testCtx(t, 5*time.Second))
+	st, err := n.Stats(testCtx(t, 5*time.Second))
 	require.NoError(t, err)
-	require.Len(t, infos, 2)
+	require.Len(t, st.Workers, 2)
 	total := 0
-	for i, wi := range infos {
+	for i, wi := range st.Workers {
 		assert.Equal(t, i, wi.Slot)
 		assert.True(t, wi.Healthy)
 		assert.Equal(t, n.ID(), wi.Node)
 		total += len(wi.Keys)
 	}
 	assert.Equal(t, 20, total)
-	assert.ElementsMatch(t, []string{ws[0].ID(), ws[1].ID()}, []string{infos[0].ID, infos[1].ID})
+	assert.ElementsMatch(t, []string{ws[0].ID(), ws[1].ID()}, []string{st.Workers[0].ID, st.Workers[1].ID})
 }
 
 // stuck is a handler whose Stop never returns.

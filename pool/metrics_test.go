@@ -91,10 +91,10 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		5*time.Second, 10*time.Millisecond, "running jobs gauge")
 
 	// Removing a worker hands its jobs over: each is moved and started again.
-	infos, err := n.Workers(ctx)
+	st, err := n.Stats(ctx)
 	require.NoError(t, err)
 	var held int
-	for _, w := range infos {
+	for _, w := range st.Workers {
 		if w.ID == ws[0].ID() {
 			held = len(w.Keys)
 		}

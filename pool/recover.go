@@ -322,14 +322,18 @@ func (n *Node) recoverFound(ctx context.Context, found []any, counts map[string]
 	}
 	for _, v := range found {
 		f, _ := v.([]any)
-		if len(f) != 6 {
+		if len(f) != 7 {
 			return fmt.Errorf("pool: recover: malformed entry %v", v)
 		}
 		str := func(i int) string { s, _ := f[i].(string); return s }
 		key := str(0)
+		gen, err := strconv.ParseInt(str(2), 10, 64)
+		if err != nil {
+			return fmt.Errorf("pool: recover: malformed entry %v", v)
+		}
 		owner := t.owner(key)
-		args = append(args, key, str(1), str(2), str(3), owner,
-			stream(n.lay.wprefix, owner), stream(n.lay.nprefix, str(4)), stream(n.lay.nprefix, str(5)))
+		args = append(ref(args, key, str(1), gen), str(3), str(4), owner,
+			stream(n.lay.wprefix, owner), stream(n.lay.nprefix, str(5)), stream(n.lay.nprefix, str(6)))
 	}
 	res, err := n.run(ctx, recoverScript, "recover", sk.keys, args...)
 	outcomes, err := perJob(res, err, len(found), "recover")
@@ -358,8 +362,8 @@ const recoverChunk = 500
 //	ARGV[1] pending TTL in ms, ARGV[2] HSCAN cursor ("0" to begin),
 //	ARGV[3] records per call
 //
-// Returns {next cursor, {{key, generation, worker, state, dispatcher
-// node or "", stop requester node or ""}...}}.
+// Returns {next cursor, {{key, nonce, generation, worker, state,
+// dispatcher node or "", stop requester node or ""}...}}.
 var recoverScanScript = redis.NewScript(prelude + `
 local now = now_ms()
 local step = redis.call("HSCAN", KEYS[1], ARGV[2], "COUNT", ARGV[3])
@@ -371,7 +375,7 @@ for i = 1, #all, 2 do
     local gone = r.w == "" or redis.call("HEXISTS", KEYS[3], r.w) == 0
     local stuck = (r.s == S_ROUTED or r.s == S_CLAIMED) and now - r.t > tonumber(ARGV[1])
     if gone or stuck then
-      out[#out + 1] = {key, tostring(r.g), r.w, r.s, r.rd or "", r.sr or ""}
+      out[#out + 1] = {key, r.n, tostring(r.g), r.w, r.s, r.rd or "", r.sr or ""}
     end
   end
 end
@@ -397,7 +401,7 @@ return {step[1], out}
 //	answered nodes' streams
 //	ARGV[1] pending TTL in ms, ARGV[2] the slots revision the owners were
 //	chosen under, ARGV[3] starts after which a slow start fails its
-//	dispatch, ARGV[4] the failure message, then per job: key, generation,
+//	dispatch, ARGV[4] the failure message, then per job: job ref,
 //	worker, state, new owner ("" for none), then the indexes in KEYS
 //	(counted from KEYS[6] as 1; 0 for none) of the new owner's stream,
 //	of the waiting dispatcher's and of the stop requester's
@@ -408,12 +412,12 @@ local now = now_ms()
 local ttl = tonumber(ARGV[1])
 local current = redis.call("HGET", KEYS[5], REV_FIELD) == ARGV[2]
 local out = {}
-for i = 5, #ARGV, 8 do
-  local key, owner = ARGV[i], ARGV[i + 4]
-  local oi, di, si = tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7])
-  local r = getrec(key)
+for i = 5, #ARGV, 9 do
+  local key, r = job(i)
+  local owner = ARGV[i + 5]
+  local oi, di, si = tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])
   local res = "STALE"
-  if r and r.g == tonumber(ARGV[i + 1]) and r.w == ARGV[i + 2] and r.s == ARGV[i + 3] then
+  if r and r.w == ARGV[i + 3] and r.s == ARGV[i + 4] then
     local gone = r.w == "" or redis.call("HEXISTS", KEYS[4], r.w) == 0
     local stuck = (r.s == S_ROUTED or r.s == S_CLAIMED) and now - r.t > ttl
     if r.s == S_STOPPING then

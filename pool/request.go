@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,13 +56,7 @@ func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) err
 // janitor or the leaving worker answers it.)
 func (n *Node) request(ctx context.Context, op, key string, payload []byte, settled map[any]error) error {
 	reqID, ch := n.await(op, key, "")
-	var res any
-	var err error
-	if op == opStop {
-		res, err = n.run(ctx, stopScript, op, n.lay.stopKeys(), key, n.lay.wprefix, n.id, reqID, "", n.lay.nprefix)
-	} else {
-		res, err = n.run(ctx, notifyScript, op, n.lay.recordKeys(), key, n.lay.wprefix, n.id, reqID, payload)
-	}
+	res, err := n.sendRequest(ctx, op, key, "", n.id, reqID, payload)
 	worker, sent := sentTo(res)
 	if err == nil && !sent {
 		var ok bool
@@ -142,50 +135,127 @@ func sentTo(res any) (worker string, sent bool) {
 // stopScript starts stopping a job (StopJob), or withdraws the job of a
 // DispatchJob whose caller gave up. A withdrawal names the dispatch's
 // nonce and records it in the withdrawn hash, so that the admission, if it
-// has not reached Redis yet, is refused when it does.
+// has not reached Redis yet, is refused when it does. The caller read the
+// job's record first, to declare the streams the script may write to; if
+// the record changed since (its worker or its waiting dispatcher), the
+// script does nothing and asks for another try.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] withdrawn
-//	dispatches
-//	ARGV[1] key, ARGV[2] worker stream prefix, ARGV[3] reply node,
-//	ARGV[4] request id, ARGV[5] nonce ("" for any: StopJob), ARGV[6]
-//	node stream prefix
+//	dispatches, KEYS[5] the stream of the worker read (a placeholder for
+//	none), KEYS[6] the stream of the waiting dispatcher read (a
+//	placeholder for none)
+//	ARGV[1..3] job ref (nonce "" for any: StopJob; generation read, -1
+//	when none), ARGV[4] worker read ("" for none), ARGV[5] dispatcher node
+//	read (noReply for none), ARGV[6] reply node, ARGV[7] request id
 //
-// Returns "NOTFOUND"; "DELETED" when no worker runs the job (it was queued
-// or its worker is gone): done, and a DispatchJob still waiting for the
-// job's start is told that it was stopped; or "SENT" when a stop event
-// went to the owner, which answers the reply node when Stop has run.
+// Returns "NOTFOUND"; "RETRY" (read again); "DELETED" when no worker runs
+// the job (it was queued or its worker is gone): done, and a DispatchJob
+// still waiting for the job's start is told that it was stopped; or "SENT"
+// when a stop event went to the owner, which answers the reply node when
+// Stop has run. The stop event carries the waiting dispatcher after a
+// newline ("node request"), for the worker to answer it too.
 var stopScript = redis.NewScript(prelude + `
-if ARGV[5] ~= "" then redis.call("HSET", KEYS[4], ARGV[5], now_ms()) end
-local r = getrec(ARGV[1])
-if not r or (ARGV[5] ~= "" and r.n ~= ARGV[5]) then return "NOTFOUND" end
+local withdrawal = ARGV[2] ~= ""
+if withdrawal then redis.call("HSET", KEYS[4], ARGV[2], now_ms()) end
+local key, r = job(1)
+if not r then
+  local cur = getrec(key)
+  if cur and (not withdrawal or cur.n == ARGV[2]) then return "RETRY" end
+  return "NOTFOUND"
+end
+if r.w ~= ARGV[4] or (r.rd or NO_REPLY) ~= ARGV[5] then return "RETRY" end
 if r.s == S_QUEUED or r.w == "" or redis.call("HEXISTS", KEYS[3], r.w) == 0 then
-  delrec(ARGV[1])
-  if r.rd and r.rd ~= NO_REPLY and ARGV[5] == "" then
-    send_reply(ARGV[6] .. r.rd, r.rq, REPLY_STOPPED .. "StopJob ended it before its Start")
-  end
+  delrec(key)
+  if not withdrawal and r.rd then send_reply(KEYS[6], r.rq, REPLY_STOPPED .. STOPPED_BEFORE_START) end
   return "DELETED"
 end
-r.s = S_STOPPING; r.t = now_ms(); r.sr = ARGV[3]; r.sq = ARGV[4]
-putrec(ARGV[1], r)
-redis.call("XADD", ARGV[2] .. r.w, "*", FE, EV_STOP, FT, ARGV[1], FP, header(r, ARGV[3], ARGV[4]))
+r.s = S_STOPPING; r.t = now_ms(); r.sr = ARGV[6]; r.sq = ARGV[7]
+putrec(key, r)
+redis.call("XADD", KEYS[5], "*", FE, EV_STOP, FT, key, FP,
+  header(r, ARGV[6], ARGV[7]) .. "\n" .. (r.rd or NO_REPLY) .. " " .. (r.rq or NO_REPLY))
 return "SENT"
 `)
 
-// notifyScript sends a notification to a running job's worker.
+// notifyScript sends a notification to a running job's worker. Like
+// stopScript, it needs the record read first.
 //
-//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
-//	ARGV[1] key, ARGV[2] worker stream prefix, ARGV[3] reply node,
-//	ARGV[4] request id, ARGV[5] payload
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] the
+//	stream of the worker read (a placeholder for none)
+//	ARGV[1..3] job ref (any nonce; generation read, -1 when none),
+//	ARGV[4] worker read, ARGV[5] reply node, ARGV[6] request id, ARGV[7]
+//	payload
 //
-// Returns "NOTFOUND", "NOWORKER" (the job is not running right now: being
-// started or moved) or {"SENT", worker id}.
+// Returns "NOTFOUND", "RETRY" (read again), "NOWORKER" (the job is not
+// running right now: being started or moved) or {"SENT", worker id}.
 var notifyScript = redis.NewScript(prelude + `
-local r = getrec(ARGV[1])
-if not r or r.s == S_STOPPING then return "NOTFOUND" end
+local key, r = job(1)
+if not r then
+  if getrec(key) then return "RETRY" end
+  return "NOTFOUND"
+end
+if r.w ~= ARGV[4] then return "RETRY" end
+if r.s == S_STOPPING then return "NOTFOUND" end
 if r.s ~= S_RUNNING or redis.call("HEXISTS", KEYS[3], r.w) == 0 then return "NOWORKER" end
-redis.call("XADD", ARGV[2] .. r.w, "*", FE, EV_NOTIFY, FT, ARGV[1], FP, header(r, ARGV[3], ARGV[4]) .. "\n" .. ARGV[5])
+redis.call("XADD", KEYS[4], "*", FE, EV_NOTIFY, FT, key, FP, header(r, ARGV[5], ARGV[6]) .. "\n" .. ARGV[7])
 return {"SENT", r.w}
 `)
+
+// maxRequestTries bounds how often a stop or a notification reads the
+// job's record again because it changed between the read and the script.
+const maxRequestTries = 10
+
+// sendRequest runs stopScript (op opStop: a StopJob, or with nonce a
+// withdrawal) or notifyScript (opNotify) for key, reading the job's
+// record first for the streams the script writes to, and again when the
+// record changed meanwhile.
+func (n *Node) sendRequest(ctx context.Context, op, key, nonce, replyTo, reqID string, payload []byte) (any, error) {
+	for try := 1; ; try++ {
+		raw, err := n.rdb.HGet(ctx, n.lay.jobs, key).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("pool: %s: %w", op, err)
+		}
+		gen, worker, disp := int64(-1), "", noReply
+		if err == nil {
+			r, perr := parseRecord(raw)
+			if perr != nil {
+				return nil, fmt.Errorf("pool: %s: job %q: %w", op, key, perr)
+			}
+			if nonce == "" || r.Nonce == nonce {
+				gen, worker = r.Gen, r.Worker
+				if r.DispNode != "" {
+					disp = r.DispNode
+				}
+			}
+		}
+		var res any
+		if op == opNotify {
+			res, err = n.run(ctx, notifyScript, op,
+				[]string{n.lay.jobs, n.lay.payloads, n.lay.workers, n.streamOf(n.lay.wprefix, worker)},
+				append(ref(nil, key, "", gen), worker, replyTo, reqID, payload)...)
+		} else {
+			res, err = n.run(ctx, stopScript, op,
+				[]string{n.lay.jobs, n.lay.payloads, n.lay.workers, n.lay.withdrawn,
+					n.streamOf(n.lay.wprefix, worker), n.streamOf(n.lay.nprefix, disp)},
+				append(ref(nil, key, nonce, gen), worker, disp, replyTo, reqID)...)
+		}
+		if err != nil || res != "RETRY" {
+			return res, err
+		}
+		if try == maxRequestTries {
+			return nil, fmt.Errorf("pool: %s: job %q kept changing; try again", op, key)
+		}
+	}
+}
+
+// streamOf returns the stream key prefix+id of a worker or node, or a key
+// of the pool that stands in for it when there is none (a script's KEYS
+// must be keys of the pool, even those it will not touch).
+func (n *Node) streamOf(prefix, id string) string {
+	if id == "" || id == noReply {
+		return n.lay.jobStream
+	}
+	return prefix + id
+}
 
 // waiter is a call waiting for a reply on the node's stream.
 type waiter struct {
@@ -334,15 +404,17 @@ func (n *Node) resync(ctx context.Context, lost bool) {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			continue // unknown: keep waiting
 		}
-		var rec struct {
-			N string `json:"n"`
-			S string `json:"s"`
+		var rec record
+		exists := err == nil
+		if exists {
+			if rec, err = parseRecord(raw); err != nil {
+				continue // unknown: keep waiting
+			}
 		}
-		exists := err == nil && json.Unmarshal([]byte(raw), &rec) == nil
 		switch w.kind {
 		case opDispatch:
-			if exists && rec.N == w.nonce {
-				if rec.S == stateRunning {
+			if exists && rec.Nonce == w.nonce {
+				if rec.State == stateRunning {
 					n.answer(ids[i], []byte{replyOK})
 				}
 				continue

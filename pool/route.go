@@ -175,7 +175,7 @@ func (n *Node) route(ev *streaming.Event) bool {
 // rev.
 func (n *Node) routeCall(key string, h header, w string, rev int64) ([]string, []any) {
 	return []string{n.lay.jobs, n.lay.payloads, n.lay.workers, n.lay.slotsRev, n.lay.wprefix + w},
-		[]any{key, h.nonce, h.gen, w, strconv.FormatInt(rev, 10)}
+		append(ref(nil, key, h.nonce, h.gen), w, strconv.FormatInt(rev, 10))
 }
 
 func (n *Node) ack(ctx context.Context, ev *streaming.Event) {
@@ -188,19 +188,19 @@ func (n *Node) ack(ctx context.Context, ev *streaming.Event) {
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] slots
 //	map revision, KEYS[5] the worker's stream
-//	ARGV[1] key, ARGV[2] nonce, ARGV[3] generation, ARGV[4] worker id,
+//	ARGV[1..3] job ref, ARGV[4] worker id,
 //	ARGV[5] the slots revision the router decided on
 //
 // Returns "OK"; "STALE" when the event is outdated (the job was stopped,
 // re-queued or already routed): drop it; "RETRY" when the router's copy of
 // the slots is behind Redis or the worker is gone: decide again.
 var routeScript = redis.NewScript(prelude + `
-local r = getrec(ARGV[1])
-if not r or r.n ~= ARGV[2] or r.g ~= tonumber(ARGV[3]) or r.s ~= S_QUEUED then return "STALE" end
+local key, r = job(1)
+if not r or r.s ~= S_QUEUED then return "STALE" end
 if redis.call("HGET", KEYS[4], REV_FIELD) ~= ARGV[5] then return "RETRY" end
 if redis.call("HEXISTS", KEYS[3], ARGV[4]) == 0 then return "RETRY" end
 r.s = S_ROUTED; r.w = ARGV[4]; r.t = now_ms()
-putrec(ARGV[1], r)
-send_start(KEYS[5], ARGV[1], r)
+putrec(key, r)
+send_start(KEYS[5], key, r)
 return "OK"
 `)

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"os"
+	"sort"
 	"testing"
 	"time"
 
@@ -22,8 +23,6 @@ func TestStatsMatchWorkersAndJobKeys(t *testing.T) {
 	}
 	st, err := n.Stats(ctx)
 	require.NoError(t, err)
-	workers, err := n.Workers(ctx)
-	require.NoError(t, err)
 	keys, err := n.JobKeys(ctx)
 	require.NoError(t, err)
 
@@ -36,20 +35,22 @@ func TestStatsMatchWorkersAndJobKeys(t *testing.T) {
 	require.Len(t, st.Nodes, 1)
 	assert.Equal(t, n.ID(), st.Nodes[0].ID)
 	assert.Less(t, st.Nodes[0].Age, time.Second)
-	require.Len(t, st.Workers, len(workers))
+	require.Len(t, st.Workers, 3)
 	total := 0
-	for i, w := range workers {
-		ws := st.Workers[i]
-		assert.Equal(t, w.ID, ws.ID)
-		assert.Equal(t, w.Slot, ws.Slot)
+	var all []string
+	for i, ws := range st.Workers {
+		assert.Equal(t, i, ws.Slot)
 		assert.Equal(t, n.ID(), ws.Node)
 		assert.True(t, ws.Healthy)
-		assert.Equal(t, len(w.Keys), ws.Jobs)
-		assert.Equal(t, w.Keys[:min(len(w.Keys), StatsKeySample)], ws.KeySample)
+		assert.Len(t, ws.Keys, ws.Jobs)
+		assert.True(t, sort.StringsAreSorted(ws.Keys))
+		all = append(all, ws.Keys...)
 		total += ws.Jobs
 	}
 	assert.Equal(t, 12, total)
-	assert.Equal(t, len(workers), st.WorkersBusy+st.WorkersIdle)
+	sort.Strings(all)
+	assert.Equal(t, keys, all, "every job is listed under its worker")
+	assert.Equal(t, 3, st.WorkersBusy+st.WorkersIdle)
 
 	// Inspect reads the same without a node, judging health by the pool's
 	// own WorkerTTL (1s here): no option can make it disagree.

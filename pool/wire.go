@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,43 +10,128 @@ import (
 	"github.com/shepherd-go/shepherd/rmap"
 )
 
-// A job record (layout.jobs) is the authoritative state of a job, a JSON
-// object edited only by the scripts below:
-//
-//	s  state: stateQueued (a start event waits in the job stream),
-//	   stateRouted to worker w (a start event waits in w's stream),
-//	   stateClaimed by w (its Start runs), stateRunning on w,
-//	   stateStopping on w
-//	g  generation: bumped whenever the job is queued or routed again;
-//	   every event carries it, and a script acting on a stale generation
-//	   does nothing
-//	n  nonce of the DispatchJob that created the record
-//	w  worker id, or ""
-//	t  when s last changed, absent while running; c when the job was
-//	   created (ms, Redis TIME)
-//	a  starts so far
-//	rd, rq  the node and request of the DispatchJob still waiting for a
-//	   start's outcome: carried by every start event until one answers,
-//	   so that a start retried after a crash still answers the dispatcher
-//	sr, sq  the node and request to answer once a stop completes
-//
-// Recovery derives everything from these records, never from a side index.
+// The wire contract between the pool's Go code and its Lua scripts: the
+// job record, the record states, the events and their header, the reply
+// codes. Each is defined here once; the scripts get them from prelude,
+// rendered from these definitions.
+
+// record is a job record: the authoritative state of a job, stored as JSON
+// in the jobs hash (layout.jobs) and edited only by the scripts, which use
+// the same field names (r.s, r.g, ...; TestScriptsUseOnlyRecordFields
+// checks it). Recovery derives everything from the records, never from a
+// side index.
+type record struct {
+	// State is one of the state constants.
+	State string `json:"s"`
+	// Gen is bumped whenever the job is queued or routed again; every
+	// event carries it, and a script acting on a stale generation does
+	// nothing.
+	Gen int64 `json:"g"`
+	// Nonce is the nonce of the DispatchJob that created the record.
+	Nonce string `json:"n"`
+	// Worker is the worker the job is routed to or runs on, or "".
+	Worker string `json:"w"`
+	// Changed is when State last changed (ms, Redis TIME); absent while
+	// running. Created is when the job was created.
+	Changed int64 `json:"t,omitempty"`
+	Created int64 `json:"c"`
+	// Starts counts the job's claims so far.
+	Starts int `json:"a"`
+	// DispNode and DispReq are the node and request of the DispatchJob
+	// still waiting for a start's outcome: every start event carries them
+	// until one answers, so that a start retried after a crash still
+	// answers the dispatcher.
+	DispNode string `json:"rd,omitempty"`
+	DispReq  string `json:"rq,omitempty"`
+	// StopNode and StopReq are the node and request to answer once a stop
+	// completes.
+	StopNode string `json:"sr,omitempty"`
+	StopReq  string `json:"sq,omitempty"`
+}
+
+// parseRecord decodes a record read from the jobs hash.
+func parseRecord(raw string) (record, error) {
+	var r record
+	err := json.Unmarshal([]byte(raw), &r)
+	return r, err
+}
+
+// Record states.
 const (
-	stateQueued   = "q"
-	stateRouted   = "r"
-	stateClaimed  = "c"
-	stateRunning  = "run"
-	stateStopping = "x"
+	stateQueued   = "q"   // a start event waits in the job stream
+	stateRouted   = "r"   // a start event waits in the worker's stream
+	stateClaimed  = "c"   // the worker claimed it: its Start runs
+	stateRunning  = "run" // Start succeeded
+	stateStopping = "x"   // a stop event is on its way to the worker
 )
 
-// prelude is prepended to every script that edits job records. It defines
-// the wire contract once, rendered from the Go constants: the stream field
-// and event names, the record states, the reply codes, the field of a
-// replicated map's revision (rmap.RevField), and helpers that
-// read and write records (KEYS[1] must be the jobs hash and KEYS[2] the
-// payloads hash) and send events. An event's payload is its header
-// "nonce gen replyNode requestID" (noReply for none), and for notify
-// events a newline and the notification payload (see header in event.go).
+// Event names in the pool's streams.
+const (
+	evStart  = "start"
+	evStop   = "stop"
+	evNotify = "notify"
+	evReply  = "reply"
+)
+
+// noReply stands for "nobody waits" in a header's reply fields, and for
+// "none" wherever a script expects a node id.
+const noReply = "-"
+
+// header is the routing information every start, stop and notify event
+// carries in its payload: "nonce gen replyNode requestID", built by the
+// scripts' header function. A notify event's payload goes on after a
+// newline; a stop event carries the waiting dispatcher, "node request",
+// there (noReply for none), so that the worker can tell it the job ended.
+type header struct {
+	nonce   string
+	gen     int64
+	replyTo string // node id, or noReply
+	reqID   string // request id, or noReply
+}
+
+// parseHeader splits an event payload into its header and what follows
+// the first newline.
+func parseHeader(p []byte) (header, []byte, error) {
+	line, rest := p, []byte(nil)
+	if i := strings.IndexByte(string(p), '\n'); i >= 0 {
+		line, rest = p[:i], p[i+1:]
+	}
+	f := strings.Fields(string(line))
+	if len(f) != 4 {
+		return header{}, nil, fmt.Errorf("pool: malformed event header %q", line)
+	}
+	gen, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return header{}, nil, fmt.Errorf("pool: malformed generation in %q", line)
+	}
+	return header{nonce: f[0], gen: gen, replyTo: f[2], reqID: f[3]}, rest, nil
+}
+
+// Reply payloads: a status byte, then details.
+const (
+	replyOK          = 'o' // done
+	replyStartFailed = 's' // "s<worker>\n<message>": Start failed
+	replyFailed      = 'e' // "e<message>": Stop or HandleNotification failed
+	replyNoJob       = 'n' // the worker does not run the job (it moved); details may follow
+	replyStopped     = 'x' // "x<message>": the job ended before its Start succeeded
+)
+
+// stoppedBeforeStart is the message of a replyStopped for a job that a
+// StopJob ended before its Start succeeded.
+const stoppedBeforeStart = "StopJob ended it before its Start"
+
+// ref appends a job reference to a script's ARGV: every script that acts
+// on a job takes it as key, nonce ("" for any) and generation (-1 for
+// any), in this order, and reads it with the prelude's job function.
+func ref(args []any, key, nonce string, gen int64) []any {
+	return append(args, key, nonce, gen)
+}
+
+// prelude is prepended to every script that edits job records. KEYS[1]
+// must be the jobs hash and KEYS[2] the payloads hash. Every other key a
+// script touches is declared in its KEYS too, including the streams of
+// nodes it answers (a script that may answer nobody gets a placeholder
+// key of the pool).
 var prelude = fmt.Sprintf(`
 local FE, FT, FP = %q, %q, %q
 local EV_START, EV_STOP, EV_NOTIFY, EV_REPLY = %q, %q, %q, %q
@@ -53,6 +139,7 @@ local S_QUEUED, S_ROUTED, S_CLAIMED, S_RUNNING, S_STOPPING = %q, %q, %q, %q, %q
 local NO_REPLY = %q
 local REV_FIELD = %q
 local REPLY_OK, REPLY_START_FAILED, REPLY_STOPPED = %q, %q, %q
+local STOPPED_BEFORE_START = %q
 local function now_ms()
   local t = redis.call("TIME")
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -61,6 +148,15 @@ local function getrec(key)
   local raw = redis.call("HGET", KEYS[1], key)
   if not raw then return nil end
   return cjson.decode(raw)
+end
+-- job reads the job reference at ARGV[i], ARGV[i + 1], ARGV[i + 2] (key,
+-- nonce or "", generation or -1) and returns the key and its record if
+-- the record matches, else the key and nil.
+local function job(i)
+  local key, nonce, gen = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local r = getrec(key)
+  if r and (nonce == "" or r.n == nonce) and (gen < 0 or r.g == gen) then return key, r end
+  return key, nil
 end
 local function putrec(key, r)
   redis.call("HSET", KEYS[1], key, cjson.encode(r))
@@ -101,55 +197,5 @@ end
 	evStart, evStop, evNotify, evReply,
 	stateQueued, stateRouted, stateClaimed, stateRunning, stateStopping,
 	noReply, rmap.RevField,
-	string(replyOK), string(replyStartFailed), string(replyStopped))
-
-// Event names in the pool's streams.
-const (
-	evStart  = "start"
-	evStop   = "stop"
-	evNotify = "notify"
-	evReply  = "reply"
-)
-
-// noReply stands for "nobody waits" in a header's reply fields.
-const noReply = "-"
-
-// header is the routing information every start, stop and notify event
-// carries in its payload: "nonce gen replyNode requestID".
-type header struct {
-	nonce   string
-	gen     int64
-	replyTo string // node id, or noReply
-	reqID   string // request id, or noReply
-}
-
-func (h header) String() string {
-	return h.nonce + " " + strconv.FormatInt(h.gen, 10) + " " + h.replyTo + " " + h.reqID
-}
-
-// parseHeader splits an event payload into its header and, for notify
-// events, the notification payload after the first newline.
-func parseHeader(p []byte) (header, []byte, error) {
-	line, rest := p, []byte(nil)
-	if i := strings.IndexByte(string(p), '\n'); i >= 0 {
-		line, rest = p[:i], p[i+1:]
-	}
-	f := strings.Fields(string(line))
-	if len(f) != 4 {
-		return header{}, nil, fmt.Errorf("pool: malformed event header %q", line)
-	}
-	gen, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return header{}, nil, fmt.Errorf("pool: malformed generation in %q", line)
-	}
-	return header{nonce: f[0], gen: gen, replyTo: f[2], reqID: f[3]}, rest, nil
-}
-
-// Reply payloads: a status byte, then details.
-const (
-	replyOK          = 'o' // done
-	replyStartFailed = 's' // "s<worker>\n<message>": Start failed
-	replyFailed      = 'e' // "e<message>": Stop or HandleNotification failed
-	replyNoJob       = 'n' // the worker does not run the job (it moved); details may follow
-	replyStopped     = 'x' // "x<message>": the job ended before its Start succeeded
-)
+	string(replyOK), string(replyStartFailed), string(replyStopped),
+	stoppedBeforeStart)

@@ -199,7 +199,7 @@ func (w *Worker) handle(ev *streaming.Event) {
 	} else {
 		switch ev.Event { // start events go to startBatch
 		case evStop:
-			w.stopEvent(ctx, ev.Topic, h)
+			w.stopEvent(ctx, ev.Topic, h, string(rest))
 		case evNotify:
 			w.notify(ctx, ev.Topic, h, rest)
 		}

@@ -72,9 +72,10 @@ func (w *Worker) release(ctx context.Context, key string, h header) error {
 	n := w.node
 	backoff := 50 * time.Millisecond
 	for {
-		outcomes, err := w.releaseJobs(ctx, n.table(), []string{key}, []int64{h.gen})
+		refs := []startRef{{key: key, h: h}}
+		outcomes, err := w.releaseJobs(ctx, n.table(), refs)
 		if err == nil {
-			w.countRouted(outcomes)
+			w.released(ctx, refs, outcomes)
 			return nil
 		}
 		w.logger.Warn("release failed; retrying", slog.String("key", key), slog.Any("error", err), slog.Duration("retry_in", backoff))
@@ -101,34 +102,33 @@ func (w *Worker) release(ctx context.Context, key string, h header) error {
 // to the janitor, which requeues the job once this worker is gone.
 func (w *Worker) handOverAll(ctx context.Context) {
 	n := w.node
-	keys := make([]string, 0, len(w.jobs))
-	for key := range w.jobs {
-		keys = append(keys, key)
+	refs := make([]startRef, 0, len(w.jobs))
+	for key, h := range w.jobs {
+		refs = append(refs, startRef{key: key, h: h})
 	}
-	for len(keys) > 0 {
-		batch := keys[:min(releaseBatch, len(keys))]
-		keys = keys[len(batch):]
-		gens := make([]int64, len(batch))
-		for i, key := range batch {
-			gens[i] = w.jobs[key].gen
-			_ = w.callStop(ctx, key)
-			delete(w.jobs, key)
+	for len(refs) > 0 {
+		batch := refs[:min(releaseBatch, len(refs))]
+		refs = refs[len(batch):]
+		for _, r := range batch {
+			_ = w.callStop(ctx, r.key)
+			delete(w.jobs, r.key)
 		}
 		n.metrics.add(ctx, n.metrics.moved, int64(len(batch)))
 		t := n.table()
-		outcomes, err := w.releaseJobs(ctx, t, batch, gens)
+		outcomes, err := w.releaseJobs(ctx, t, batch)
 		if err == nil {
-			w.countRouted(outcomes)
+			w.released(ctx, batch, outcomes)
 			continue
 		}
 		w.logger.Warn("batch release failed; releasing one by one", slog.Int("jobs", len(batch)), slog.Any("error", err))
-		for i, key := range batch {
-			outcomes, err := w.releaseJobs(ctx, t, []string{key}, gens[i:i+1])
+		for i := range batch {
+			one := batch[i : i+1]
+			outcomes, err := w.releaseJobs(ctx, t, one)
 			if err != nil {
-				w.logger.Warn("release failed", slog.String("key", key), slog.Any("error", err))
+				w.logger.Warn("release failed", slog.String("key", one[0].key), slog.Any("error", err))
 				continue
 			}
-			w.countRouted(outcomes)
+			w.released(ctx, one, outcomes)
 		}
 	}
 }
@@ -137,33 +137,38 @@ func (w *Worker) handOverAll(ctx context.Context) {
 // a call well under a millisecond of Redis time.
 const releaseBatch = 128
 
-// releaseJobs runs releaseScript for keys (of generations gens), each
-// handed to its owner under t when there is one, and returns one outcome
-// per job.
-func (w *Worker) releaseJobs(ctx context.Context, t table, keys []string, gens []int64) ([]any, error) {
+// releaseJobs runs releaseScript for the jobs refs name, each handed to
+// its owner under t when there is one, and returns one outcome per job.
+func (w *Worker) releaseJobs(ctx context.Context, t table, refs []startRef) ([]any, error) {
 	n := w.node
 	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev)
-	args := []any{w.id, strconv.FormatInt(t.rev, 10), n.lay.nprefix}
-	for i, key := range keys {
-		owner, idx := t.owner(key), 0
+	args := []any{w.id, strconv.FormatInt(t.rev, 10)}
+	for _, r := range refs {
+		owner, idx := t.owner(r.key), 0
 		if owner == w.id {
 			owner = "" // our own table still names us: let a router decide
 		}
 		if owner != "" {
 			idx = sk.add(n.lay.wprefix + owner)
 		}
-		args = append(args, key, gens[i], owner, idx)
+		args = append(ref(args, r.key, r.h.nonce, r.h.gen), owner, idx)
 	}
 	res, err := n.run(ctx, releaseScript, "release", sk.keys, args...)
-	return perJob(res, err, len(keys), "release")
+	return perJob(res, err, len(refs), "release")
 }
 
-// countRouted counts, for tests, the released jobs that went straight to
-// their new owner.
-func (w *Worker) countRouted(outcomes []any) {
-	for _, o := range outcomes {
-		if o == "ROUTED" {
+// released acts on releaseScript's outcomes: a job whose stop was on its
+// way ends here, since its stop event will not be handled (endStop); the
+// jobs that went straight to their new owner are counted for tests.
+func (w *Worker) released(ctx context.Context, refs []startRef, outcomes []any) {
+	for i, o := range outcomes {
+		switch o {
+		case "ROUTED":
 			w.node.releasesRouted.Add(1)
+		case "STOPPING":
+			if err := w.endStop(ctx, refs[i].key); err != nil {
+				w.logger.Warn("ending a stop", slog.String("key", refs[i].key), slog.Any("error", err))
+			}
 		}
 	}
 }
@@ -173,36 +178,30 @@ func (w *Worker) countRouted(outcomes []any) {
 // batch of one worker's jobs (or one) in one call. Like admitRouteScript,
 // it hands a job straight to its new owner when the releasing node's copy
 // of the slot table is current (the fence routeScript applies, read once
-// per call); otherwise it queues the job for the routers.
+// per call); otherwise it queues the job for the routers. A job with a
+// stop on its way is left as it is: the worker ends that stop itself
+// (endStop), since its stop event will not be handled.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] workers
 //	map, KEYS[5] slots map revision, KEYS[6..] the new owners' streams
 //	ARGV[1] worker id, ARGV[2] the slots revision the node decided on,
-//	ARGV[3] node stream prefix, then per job: key, generation, new owner
-//	("" for none), index of its stream in KEYS (counted from KEYS[6] as 1;
-//	0 for none)
+//	then per job: job ref, new owner ("" for none), index of its stream in
+//	KEYS (counted from KEYS[6] as 1; 0 for none)
 //
-// Returns, per job, "ROUTED", "REQUEUED", "DELETED" (a stop was on its way:
-// the job ends, and the StopJob waiting for it is answered, since the stop
-// event will not be handled) or "STALE".
+// Returns, per job, "ROUTED", "REQUEUED", "STOPPING" or "STALE".
 var releaseScript = redis.NewScript(prelude + `
 local wid = ARGV[1]
 local current = redis.call("HGET", KEYS[5], REV_FIELD) == ARGV[2]
 local live = {}
 local now = now_ms()
 local out = {}
-for i = 4, #ARGV, 4 do
-  local key, owner, si = ARGV[i], ARGV[i + 2], tonumber(ARGV[i + 3])
-  local r = getrec(key)
-  if not r or r.g ~= tonumber(ARGV[i + 1]) or r.w ~= wid then
+for i = 3, #ARGV, 5 do
+  local key, r = job(i)
+  local owner, si = ARGV[i + 3], tonumber(ARGV[i + 4])
+  if not r or r.w ~= wid then
     out[#out + 1] = "STALE"
   elseif r.s == S_STOPPING then
-    delrec(key)
-    if r.sr and r.sr ~= NO_REPLY then send_reply(ARGV[3] .. r.sr, r.sq, REPLY_OK) end
-    if r.rd and r.rd ~= NO_REPLY then
-      send_reply(ARGV[3] .. r.rd, r.rq, REPLY_STOPPED .. "StopJob ended it before its Start")
-    end
-    out[#out + 1] = "DELETED"
+    out[#out + 1] = "STOPPING"
   else
     if owner ~= "" and live[owner] == nil then
       live[owner] = current and owner ~= wid and redis.call("HEXISTS", KEYS[4], owner) == 1

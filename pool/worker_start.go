@@ -136,7 +136,7 @@ func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error
 	args := make([]any, 0, 1+3*len(starts))
 	args = append(args, w.id)
 	for _, s := range starts {
-		args = append(args, s.key, s.h.nonce, s.h.gen)
+		args = ref(args, s.key, s.h.nonce, s.h.gen)
 	}
 	res, err := n.run(ctx, claimScript, "claim", n.lay.recordKeys(), args...)
 	return perJob(res, err, len(starts), "claim")
@@ -153,7 +153,7 @@ func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, err
 		if s.h.reqID != noReply && s.h.replyTo != noReply {
 			idx = sk.add(n.replyStream(s.h.replyTo))
 		}
-		args = append(args, s.key, s.h.nonce, s.h.gen, s.h.reqID, idx)
+		args = append(ref(args, s.key, s.h.nonce, s.h.gen), s.h.reqID, idx)
 	}
 	res, err := n.run(ctx, startedScript, "started", sk.keys, args...)
 	return perJob(res, err, len(started), "started")
@@ -244,7 +244,7 @@ func (w *Worker) startFailed(key string, h header, startErr error) {
 	defer cancel()
 	res, err := n.run(ctx, failedScript, "start failed",
 		[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream},
-		key, h.nonce, h.gen, w.id)
+		append(ref(nil, key, h.nonce, h.gen), w.id)...)
 	if err != nil {
 		w.logger.Warn("recording a failed start", slog.String("key", key), slog.Any("error", err))
 	}
@@ -285,7 +285,7 @@ func (w *Worker) startRecorded(key string, h header, attempt int, took time.Dura
 // batch of the start events waiting for it (or one) in one call.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
-//	ARGV[1] worker id, then per job: key, nonce, generation
+//	ARGV[1] worker id, then per job: job ref
 //
 // Returns, per job, {"OK", payload, createdMs, attempt} or {"STALE"}: the
 // event is outdated, the job was stopped or moved, or this worker was
@@ -297,9 +297,8 @@ local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
 local now = now_ms()
 local out = {}
 for i = 2, #ARGV, 3 do
-  local key = ARGV[i]
-  local r = getrec(key)
-  if not alive or not r or r.n ~= ARGV[i + 1] or r.g ~= tonumber(ARGV[i + 2]) or r.w ~= wid or r.s ~= S_ROUTED then
+  local key, r = job(i)
+  if not alive or not r or r.w ~= wid or r.s ~= S_ROUTED then
     out[#out + 1] = {"STALE"}
   else
     r.s = S_CLAIMED; r.t = now; r.a = r.a + 1
@@ -317,7 +316,7 @@ return out
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4..] the
 //	dispatching nodes' streams
-//	ARGV[1] worker id, then per job: key, nonce, generation, request id
+//	ARGV[1] worker id, then per job: job ref, request id
 //	(noReply: nobody waits), index of the dispatching node's stream in
 //	KEYS (counted from KEYS[4] as 1; 0 for none)
 //
@@ -332,15 +331,19 @@ local wid = ARGV[1]
 local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
 local out = {}
 for i = 2, #ARGV, 5 do
-  local key, rq, si = ARGV[i], ARGV[i + 3], tonumber(ARGV[i + 4])
+  local key, r = job(i)
+  local rq, si = ARGV[i + 3], tonumber(ARGV[i + 4])
   local function answer()
     if si > 0 then send_reply(KEYS[3 + si], rq, REPLY_OK) end
   end
-  local r = getrec(key)
-  if not r or r.n ~= ARGV[i + 1] or r.g ~= tonumber(ARGV[i + 2]) or r.w ~= wid then
+  if not r or r.w ~= wid then
     out[#out + 1] = "STALE"
   elseif r.s == S_STOPPING then
-    answer(); out[#out + 1] = "STOPPING"
+    -- Start did succeed: the dispatcher learns it, and the stop that
+    -- follows does not tell it again.
+    answer(); r.rd = nil; r.rq = nil
+    putrec(key, r)
+    out[#out + 1] = "STOPPING"
   elseif r.s == S_RUNNING then
     -- Already recorded: a retry after a reply lost to a connection error.
     out[#out + 1] = "OK"
@@ -360,17 +363,17 @@ return out
 // failedScript records that Start failed.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream
-//	ARGV[1] key, ARGV[2] nonce, ARGV[3] generation, ARGV[4] worker id
+//	ARGV[1..3] job ref, ARGV[4] worker id
 //
 // While a DispatchJob waits for the job's first successful start, a failed
 // start deletes the job (DispatchJob returns the error); later, a failed
 // start (after a move) queues the job again. Returns "DELETED",
 // "REQUEUED" or "STALE".
 var failedScript = redis.NewScript(prelude + `
-local r = getrec(ARGV[1])
-if not r or r.n ~= ARGV[2] or r.g ~= tonumber(ARGV[3]) or r.w ~= ARGV[4] then return "STALE" end
-if r.s == S_STOPPING or r.rd then delrec(ARGV[1]); return "DELETED" end
+local key, r = job(1)
+if not r or r.w ~= ARGV[4] then return "STALE" end
+if r.s == S_STOPPING or r.rd then delrec(key); return "DELETED" end
 if r.s ~= S_CLAIMED then return "STALE" end
-requeue(ARGV[1], r, now_ms(), KEYS[3])
+requeue(key, r, now_ms(), KEYS[3])
 return "REQUEUED"
 `)

@@ -2,14 +2,18 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// stopEvent handles StopJob: Stop, then delete the job.
-func (w *Worker) stopEvent(ctx context.Context, key string, h header) {
+// stopEvent handles StopJob: Stop, then delete the job. dispatcher is
+// what the stop event carries after its header: "node request" of a
+// DispatchJob still waiting for the job's start (noReply for none).
+func (w *Worker) stopEvent(ctx context.Context, key string, h header, dispatcher string) {
 	n := w.node
 	var stopErr error
 	gen := h.gen
@@ -19,7 +23,8 @@ func (w *Worker) stopEvent(ctx context.Context, key string, h header) {
 		delete(w.jobs, key)
 		n.metrics.add(ctx, n.metrics.stopped, 1)
 	}
-	if _, err := n.run(ctx, stoppedScript, "stopped", []string{n.lay.jobs, n.lay.payloads}, key, gen, w.id, n.lay.nprefix); err != nil {
+	disp, _, _ := strings.Cut(dispatcher, " ")
+	if _, err := w.stopped(ctx, key, h.nonce, gen, disp); err != nil {
 		w.logger.Warn("recording a stop", slog.String("key", key), slog.Any("error", err))
 	}
 	if stopErr != nil {
@@ -27,6 +32,53 @@ func (w *Worker) stopEvent(ctx context.Context, key string, h header) {
 		return
 	}
 	n.reply(ctx, h.replyTo, h.reqID, []byte{replyOK})
+}
+
+// stopped runs stoppedScript: the job's Stop ran here (or the job never
+// started here), so its record goes, and the DispatchJob on node disp
+// (noReply for none) still waiting for its start is told. It reports
+// whether the record was still the one stopped.
+func (w *Worker) stopped(ctx context.Context, key, nonce string, gen int64, disp string) (bool, error) {
+	n := w.node
+	res, err := n.run(ctx, stoppedScript, "stopped",
+		[]string{n.lay.jobs, n.lay.payloads, n.streamOf(n.lay.nprefix, disp)},
+		append(ref(nil, key, nonce, gen), w.id, disp)...)
+	return res == "OK", err
+}
+
+// endStop ends the stop of a job that this worker released (it leaves)
+// with the stop event still unhandled: the Stop ran with the release, so
+// the record goes, and the StopJob waiting for it (and a DispatchJob still
+// waiting for the job's start) are answered, as stopEvent would.
+func (w *Worker) endStop(ctx context.Context, key string) error {
+	n := w.node
+	raw, err := n.rdb.HGet(ctx, n.lay.jobs, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r, err := parseRecord(raw)
+	if err != nil {
+		return err
+	}
+	if r.State != stateStopping || r.Worker != w.id {
+		return nil
+	}
+	ok, err := w.stopped(ctx, key, r.Nonce, r.Gen, orNoReply(r.DispNode))
+	if ok {
+		n.reply(ctx, orNoReply(r.StopNode), r.StopReq, []byte{replyOK})
+	}
+	return err
+}
+
+// orNoReply returns node, or noReply for "".
+func orNoReply(node string) string {
+	if node == "" {
+		return noReply
+	}
+	return node
 }
 
 // callStop runs the Stop handler, waiting no longer than ctx allows: a
@@ -82,17 +134,16 @@ func (w *Worker) awaitStop(ctx context.Context, key string) {
 // stopped before its worker claimed it). A DispatchJob still waiting for
 // the job's start is told that it was stopped.
 //
-//	KEYS[1] jobs, KEYS[2] payloads
-//	ARGV[1] key, ARGV[2] generation, ARGV[3] worker id, ARGV[4] node
-//	stream prefix
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] the waiting dispatcher's
+//	stream (a placeholder for none)
+//	ARGV[1..3] job ref, ARGV[4] worker id, ARGV[5] the dispatcher node
+//	the stop event named (noReply for none)
 //
 // Returns "OK" or "STALE".
 var stoppedScript = redis.NewScript(prelude + `
-local r = getrec(ARGV[1])
-if not r or r.g ~= tonumber(ARGV[2]) or r.w ~= ARGV[3] or r.s ~= S_STOPPING then return "STALE" end
-delrec(ARGV[1])
-if r.rd and r.rd ~= NO_REPLY then
-  send_reply(ARGV[4] .. r.rd, r.rq, REPLY_STOPPED .. "StopJob ended it before its Start")
-end
+local key, r = job(1)
+if not r or r.w ~= ARGV[4] or r.s ~= S_STOPPING then return "STALE" end
+delrec(key)
+if r.rd and r.rd == ARGV[5] then send_reply(KEYS[3], r.rq, REPLY_STOPPED .. STOPPED_BEFORE_START) end
 return "OK"
 `)

@@ -50,18 +50,18 @@ func runJobs(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// listJobs joins JobKeys with Workers.
+// listJobs joins JobKeys with the workers of Stats.
 func listJobs(ctx context.Context, n *pool.Node) ([]jobRow, error) {
 	keys, err := n.JobKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
-	workers, err := n.Workers(ctx)
+	st, err := n.Stats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	owner := map[string]pool.WorkerInfo{}
-	for _, w := range workers {
+	owner := map[string]pool.WorkerStats{}
+	for _, w := range st.Workers {
 		if !w.Healthy {
 			continue
 		}

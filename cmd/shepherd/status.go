@@ -102,10 +102,7 @@ func printStatus(w io.Writer, st *pool.Stats) {
 		fmt.Fprintln(tw, "  SLOT\tWORKER\tNODE\tHEALTH\tJOBS\tKEYS")
 	}
 	for _, ws := range st.Workers {
-		keys := strings.Join(ws.KeySample, " ")
-		if ws.Jobs > len(ws.KeySample) {
-			keys += " ..."
-		}
+		keys := strings.Join(sample(ws.Keys, keySample), " ")
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\n", ws.Slot, ws.ID, ws.Node, health(ws.Healthy, ws.LastSeen, ws.HealthAge), ws.Jobs, keys)
 	}
 	tw.Flush()
@@ -119,6 +116,9 @@ func printStatus(w io.Writer, st *pool.Stats) {
 		fmt.Fprintf(w, "  no live owner: %s\n", strings.Join(sample(st.Orphans, 10), " "))
 	}
 }
+
+// keySample is how many of a worker's job keys status prints.
+const keySample = 5
 
 func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
 

@@ -74,11 +74,11 @@ func run(cfg cli.Config, jobs int, shutdown bool, timeout time.Duration) error {
 		}
 		fmt.Println("stopped job-1")
 	}
-	workers, err := node.Workers(ctx)
+	st, err := node.Stats(ctx)
 	if err != nil {
 		return err
 	}
-	for _, w := range workers {
+	for _, w := range st.Workers {
 		fmt.Printf("worker %s (node %s, slot %d, healthy %v): %d jobs\n", w.ID, w.Node, w.Slot, w.Healthy, len(w.Keys))
 	}
 	if shutdown {

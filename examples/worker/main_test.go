@@ -26,8 +26,8 @@ func TestWorkerRunsJobsAndExitsOnShutdown(t *testing.T) {
 	client, err := pool.AddNode(ctx, cfg.Pool, srv.Client(), pool.WithClientOnly())
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		ws, err := client.Workers(ctx)
-		return err == nil && len(ws) == 2
+		st, err := client.Stats(ctx)
+		return err == nil && len(st.Workers) == 2
 	}, 10*time.Second, 20*time.Millisecond)
 	require.NoError(t, client.DispatchJob(ctx, "k", []byte("v")))
 	require.NoError(t, client.NotifyWorker(ctx, "k", []byte("n")))

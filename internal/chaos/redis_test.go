@@ -75,11 +75,11 @@ func TestChaosRedisRestartWithoutPersistence(t *testing.T) {
 
 	// Every worker re-registered, and the jobs Redis forgot no longer run.
 	require.Eventually(t, func() bool {
-		infos, err := c.disp.Workers(ctx)
-		if err != nil || len(infos) != 6 {
+		st, err := c.disp.Stats(ctx)
+		if err != nil || len(st.Workers) != 6 {
 			return false
 		}
-		for _, w := range infos {
+		for _, w := range st.Workers {
 			if !w.Healthy {
 				return false
 			}
@@ -162,7 +162,7 @@ func TestChaosRedisUnavailable(t *testing.T) {
 			return c.disp.NotifyWorker(ctx, acked[i%len(acked)], []byte("hi"))
 		}},
 		{"JobKeys", func(ctx context.Context, _ int) error { _, err := c.disp.JobKeys(ctx); return err }},
-		{"Workers", func(ctx context.Context, _ int) error { _, err := c.disp.Workers(ctx); return err }},
+		{"Stats", func(ctx context.Context, _ int) error { _, err := c.disp.Stats(ctx); return err }},
 		{"AddNode", func(ctx context.Context, _ int) error {
 			n, err := pool.AddNode(ctx, c.pool, c.disp2, pool.WithClientOnly())
 			if err == nil {
