@@ -203,7 +203,7 @@ func (n *Node) admitLoop() {
 			if n.admitHook != nil {
 				n.admitHook(false)
 			}
-			ctx, cancel := context.WithTimeout(n.ctx, admitTimeout)
+			ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout) // callers wait no longer than their ctx
 			n.runPipelined(ctx, admitRouteScript, "dispatch", calls)
 			cancel()
 			if n.admitHook != nil {
@@ -216,10 +216,6 @@ func (n *Node) admitLoop() {
 		}
 	}
 }
-
-// admitTimeout bounds one admission pipeline; callers wait no longer than
-// their own ctx in any case.
-const admitTimeout = 10 * time.Second
 
 // admitRouteScript records a new job and routes or queues its start
 // event. When the dispatching node's copy of the slot table names a
@@ -268,14 +264,11 @@ return "OK"
 // over. A node that finished stopping tries once, at once.
 func (n *Node) withdrawLater(key, nonce string) {
 	if !n.background(func() { n.withdraw(n.bgCtx, key, nonce) }) {
-		ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), loopCallTimeout)
 		defer cancel()
 		n.withdraw(ctx, key, nonce)
 	}
 }
-
-// withdrawTimeout bounds one attempt of a withdrawal.
-const withdrawTimeout = 5 * time.Second
 
 // withdraw makes sure that the job of a failed DispatchJob does not run:
 // it records the dispatch's nonce as withdrawn, so that its admission is
@@ -284,7 +277,7 @@ const withdrawTimeout = 5 * time.Second
 func (n *Node) withdraw(ctx context.Context, key, nonce string) {
 	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, withdrawTimeout)
+		actx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 		_, err := n.sendRequest(actx, opStop, key, nonce, noReply, noReply, nil)
 		cancel()
 		if err == nil {

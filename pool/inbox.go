@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/streaming"
@@ -27,7 +26,7 @@ func (n *Node) trimInbox(batch []*streaming.Event) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout)
 	defer cancel()
 	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for key, list := range ids {

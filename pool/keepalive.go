@@ -10,7 +10,7 @@ import (
 )
 
 func (n *Node) keepAliveLoop() {
-	t := time.NewTicker(n.cfg.workerTTL / 3)
+	t := time.NewTicker(n.cfg.keepAliveEvery())
 	defer t.Stop()
 	for {
 		select {
@@ -21,7 +21,7 @@ func (n *Node) keepAliveLoop() {
 		if n.keepAlivePaused.Load() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.workerTTL/3)
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.keepAliveEvery())
 		if _, err := n.keepAlive(ctx); err != nil && n.ctx.Err() == nil {
 			n.logger.Warn("keep-alive failed", slog.Any("error", err))
 		}

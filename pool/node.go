@@ -155,7 +155,7 @@ func (n *Node) join(ctx context.Context) error {
 		n.sink, err = streaming.NewSink(ctx, n.jobStream, routerGroup,
 			streaming.WithConsumer(n.id),
 			streaming.WithBlockDuration(n.cfg.sinkBlock),
-			streaming.WithAckGracePeriod(n.cfg.pendingJobTTL),
+			streaming.WithAckGracePeriod(n.cfg.routerAckGrace()),
 			streaming.WithDeleteOnAck(),
 			streaming.StartAtOldest(),
 			streaming.WithLogger(n.logger))

@@ -97,15 +97,15 @@ func WithWorkerTTL(d time.Duration) NodeOption {
 	}
 }
 
-// WithPendingJobTTL sets how long a job may stay routed to a live worker
-// that has not claimed it, or claimed by one whose Start has not returned,
-// before the pool routes it again; the Start handler's ctx ends after it
-// too. A DispatchJob whose Start overran it maxSlowStarts (3) times fails
-// with a *StartError. It also bounds the routers' acknowledgement grace
-// (a router that died is taken over as soon as its node is declared dead,
-// see WithWorkerTTL) and a worker's calls to Redis around a start, a stop
-// or a notification. It is a pool-wide setting, like WorkerTTL. At least
-// MinPendingJobTTL (500ms). Defaults to 20s.
+// WithPendingJobTTL sets how long a start may take: a job routed to a live
+// worker that has not claimed it, or claimed by one whose Start has not
+// returned, within it is routed again (after maxSlowStarts such Starts, 3,
+// its DispatchJob fails with a *StartError). It is the Start handler's
+// ctx, and bounds the claim and record around a start; it is also
+// HandleNotification's ctx, and the acknowledgement grace of the routers
+// (a backstop: a dead router's events are taken over as soon as its node
+// is declared dead, see WithWorkerTTL). It is a pool-wide setting, like
+// WorkerTTL. At least MinPendingJobTTL (500ms). Defaults to 20s.
 func WithPendingJobTTL(d time.Duration) NodeOption {
 	return func(c *nodeConfig) error {
 		if err := atLeast("PendingJobTTL", d, MinPendingJobTTL); err != nil {
@@ -116,8 +116,10 @@ func WithPendingJobTTL(d time.Duration) NodeOption {
 	}
 }
 
-// WithWorkerShutdownTTL bounds how long Close and Shutdown wait for a
-// worker's Stop handlers. Defaults to 2m.
+// WithWorkerShutdownTTL bounds every call of a Stop handler (the Stop
+// handler's ctx): StopJob's, a move's, RemoveWorker's, Close's and
+// Shutdown's. A Stop that ignores its ctx is left running, and a later
+// Start of the same key on that worker waits for it. Defaults to 2m.
 func WithWorkerShutdownTTL(d time.Duration) NodeOption {
 	return func(c *nodeConfig) error {
 		if err := positive("WorkerShutdownTTL", d); err != nil {

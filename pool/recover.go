@@ -11,16 +11,6 @@ import (
 	"github.com/shepherd-go/shepherd/streaming"
 )
 
-// janitorTick is how often the janitor looks for dead workers and nodes:
-// often enough that a dead worker's jobs restart well within WorkerTTL +
-// 1s of its last keep-alive.
-func (n *Node) janitorTick() time.Duration {
-	return min(n.cfg.workerTTL/4, 250*time.Millisecond)
-}
-
-// janitorTimeout bounds one janitor pass.
-const janitorTimeout = 10 * time.Second
-
 // maxSlowStarts is how many times a DispatchJob's Start may overrun
 // PendingJobTTL before DispatchJob fails with a *StartError saying so.
 const maxSlowStarts = 3
@@ -37,7 +27,7 @@ const maxSlowStarts = 3
 // receiving events, so they are taken from it as soon as its node is
 // declared dead, and again on every pass while it stays dead.
 func (n *Node) janitorLoop() {
-	tick := n.janitorTick()
+	tick := n.cfg.janitorTick()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	lastRecover := time.Time{}
@@ -47,7 +37,7 @@ func (n *Node) janitorLoop() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, janitorTimeout)
+		ctx, cancel := context.WithTimeout(n.ctx, janitorPassTimeout)
 		n.metrics.tick(ctx, n)
 		if n.holdLease(ctx, 4*tick) {
 			// The routers' consumers first: one created after this read
@@ -57,7 +47,7 @@ func (n *Node) janitorLoop() {
 			live, dead, nerr := n.nodes(ctx)
 			// Jobs belong to workers: a dead node's workers are reaped
 			// with it, and its router's events are taken over below.
-			if reaped > 0 || time.Since(lastRecover) >= n.cfg.pendingJobTTL/4 {
+			if reaped > 0 || time.Since(lastRecover) >= n.cfg.recoverEvery() {
 				n.recoverJobs(ctx)
 				n.pruneWithdrawn(ctx)
 				lastRecover = time.Now()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/streamfields"
@@ -363,7 +362,7 @@ func (n *Node) replyLoop() {
 			}
 			n.answer(ev.Topic, ev.Payload)
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout)
 		if _, err := n.nodeStream.Remove(ctx, ids...); err != nil && n.ctx.Err() == nil {
 			n.logger.Warn("trim node stream", slog.Any("error", err))
 		}

@@ -17,7 +17,7 @@ import (
 func (n *Node) routeLoop() {
 	changes, cancel := n.slots.Subscribe()
 	defer cancel()
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(parkedRetry)
 	defer tick.Stop()
 	parked := make(map[string]*streaming.Event)
 	retry := func() {
@@ -83,7 +83,7 @@ func (n *Node) routeBatch(evs []*streaming.Event) []*streaming.Event {
 		}
 		return evs
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout)
 	defer cancel()
 	var acks, parked, again, routed []*streaming.Event
 	var calls []*scriptCall
@@ -132,7 +132,7 @@ func (n *Node) routeBatch(evs []*streaming.Event) []*streaming.Event {
 // route routes one start event and reports whether it is done with it
 // (routed or dropped as stale, and acknowledged).
 func (n *Node) route(ev *streaming.Event) bool {
-	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout)
 	defer cancel()
 	if ev.Event != evStart {
 		n.ack(ctx, ev)

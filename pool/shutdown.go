@@ -31,7 +31,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	closeErr := n.stop(ctx, false)
 	waitErr := n.awaitNodes(ctx)
 
-	delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownDeleteTimeout)
 	defer cancel()
 	if err := n.deleteKeys(delCtx); err != nil {
 		return fmt.Errorf("pool: shutdown: delete keys: %w", err)
@@ -121,7 +121,7 @@ func (n *Node) shutdownWatch() {
 }
 
 func (n *Node) stopForShutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.workerShutdownTTL+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.stopTimeout()+loopCallTimeout)
 	defer cancel()
 	if err := n.stop(ctx, false); err != nil {
 		n.logger.Warn("shutdown of node", slog.Any("error", err))

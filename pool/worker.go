@@ -191,18 +191,21 @@ func (w *Worker) loop() {
 }
 
 func (w *Worker) handle(ev *streaming.Event) {
-	ctx, cancel := context.WithTimeout(w.node.ctx, w.node.cfg.pendingJobTTL)
-	defer cancel()
 	h, rest, err := parseHeader(ev.Payload)
 	if err != nil {
 		w.logger.Error("dropping malformed event", slog.Any("error", err))
-	} else {
-		switch ev.Event { // start events go to startBatch
-		case evStop:
-			w.stopEvent(ctx, ev.Topic, h, string(rest))
-		case evNotify:
-			w.notify(ctx, ev.Topic, h, rest)
-		}
+		return
+	}
+	cfg := w.node.cfg
+	switch ev.Event { // start events go to startBatch
+	case evStop:
+		ctx, cancel := context.WithTimeout(w.node.ctx, cfg.stopTimeout())
+		defer cancel()
+		w.stopEvent(ctx, ev.Topic, h, string(rest))
+	case evNotify:
+		ctx, cancel := context.WithTimeout(w.node.ctx, cfg.notifyTimeout())
+		defer cancel()
+		w.notify(ctx, ev.Topic, h, rest)
 	}
 }
 

@@ -58,7 +58,7 @@ func (w *Worker) quit(ctx context.Context) error {
 func (w *Worker) depart(ctx context.Context, handOver bool, quitErr error) error {
 	n := w.node
 	errs := []error{quitErr}
-	stopCtx, cancel := context.WithTimeout(ctx, n.cfg.workerShutdownTTL)
+	stopCtx, cancel := context.WithTimeout(ctx, n.cfg.stopTimeout())
 	if handOver {
 		w.handOverAll(stopCtx) // leaves w.jobs empty
 	}

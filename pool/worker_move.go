@@ -49,7 +49,7 @@ func (w *Worker) rebalance() {
 // move stops a job here and gives it back to the pool.
 func (w *Worker) move(key string) {
 	n := w.node
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.workerShutdownTTL)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.stopTimeout())
 	defer cancel()
 	h := w.jobs[key]
 	_ = w.callStop(ctx, key)
@@ -224,7 +224,7 @@ return out
 func (w *Worker) revive() {
 	n := w.node
 	w.logger.Warn("worker was declared dead; stopping its stale jobs and rejoining", slog.Int("jobs", len(w.jobs)))
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.workerShutdownTTL)
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.stopTimeout())
 	defer cancel()
 	for key := range w.jobs {
 		_ = w.callStop(ctx, key)

@@ -80,7 +80,7 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 	if len(starts) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
 	claims, err := w.claimJobs(ctx, starts)
 	cancel()
 	if err != nil {
@@ -107,7 +107,7 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 	if len(started) == 0 {
 		return
 	}
-	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
 	defer rcancel()
 	outcomes, err := w.recordJobs(rctx, started)
 	for i, s := range started {
@@ -218,7 +218,7 @@ func (w *Worker) claimed(key string, res any) (*Job, bool) {
 // took. Start's ctx ends after PendingJobTTL: an error after that says so.
 func (w *Worker) runStart(job *Job) (time.Duration, error) {
 	n := w.node
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
 	defer cancel()
 	w.awaitStop(ctx, job.Key)
 	began := time.Now()
@@ -240,7 +240,7 @@ func (w *Worker) runStart(job *Job) (time.Duration, error) {
 // dispatcher told, or it is queued again (after a move).
 func (w *Worker) startFailed(key string, h header, startErr error) {
 	n := w.node
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.pendingJobTTL)
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
 	defer cancel()
 	res, err := n.run(ctx, failedScript, "start failed",
 		[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream},
@@ -271,7 +271,7 @@ func (w *Worker) startRecorded(key string, h header, attempt int, took time.Dura
 		} else {
 			w.logger.Warn("job taken away during Start; stopping it", slog.String("key", key), slog.Any("error", err))
 		}
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.workerShutdownTTL)
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.stopTimeout())
 		defer scancel()
 		_ = w.callStop(sctx, key)
 		return

@@ -1,0 +1,58 @@
+package pool
+
+import "time"
+
+// The pool's timeouts, each named once. Those that follow the documented
+// options are methods of nodeConfig, and the options' docs say what they
+// govern; the others are constants.
+
+// loopCallTimeout bounds one Redis call or pipeline made by a node's
+// loops on their own (routing, admitting a batch, trimming handled
+// events, one attempt of a withdrawal): long enough for a slow Redis,
+// short enough that a loop whose Redis hangs gives up and tries again.
+// Calls made for a caller use the caller's ctx instead.
+const loopCallTimeout = 10 * time.Second
+
+// janitorPassTimeout bounds one pass of the janitor.
+const janitorPassTimeout = 10 * time.Second
+
+// shutdownDeleteTimeout bounds the deletion of a pool's keys at the end of
+// Shutdown, which goes on after Shutdown's ctx ended.
+const shutdownDeleteTimeout = 30 * time.Second
+
+// parkedRetry is how often a router tries again the events that found no
+// worker (it also tries whenever the slot table changes).
+const parkedRetry = time.Second
+
+// keepAliveEvery is how often a node records its and its workers'
+// keep-alives, and how long one may take: a third of WorkerTTL, so that a
+// keep-alive survives two late ones.
+func (c nodeConfig) keepAliveEvery() time.Duration { return c.workerTTL / 3 }
+
+// janitorTick is how often the janitor looks for dead workers and nodes:
+// often enough that a dead worker's jobs restart well within WorkerTTL +
+// 1s of its last keep-alive.
+func (c nodeConfig) janitorTick() time.Duration { return min(c.workerTTL/4, 250*time.Millisecond) }
+
+// recoverEvery is how often the janitor looks for stuck jobs when no
+// worker died: a quarter of PendingJobTTL, so that a stuck job is routed
+// again within 1.25 PendingJobTTL.
+func (c nodeConfig) recoverEvery() time.Duration { return c.pendingJobTTL / 4 }
+
+// startTimeout bounds a start: the Start handler's ctx, and the claim and
+// record around it. PendingJobTTL: past it, the pool takes the start for
+// stuck and routes the job again.
+func (c nodeConfig) startTimeout() time.Duration { return c.pendingJobTTL }
+
+// notifyTimeout bounds a HandleNotification call (its ctx) and its answer.
+func (c nodeConfig) notifyTimeout() time.Duration { return c.pendingJobTTL }
+
+// stopTimeout bounds every Stop handler call: StopJob's, a move's,
+// RemoveWorker's, Close's and Shutdown's. A Stop that ignores its ctx is
+// left running (see callStop).
+func (c nodeConfig) stopTimeout() time.Duration { return c.workerShutdownTTL }
+
+// routerAckGrace is how long a job event may stay unacknowledged by a
+// live router before another router takes it: a backstop, since a dead
+// router's events are taken over as soon as its node is declared dead.
+func (c nodeConfig) routerAckGrace() time.Duration { return c.pendingJobTTL }
