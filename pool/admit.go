@@ -200,14 +200,14 @@ func (n *Node) admitLoop() {
 			calls = append(calls, &a.call)
 		}
 		if len(calls) > 0 {
-			if n.admitHook != nil {
-				n.admitHook(false)
+			if n.test.admitHook != nil {
+				n.test.admitHook(false)
 			}
 			ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout) // callers wait no longer than their ctx
 			n.runPipelined(ctx, admitRouteScript, "dispatch", calls)
 			cancel()
-			if n.admitHook != nil {
-				n.admitHook(true)
+			if n.test.admitHook != nil {
+				n.test.admitHook(true)
 			}
 		}
 		n.admitting.Add(-int64(len(batch)))
@@ -263,7 +263,7 @@ return "OK"
 // withdrawal lasts as long as Redis hangs, and the caller's deadline is
 // over. A node that finished stopping tries once, at once.
 func (n *Node) withdrawLater(key, nonce string) {
-	if !n.background(func() { n.withdraw(n.bgCtx, key, nonce) }) {
+	if !n.background.Go(func() { n.withdraw(n.background.Context(), key, nonce) }) {
 		ctx, cancel := context.WithTimeout(context.Background(), loopCallTimeout)
 		defer cancel()
 		n.withdraw(ctx, key, nonce)

@@ -89,7 +89,7 @@ func TestBatchedStartsAnswerEachDispatcher(t *testing.T) {
 		assert.Equal(t, 1, running[k], "%s runs once", k)
 	}
 	assert.Len(t, running, len(want))
-	assert.Positive(t, n.startBatches.Load(), "no batch of starts formed")
+	assert.Positive(t, n.test.startBatches.Load(), "no batch of starts formed")
 	assert.Zero(t, n.admitting.Load(), "every admission was counted out")
 }
 
@@ -145,7 +145,7 @@ func TestDispatchGivenUpBeforeItsAdmissionRanLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	ran := make(chan struct{})
 	var ranOnce sync.Once
-	n.admitHook = func(after bool) {
+	n.test.admitHook = func(after bool) {
 		if after {
 			ranOnce.Do(func() { close(ran) })
 			return

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 
+	"github.com/shepherd-go/shepherd/internal/group"
 	"github.com/shepherd-go/shepherd/rmap"
 )
 
@@ -19,7 +19,9 @@ import (
 // return ErrNodeClosed. Close works on every kind of node and is
 // idempotent: later calls return the first call's result at once.
 func (n *Node) Close(ctx context.Context) error {
-	return n.stop(ctx, true)
+	err := n.stop(ctx, true)
+	n.watchers.Wait()
+	return err
 }
 
 // stop closes the node; with handOver its workers' jobs move to other
@@ -53,12 +55,15 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 		each(workers, func(i int, w *Worker) { quitErrs[i] = w.quit(ctx) })
 		each(workers, func(i int, w *Worker) { leaveErrs[i] = w.depart(ctx, handOver, quitErrs[i]) })
 		errs = append(errs, leaveErrs...)
-		n.cancel()
-		n.wg.Wait()
+		n.loops.Stop()
+		n.loops.Wait()
+		if err := n.awaitStops(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		if err := n.awaitWithdrawals(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		n.release(ctx)
+		n.teardown(ctx)
 		n.closeErr = errors.Join(errs...)
 		if n.closeErr != nil {
 			n.closeErr = fmt.Errorf("pool: close node %s: %w", n.id, n.closeErr)
@@ -70,11 +75,12 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 	return n.closeErr
 }
 
-// release closes the node's readers and maps and deletes its keep-alive and
-// stream. It is safe on a partly built node.
-func (n *Node) release(ctx context.Context) {
-	n.cancel()
-	n.bgCancel()
+// teardown closes the node's readers and maps and deletes its keep-alive,
+// record and stream. It is safe on a partly built node.
+func (n *Node) teardown(ctx context.Context) {
+	n.loops.Stop()
+	n.background.Stop()
+	n.stops.Stop()
 	n.metrics.close()
 	if n.replies != nil {
 		_ = n.replies.Close(ctx)
@@ -108,34 +114,36 @@ func (n *Node) release(ctx context.Context) {
 // settle (they retry until Redis answers), or until ctx ends: then they
 // are abandoned, and their jobs may run.
 func (n *Node) awaitWithdrawals(ctx context.Context) error {
-	n.bgMu.Lock()
-	n.bgClosed = true
-	n.bgMu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		n.bg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		n.bgCancel()
-		return nil
-	case <-ctx.Done():
-		n.bgCancel()
-		<-done
-		return fmt.Errorf("withdrawals of failed dispatches abandoned, their jobs may run: %w", ctx.Err())
+	n.background.Close()
+	err := n.background.WaitContext(ctx)
+	n.background.Stop()
+	if err != nil {
+		n.background.Wait()
+		return fmt.Errorf("withdrawals of failed dispatches abandoned, their jobs may run: %w", err)
 	}
+	return nil
+}
+
+// awaitStops waits for the Stop handlers that outlived their deadline,
+// for up to WorkerShutdownTTL more or until ctx ends, and reports those
+// still running: they are abandoned.
+func (n *Node) awaitStops(ctx context.Context) error {
+	n.stops.Close()
+	wctx, cancel := context.WithTimeout(ctx, n.cfg.stopTimeout())
+	defer cancel()
+	if err := n.stops.WaitContext(wctx); err != nil {
+		n.logger.Error("Stop handlers still run after WorkerShutdownTTL; they are abandoned", slog.Any("error", err))
+		return fmt.Errorf("Stop handlers still run after WorkerShutdownTTL: %w", err)
+	}
+	return nil
 }
 
 // each runs f for every worker on its own goroutine and waits for all.
 func each(workers []*Worker, f func(i int, w *Worker)) {
-	var wg sync.WaitGroup
+	g := group.New(context.Background())
 	for i, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(i, w)
-		}()
+		g.Go(func() { f(i, w) })
 	}
-	wg.Wait()
+	g.Close()
+	g.Wait()
 }

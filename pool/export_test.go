@@ -6,14 +6,15 @@ import (
 )
 
 // crash simulates the process dying: every loop stops and nothing is
-// written to Redis (no Close, no keep-alive, no cleanup).
+// written to Redis (no Close, no keep-alive, no cleanup, no withdrawal).
 func (n *Node) crash() {
 	n.mu.Lock()
 	n.closed = true
 	n.mu.Unlock()
 	n.closeOnce.Do(func() {
 		close(n.closedChan)
-		n.cancel()
+		n.loops.Stop()
+		n.background.Stop()
 		ctx := context.Background()
 		if n.sink != nil {
 			_ = n.sink.Close(ctx)
@@ -22,12 +23,10 @@ func (n *Node) crash() {
 			_ = n.inbox.Close(ctx)
 		}
 		_ = n.replies.Close(ctx)
-		n.wg.Wait()
-		n.bgMu.Lock()
-		n.bgClosed = true
-		n.bgMu.Unlock()
-		n.bgCancel()
-		n.bg.Wait()
+		n.loops.Wait()
+		n.background.Wait()
+		n.watchers.Stop()
+		n.watchers.Wait()
 		_ = n.workers.Close()
 		_ = n.slots.Close()
 		_ = n.shutdown.Close()
@@ -36,7 +35,7 @@ func (n *Node) crash() {
 }
 
 // pauseKeepAlive stops (true) or resumes (false) the node's keep-alives.
-func (n *Node) pauseKeepAlive(paused bool) { n.keepAlivePaused.Store(paused) }
+func (n *Node) pauseKeepAlive(paused bool) { n.test.keepAlivePaused.Store(paused) }
 
 // recordNonce reads the nonce out of a job record.
 func recordNonce(raw string, nonce *string) (int, error) {

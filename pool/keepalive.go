@@ -18,7 +18,7 @@ func (n *Node) keepAliveLoop() {
 			return
 		case <-t.C:
 		}
-		if n.keepAlivePaused.Load() {
+		if n.test.keepAlivePaused.Load() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.keepAliveEvery())

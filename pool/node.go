@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/group"
 	"github.com/shepherd-go/shepherd/internal/script"
 	"github.com/shepherd-go/shepherd/rmap"
 	"github.com/shepherd-go/shepherd/streaming"
@@ -39,9 +40,15 @@ type Node struct {
 	shutdown   *rmap.Map
 	tableCache atomic.Pointer[cachedTable] // see table
 
-	ctx    context.Context // cancelled when the node stops
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// The node's goroutines, in groups with one owner each (stop): loops
+	// run until the node stops, and stop waits for them; background holds
+	// the withdrawals of failed dispatches, which stop waits for up to its
+	// ctx; stops holds the Stop handlers that outlived their deadline,
+	// which stop waits for up to WorkerShutdownTTL more, then reports;
+	// watchers holds the shutdown watcher, which may run stop itself:
+	// Close and Shutdown wait for it once stop has returned.
+	loops, background, stops, watchers *group.Group
+	ctx                                context.Context // loops.Context(): cancelled when the node stops
 
 	mu         sync.Mutex
 	closed     bool
@@ -55,18 +62,18 @@ type Node struct {
 	closedChan chan struct{}
 	doneChan   chan struct{} // closed once stop has finished: Done
 
-	keepAlivePaused atomic.Bool    // tests: simulate a frozen process
-	startBatches    atomic.Int64   // tests: start batches of more than one job
-	releasesRouted  atomic.Int64   // tests: released jobs handed straight to their new owner
-	admitHook       func(ran bool) // tests: runs before and after an admission pipeline
-
-	bgMu     sync.Mutex
-	bgClosed bool
-	bg       sync.WaitGroup     // withdrawals of failed dispatches
-	bgCtx    context.Context    // ends when Close gives up waiting for them
-	bgCancel context.CancelFunc // ends bgCtx
-
+	test    testSignals
 	metrics *metrics
+}
+
+// testSignals are the counters and hooks that tests read or set; the
+// node only updates the counters (an atomic add) and calls a hook that is
+// set.
+type testSignals struct {
+	keepAlivePaused atomic.Bool    // simulate a frozen process: no keep-alives
+	startBatches    atomic.Int64   // start batches of more than one job
+	releasesRouted  atomic.Int64   // released jobs handed straight to their new owner
+	admitHook       func(ran bool) // runs before and after an admission pipeline
 }
 
 // AddNode joins the pool called poolName (creating it if needed) through
@@ -104,15 +111,18 @@ func AddNode(ctx context.Context, poolName string, rdb redis.UniversalClient, op
 	}
 	n.logger = cfg.logger.With(slog.String("pool", poolName), slog.String("node", n.id))
 	warnContextTimeouts(n.logger, rdb)
-	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
+	n.loops = group.New(context.Background())
+	n.ctx = n.loops.Context()
+	n.background = group.New(context.Background())
+	n.stops = group.New(context.Background())
+	n.watchers = group.New(n.ctx)
 	if n.metrics, err = newMetrics(n); err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
 	if err := n.join(ctx); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
 		defer cancel()
-		n.release(rctx)
+		n.teardown(rctx)
 		return nil, fmt.Errorf("pool: add node to %q: %w", poolName, err)
 	}
 	return n, nil
@@ -165,25 +175,17 @@ func (n *Node) join(ctx context.Context) error {
 		if n.inbox, err = streaming.NewMultiReader(n.rdb, streaming.WithLogger(n.logger)); err != nil {
 			return err
 		}
-		n.goroutine(n.routeLoop)
-		n.goroutine(n.janitorLoop)
-		n.goroutine(n.inboxLoop)
+		n.loops.Go(n.routeLoop)
+		n.loops.Go(n.janitorLoop)
+		n.loops.Go(n.inboxLoop)
 	}
-	n.goroutine(n.replyLoop)
+	n.loops.Go(n.replyLoop)
 	for range admitters {
-		n.goroutine(n.admitLoop)
+		n.loops.Go(n.admitLoop)
 	}
-	n.goroutine(n.keepAliveLoop)
-	n.goroutine(n.shutdownWatch)
+	n.loops.Go(n.keepAliveLoop)
+	n.watchers.Go(n.shutdownWatch)
 	return nil
-}
-
-func (n *Node) goroutine(f func()) {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f()
-	}()
 }
 
 // ID returns the node's id, unique in the pool.
@@ -245,20 +247,4 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// background runs f on a goroutine that stop waits for, and reports false
-// (running nothing) once the node is stopping.
-func (n *Node) background(f func()) bool {
-	n.bgMu.Lock()
-	defer n.bgMu.Unlock()
-	if n.bgClosed {
-		return false
-	}
-	n.bg.Add(1)
-	go func() {
-		defer n.bg.Done()
-		f()
-	}()
-	return true
 }

@@ -143,7 +143,7 @@ func TestRemovingAnyWorkerMovesOnlyItsKeys(t *testing.T) {
 		assert.Greater(t, own, 0)
 		// The table was quiet: every job went straight to its new owner,
 		// none through the job stream and a router.
-		assert.EqualValues(t, own, n.releasesRouted.Load())
+		assert.EqualValues(t, own, n.test.releasesRouted.Load())
 	}
 }
 

@@ -29,6 +29,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	// Stop our own workers now rather than waiting for the flag's message.
 	closeErr := n.stop(ctx, false)
+	n.watchers.Wait()
 	waitErr := n.awaitNodes(ctx)
 
 	delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownDeleteTimeout)
@@ -113,8 +114,9 @@ func (n *Node) shutdownWatch() {
 		}
 		if _, ok := n.shutdown.Get(shutdownFlag); ok {
 			n.logger.Info("pool shutting down")
-			// stop waits for this goroutine: run it on its own.
-			go n.stopForShutdown()
+			// This goroutine is no loop: stop does not wait for it, and
+			// Close and Shutdown wait for it once stop has returned.
+			n.stopForShutdown()
 			return
 		}
 	}

@@ -117,7 +117,9 @@ func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 	}
 	n.myWorkers[w.id] = w
 	n.mu.Unlock()
-	n.goroutine(w.loop)
+	if !n.loops.Go(w.loop) {
+		close(w.done) // the node stopped meanwhile; its stop removes the worker
+	}
 	return w, nil
 }
 

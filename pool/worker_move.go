@@ -164,7 +164,7 @@ func (w *Worker) released(ctx context.Context, refs []startRef, outcomes []any) 
 	for i, o := range outcomes {
 		switch o {
 		case "ROUTED":
-			w.node.releasesRouted.Add(1)
+			w.node.test.releasesRouted.Add(1)
 		case "STOPPING":
 			if err := w.endStop(ctx, refs[i].key); err != nil {
 				w.logger.Warn("ending a stop", slog.String("key", refs[i].key), slog.Any("error", err))

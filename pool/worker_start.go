@@ -54,7 +54,7 @@ fill:
 		}
 	}
 	if len(evs) > 1 {
-		w.node.startBatches.Add(1)
+		w.node.test.startBatches.Add(1)
 	}
 	w.startMany(evs)
 	for _, ev := range evs {

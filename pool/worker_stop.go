@@ -82,16 +82,21 @@ func orNoReply(node string) string {
 }
 
 // callStop runs the Stop handler, waiting no longer than ctx allows: a
-// handler that ignores its ctx is left running, so that Close, RemoveWorker
-// and moves stay bounded by WorkerShutdownTTL. A later Start of the same
-// key on this worker waits for such a Stop to return (awaitStop).
+// handler that ignores its ctx is left running (in the node's stops
+// group, which Close waits for up to WorkerShutdownTTL more), so that
+// Close, RemoveWorker and moves stay bounded by WorkerShutdownTTL. A later
+// Start of the same key on this worker waits for such a Stop to return
+// (awaitStop).
 func (w *Worker) callStop(ctx context.Context, key string) error {
 	done := make(chan error, 1)
 	finished := make(chan struct{})
-	go func() {
+	call := func() {
 		defer close(finished)
 		done <- safely(w.logger, "Stop", key, func() error { return w.handler.Stop(ctx, key) })
-	}()
+	}
+	if !w.node.stops.Go(call) {
+		call() // the node has stopped: nobody is left to wait for
+	}
 	var err error
 	select {
 	case err = <-done:

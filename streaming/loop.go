@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/shepherd-go/shepherd/internal/group"
 )
 
 // unblockRetry is how often Close repeats CLIENT UNBLOCK while waiting for
@@ -18,39 +20,33 @@ const unblockRetry = 5 * time.Millisecond
 // starts them, tells them to stop, interrupts their blocking reads and
 // waits for them.
 type lifecycle struct {
+	group   *group.Group  // the loops
 	done    chan struct{} // closed when stopping begins
 	stopped chan struct{} // closed when every goroutine has returned
-	cancel  context.CancelFunc
 	stop    sync.Once
-	wg      sync.WaitGroup
 	reads   *blocker
 }
 
 func newLifecycle(reads *blocker) (*lifecycle, context.Context) {
-	ctx, cancel := context.WithCancel(context.Background())
+	g := group.New(context.Background())
 	return &lifecycle{
+		group:   g,
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
-		cancel:  cancel,
 		reads:   reads,
-	}, ctx
+	}, g.Context()
 }
 
 // goroutine runs f on a goroutine the lifecycle waits for.
-func (l *lifecycle) goroutine(f func()) {
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		f()
-	}()
-}
+func (l *lifecycle) goroutine(f func()) { l.group.Go(f) }
 
 // started must be called once every goroutine has been started; after
 // they have all returned it runs after (which closes the output channel)
-// and marks the lifecycle stopped.
+// and marks the lifecycle stopped, which shutdown waits for.
 func (l *lifecycle) started(after func()) {
+	l.group.Close()
 	go func() {
-		l.wg.Wait()
+		l.group.Wait()
 		after()
 		close(l.stopped)
 	}()
@@ -70,7 +66,7 @@ func (l *lifecycle) stopping() bool {
 func (l *lifecycle) shutdown(ctx context.Context) error {
 	l.stop.Do(func() {
 		close(l.done)
-		l.cancel()
+		l.group.Stop()
 	})
 	var unblockErr error
 	for {
