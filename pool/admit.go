@@ -29,7 +29,7 @@ func (n *Node) checkCall(key string, payload []byte) error {
 		return err
 	}
 	if len(payload) > n.cfg.maxPayloadSize {
-		return fmt.Errorf("%w: payload of %d bytes exceeds MaxPayloadSize %d", ErrInvalidOption, len(payload), n.cfg.maxPayloadSize)
+		return fmt.Errorf("%w: %d bytes, MaxPayloadSize is %d", ErrPayloadTooLarge, len(payload), n.cfg.maxPayloadSize)
 	}
 	if _, ok := n.shutdown.Get(shutdownFlag); ok {
 		return ErrPoolShutdown
@@ -46,7 +46,7 @@ func (n *Node) checkCall(key string, payload []byte) error {
 //
 // It returns ErrJobExists when key is already dispatched, ErrPoolFull
 // when WithMaxQueuedJobs jobs wait to be routed, ErrInvalidKey or
-// ErrInvalidOption (payload too large) for bad input, ErrNodeClosed or
+// ErrPayloadTooLarge for bad input, ErrNodeClosed or
 // ErrPoolShutdown, and ErrJobStopped when the job ended before its Start
 // succeeded (StopJob of the key meanwhile). While no worker exists, the
 // job waits in the queue and DispatchJob waits with it.

@@ -3,7 +3,8 @@ package pool
 import (
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is.
@@ -23,9 +24,15 @@ var (
 	ErrPoolShutdown = errors.New("pool: pool shut down")
 	// ErrInvalidKey: an empty key, or one longer than MaxKeySize.
 	ErrInvalidKey = errors.New("pool: invalid job key")
-	// ErrInvalidOption: an invalid option value, nil client or handler,
-	// empty pool name, or a payload over the size limit.
+	// ErrInvalidOption: an invalid option value, a nil client or handler,
+	// an invalid pool name, or AddWorker on a client-only node.
 	ErrInvalidOption = errors.New("pool: invalid option")
+	// ErrPayloadTooLarge: a job or notification payload larger than
+	// WithMaxPayloadSize.
+	ErrPayloadTooLarge = errors.New("pool: payload too large")
+	// ErrUnknownWorker: RemoveWorker of a nil worker, or of a worker of
+	// another node.
+	ErrUnknownWorker = errors.New("pool: not a worker of this node")
 	// ErrNoWorker: a notification could not be delivered because the job
 	// has no live owner right now (it is being moved). Retry later.
 	ErrNoWorker = errors.New("pool: job has no live worker")
@@ -51,5 +58,5 @@ func (e *StartError) Error() string {
 // isNoGroup reports a missing consumer group: a pool with no full node
 // yet has no routers, which is no error for a snapshot.
 func isNoGroup(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
+	return redisutil.HasErrorCode(err, "NOGROUP")
 }

@@ -75,7 +75,7 @@ func TestHostileInputToNodeCalls(t *testing.T) {
 	}{
 		{"DispatchJob empty key", func(ctx context.Context) error { return n.DispatchJob(ctx, "", nil) }, ErrInvalidKey},
 		{"DispatchJob huge key", func(ctx context.Context) error { return n.DispatchJob(ctx, huge, nil) }, ErrInvalidKey},
-		{"DispatchJob oversized payload", func(ctx context.Context) error { return n.DispatchJob(ctx, "k", big) }, ErrInvalidOption},
+		{"DispatchJob oversized payload", func(ctx context.Context) error { return n.DispatchJob(ctx, "k", big) }, ErrPayloadTooLarge},
 		{"DispatchJob cancelled ctx", func(context.Context) error { return n.DispatchJob(cancelled, "k", nil) }, context.Canceled},
 		{"StopJob empty key", func(ctx context.Context) error { return n.StopJob(ctx, "") }, ErrInvalidKey},
 		{"StopJob huge key", func(ctx context.Context) error { return n.StopJob(ctx, huge) }, ErrInvalidKey},
@@ -83,13 +83,13 @@ func TestHostileInputToNodeCalls(t *testing.T) {
 		{"StopJob binary unknown key", func(ctx context.Context) error { return n.StopJob(ctx, "\x00\xff{}*") }, ErrJobNotFound},
 		{"NotifyWorker empty key", func(ctx context.Context) error { return n.NotifyWorker(ctx, "", nil) }, ErrInvalidKey},
 		{"NotifyWorker huge key", func(ctx context.Context) error { return n.NotifyWorker(ctx, huge, nil) }, ErrInvalidKey},
-		{"NotifyWorker oversized payload", func(ctx context.Context) error { return n.NotifyWorker(ctx, "k", big) }, ErrInvalidOption},
+		{"NotifyWorker oversized payload", func(ctx context.Context) error { return n.NotifyWorker(ctx, "k", big) }, ErrPayloadTooLarge},
 		{"NotifyWorker unknown key", func(ctx context.Context) error { return n.NotifyWorker(ctx, "nope", nil) }, ErrJobNotFound},
 		{"AddWorker nil handler", func(ctx context.Context) error { _, err := n.AddWorker(ctx, nil); return err }, ErrInvalidOption},
-		{"RemoveWorker nil", func(ctx context.Context) error { return n.RemoveWorker(ctx, nil) }, ErrInvalidOption},
+		{"RemoveWorker nil", func(ctx context.Context) error { return n.RemoveWorker(ctx, nil) }, ErrUnknownWorker},
 		{"RemoveWorker of another node", func(ctx context.Context) error {
 			return n.RemoveWorker(ctx, &Worker{node: &Node{}})
-		}, ErrInvalidOption},
+		}, ErrUnknownWorker},
 		{"JobKeys cancelled ctx", func(context.Context) error { _, err := n.JobKeys(cancelled); return err }, context.Canceled},
 		{"Stats cancelled ctx", func(context.Context) error { _, err := n.Stats(cancelled); return err }, context.Canceled},
 	}

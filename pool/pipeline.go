@@ -3,9 +3,9 @@ package pool
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // scriptCall is one run of a script in a pipeline, and its outcome.
@@ -35,7 +35,7 @@ func (n *Node) runPipelined(ctx context.Context, s *redis.Script, op string, cal
 	_, _ = pipe.Exec(ctx)
 	for i, c := range calls {
 		c.res, c.err = cmds[i].Result()
-		if c.err != nil && strings.HasPrefix(c.err.Error(), "NOSCRIPT") {
+		if redisutil.HasErrorCode(c.err, "NOSCRIPT") {
 			c.res, c.err = n.run(ctx, s, op, c.keys, c.args...)
 		} else if c.err != nil && c.err != redis.Nil {
 			c.err = wrapOp(op, c.err)

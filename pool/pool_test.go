@@ -210,7 +210,7 @@ func TestBadInput(t *testing.T) {
 	assert.ErrorIs(t, n.NotifyWorker(ctx, "", nil), ErrInvalidKey)
 	_, err = n.AddWorker(ctx, nil)
 	assert.ErrorIs(t, err, ErrInvalidOption)
-	assert.ErrorIs(t, n.RemoveWorker(ctx, nil), ErrInvalidOption)
+	assert.ErrorIs(t, n.RemoveWorker(ctx, nil), ErrUnknownWorker)
 	keys, err := n.JobKeys(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, keys, "bad input leaves nothing behind")

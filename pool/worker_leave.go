@@ -13,11 +13,11 @@ import (
 // RemoveWorker stops worker w and removes it from the pool: no new job is
 // routed to it, its jobs are stopped here (bounded by WorkerShutdownTTL)
 // and started on the other workers; only its own keys move. It returns
-// ErrInvalidOption for a worker of another node, and nil for a worker
+// ErrUnknownWorker for a nil worker or one of another node, and nil for a worker
 // already removed.
 func (n *Node) RemoveWorker(ctx context.Context, w *Worker) error {
 	if w == nil || w.node != n {
-		return fmt.Errorf("%w: not a worker of this node", ErrInvalidOption)
+		return ErrUnknownWorker
 	}
 	n.mu.Lock()
 	_, mine := n.myWorkers[w.id]

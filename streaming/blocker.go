@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // blocker runs one loop's blocking reads (XREAD/XREADGROUP ... BLOCK) so
@@ -109,7 +109,7 @@ var noUnblockWarned sync.Map
 // isNoPerm reports Redis's refusal of a command to the connection's ACL
 // user.
 func isNoPerm(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOPERM")
+	return redisutil.HasErrorCode(err, "NOPERM")
 }
 
 // reset drops the dedicated connection after an error: a go-redis Conn

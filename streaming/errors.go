@@ -3,6 +3,8 @@ package streaming
 import (
 	"errors"
 	"strings"
+
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 var (
@@ -28,14 +30,10 @@ var (
 
 // isNoGroup reports whether err is Redis's NOGROUP: the stream or the
 // consumer group does not exist.
-func isNoGroup(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "NOGROUP")
-}
+func isNoGroup(err error) bool { return redisutil.HasErrorCode(err, "NOGROUP") }
 
 // isBusyGroup reports whether err is Redis's BUSYGROUP: the group exists.
-func isBusyGroup(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "BUSYGROUP")
-}
+func isBusyGroup(err error) bool { return redisutil.HasErrorCode(err, "BUSYGROUP") }
 
 func containsFold(s, substr string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(substr))

@@ -227,5 +227,5 @@ func (s *Stream) Destroy(ctx context.Context) error {
 // isNoSuchKey reports whether err is the "no such key" error that XINFO
 // gives for a missing stream.
 func isNoSuchKey(err error) bool {
-	return err != nil && (errors.Is(err, redis.Nil) || containsFold(err.Error(), "no such key"))
+	return errors.Is(err, redis.Nil) || (redisutil.HasErrorCode(err, "ERR") && containsFold(err.Error(), "no such key"))
 }

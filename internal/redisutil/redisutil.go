@@ -2,7 +2,12 @@
 // shepherd package needs.
 package redisutil
 
-import "github.com/redis/go-redis/v9"
+import (
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // IsNil reports whether rdb is nil, or a nil client pointer inside a
 // non-nil interface (which a plain rdb == nil misses).
@@ -19,3 +24,21 @@ func IsNil(rdb redis.UniversalClient) bool {
 	}
 	return false
 }
+
+// ErrorCode returns the code of the Redis error reply that err is or
+// wraps: its first word (NOGROUP, NOPERM, NOSCRIPT, BUSYGROUP, ERR...), as
+// Redis sends it, also for an error raised inside a Lua script. It returns
+// "" when err carries no error reply (a network or context error,
+// redis.Nil, nil).
+// Every shepherd package recognises Redis errors with it.
+func ErrorCode(err error) string {
+	var re redis.Error
+	if !errors.As(err, &re) || errors.Is(err, redis.Nil) {
+		return ""
+	}
+	code, _, _ := strings.Cut(re.Error(), " ")
+	return code
+}
+
+// HasErrorCode reports whether err carries a Redis error reply with code.
+func HasErrorCode(err error, code string) bool { return err != nil && ErrorCode(err) == code }

@@ -1,10 +1,14 @@
 package redisutil
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -21,4 +25,25 @@ func TestIsNil(t *testing.T) {
 	live := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer live.Close()
 	assert.False(t, IsNil(live))
+}
+
+// Redis error replies are recognised by their code, also wrapped and also
+// raised inside a script; other errors have no code.
+func TestErrorCode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.Start(t)
+	rdb := s.Client()
+	err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{"nope", ">"}, Block: -1}).Err()
+	assert.Equal(t, "NOGROUP", ErrorCode(err))
+	assert.True(t, HasErrorCode(fmt.Errorf("op: %w", err), "NOGROUP"), "wrapped")
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "s", Values: []any{"f", "v"}}).Err())
+	err = rdb.Eval(ctx, `return redis.call("XPENDING", KEYS[1], "nogroup")`, []string{"s"}).Err()
+	assert.Equal(t, "NOGROUP", ErrorCode(err), "raised in a script: %v", err)
+	err = rdb.EvalSha(ctx, "0123456789012345678901234567890123456789", nil).Err()
+	assert.True(t, HasErrorCode(err, "NOSCRIPT"), "%v", err)
+	assert.Empty(t, ErrorCode(context.Canceled))
+	assert.Empty(t, ErrorCode(nil))
+	assert.False(t, HasErrorCode(nil, ""))
+	assert.Empty(t, ErrorCode(redis.Nil), "redis.Nil is no error reply")
 }
