@@ -21,14 +21,14 @@ import (
 func exercise(t *testing.T, rdb redis.UniversalClient, name string, opts ...NodeOption) {
 	t.Helper()
 	ctx := testCtx(t, 60*time.Second)
-	a, err := AddNode(ctx, name, rdb, fastOpts(opts...)...)
+	a, err := AddNode(ctx, rdb, name, fastOpts(opts...)...)
 	require.NoError(t, err)
-	b, err := AddNode(ctx, name, rdb, fastOpts(opts...)...)
+	b, err := AddNode(ctx, rdb, name, fastOpts(opts...)...)
 	require.NoError(t, err)
 	rec := newRecorder()
 	wa := addWorkers(t, a, rec, 2)
 	addWorkers(t, b, rec, 2)
-	c, err := AddNode(ctx, name, rdb, append(opts, WithClientOnly())...)
+	c, err := AddNode(ctx, rdb, name, append(opts, WithClientOnly())...)
 	require.NoError(t, err)
 	for i := range 20 {
 		require.NoError(t, c.DispatchJob(ctx, keyN(i), []byte("p")))

@@ -141,7 +141,7 @@ func TestDispatchGivenUpBeforeItsAdmissionRanLeavesNothing(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	var once sync.Once
-	n, err := AddNode(testCtx(t, 10*time.Second), redistest.Name(t), srv.Client(), fastOpts()...)
+	n, err := AddNode(testCtx(t, 10*time.Second), srv.Client(), redistest.Name(t), fastOpts()...)
 	require.NoError(t, err)
 	ran := make(chan struct{})
 	var ranOnce sync.Once

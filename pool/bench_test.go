@@ -53,7 +53,7 @@ func BenchmarkTableOwner(b *testing.B) {
 // copy of the slot table (16 workers).
 func BenchmarkTableSnapshot(b *testing.B) {
 	ctx := context.Background()
-	n, err := AddNode(ctx, redistest.Name(b), srv.Client(), WithClientOnly())
+	n, err := AddNode(ctx, srv.Client(), redistest.Name(b), WithClientOnly())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func BenchmarkDispatchRoundTrip(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	pool := redistest.Name(b)
-	n, err := AddNode(ctx, pool, srv.Client())
+	n, err := AddNode(ctx, srv.Client(), pool)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func BenchmarkDispatchRoundTrip(b *testing.B) {
 func BenchmarkDispatchParallel(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	n, err := AddNode(ctx, redistest.Name(b), srv.Client())
+	n, err := AddNode(ctx, srv.Client(), redistest.Name(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 // AddNode, host workers with AddWorker, and dispatch, stop and notify jobs
 // from any node:
 //
-//	node, err := pool.AddNode(ctx, "ingest", rdb)
+//	node, err := pool.AddNode(ctx, rdb, "ingest")
 //	w, err := node.AddWorker(ctx, handler) // handler: Start and Stop
 //	err = node.DispatchJob(ctx, "tenant-42", payload)
 //	err = node.NotifyWorker(ctx, "tenant-42", []byte("reload"))

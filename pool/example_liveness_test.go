@@ -24,7 +24,7 @@ func ExampleExists() {
 	}
 	fmt.Println("exists:", ok)
 
-	node, err := pool.AddNode(ctx, "example-exists", rdb)
+	node, err := pool.AddNode(ctx, rdb, "example-exists")
 	if err != nil {
 		panic(err)
 	}
@@ -50,7 +50,7 @@ func ExampleNode_DispatchJob_deadline() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	node, err := pool.AddNode(ctx, "example-deadline", rdb)
+	node, err := pool.AddNode(ctx, rdb, "example-deadline")
 	if err != nil {
 		panic(err)
 	}
@@ -69,12 +69,12 @@ func ExampleWithWorkerTTL() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()})
 	defer rdb.Close()
-	first, err := pool.AddNode(ctx, "example-ttl", rdb, pool.WithWorkerTTL(2*time.Second))
+	first, err := pool.AddNode(ctx, rdb, "example-ttl", pool.WithWorkerTTL(2*time.Second))
 	if err != nil {
 		panic(err)
 	}
 	defer first.Shutdown(ctx)
-	_, err = pool.AddNode(ctx, "example-ttl", rdb, pool.WithWorkerTTL(5*time.Second))
+	_, err = pool.AddNode(ctx, rdb, "example-ttl", pool.WithWorkerTTL(5*time.Second))
 	fmt.Println(errors.Is(err, pool.ErrInvalidOption))
 	fmt.Println(err)
 	st, _ := first.Stats(ctx)

@@ -14,7 +14,7 @@ func ExampleNode_Stats() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()})
 	defer rdb.Close()
-	node, err := pool.AddNode(ctx, "example-stats", rdb)
+	node, err := pool.AddNode(ctx, rdb, "example-stats")
 	if err != nil {
 		panic(err)
 	}
@@ -49,7 +49,7 @@ func ExampleWithMeterProvider() {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(ctx)
 
-	node, err := pool.AddNode(ctx, "example-metrics", rdb, pool.WithMeterProvider(mp))
+	node, err := pool.AddNode(ctx, rdb, "example-metrics", pool.WithMeterProvider(mp))
 	if err != nil {
 		panic(err)
 	}

@@ -39,7 +39,7 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()}) // for instance "localhost:6379"
 	defer rdb.Close()
 
-	node, err := pool.AddNode(ctx, "example-pool", rdb)
+	node, err := pool.AddNode(ctx, rdb, "example-pool")
 	if err != nil {
 		panic(err)
 	}
@@ -79,7 +79,7 @@ func ExampleNode_Stats_workers() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()})
 	defer rdb.Close()
-	node, err := pool.AddNode(ctx, "example-workers", rdb)
+	node, err := pool.AddNode(ctx, rdb, "example-workers")
 	if err != nil {
 		panic(err)
 	}
@@ -147,7 +147,7 @@ func ExampleNode_RemoveWorker() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()})
 	defer rdb.Close()
-	node, err := pool.AddNode(ctx, "example-remove", rdb)
+	node, err := pool.AddNode(ctx, rdb, "example-remove")
 	if err != nil {
 		panic(err)
 	}
@@ -186,7 +186,7 @@ func ExampleNode_Close() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()})
 	defer rdb.Close()
-	node, err := pool.AddNode(ctx, "example-close", rdb)
+	node, err := pool.AddNode(ctx, rdb, "example-close")
 	if err != nil {
 		panic(err)
 	}
@@ -203,7 +203,7 @@ func ExampleNode_Close() {
 	fmt.Println(errors.Is(node.DispatchJob(ctx, "tenant-2", nil), pool.ErrNodeClosed))
 
 	// The job waits in the pool for the next worker.
-	other, err := pool.AddNode(ctx, "example-close", rdb)
+	other, err := pool.AddNode(ctx, rdb, "example-close")
 	if err != nil {
 		panic(err)
 	}

@@ -79,7 +79,7 @@ func TestTwoPoolsOnOneRedisShareNothing(t *testing.T) {
 
 func TestCloseDoesNotWaitForBlockingReads(t *testing.T) {
 	t.Parallel()
-	n, err := AddNode(testCtx(t, 10*time.Second), redistest.Name(t), srv.NewClient(),
+	n, err := AddNode(testCtx(t, 10*time.Second), srv.NewClient(), redistest.Name(t),
 		fastOpts(WithJobSinkBlockDuration(30*time.Second))...)
 	require.NoError(t, err)
 	addWorkers(t, n, newRecorder(), 2)

@@ -108,7 +108,7 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 // addNode adds a node to pool on rdb and closes it at the end of the test.
 func addNode(t *testing.T, rdb redis.UniversalClient, pool string, opts ...NodeOption) *Node {
 	t.Helper()
-	n, err := AddNode(testCtx(t, 10*time.Second), pool, rdb, fastOpts(opts...)...)
+	n, err := AddNode(testCtx(t, 10*time.Second), rdb, pool, fastOpts(opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	return n

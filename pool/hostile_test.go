@@ -165,7 +165,7 @@ func TestHostileOptionsAndAddNode(t *testing.T) {
 				pool = redistest.Name(t)
 			}
 			start := time.Now()
-			n, err := AddNode(testCtx(t, 10*time.Second), pool, tc.client, tc.opts...)
+			n, err := AddNode(testCtx(t, 10*time.Second), tc.client, pool, tc.opts...)
 			require.ErrorIs(t, err, ErrInvalidOption)
 			require.Nil(t, n)
 			assert.Less(t, time.Since(start), atOnce)

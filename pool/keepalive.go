@@ -71,7 +71,7 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 	if out[1] != "ok" {
 		// Register again (the record went with the keep-alive) and, if
 		// Redis lost them, store the pool's settings again.
-		if err := n.settle(ctx); err != nil {
+		if err := n.settle(ctx, true); err != nil {
 			n.logger.Error("rejoining the pool", slog.Any("error", err))
 		}
 		n.resync(ctx, out[1] == "lost")

@@ -58,7 +58,7 @@ func TestAddNodeDuringShutdownFails(t *testing.T) {
 	// Set the flag as Shutdown's first step does, without finishing.
 	_, err := n1.shutdown.Set(testCtx(t, 5*time.Second), shutdownFlag, "test")
 	require.NoError(t, err)
-	_, err = AddNode(testCtx(t, 5*time.Second), pool, srv.Client(), fastOpts()...)
+	_, err = AddNode(testCtx(t, 5*time.Second), srv.Client(), pool, fastOpts()...)
 	assert.ErrorIs(t, err, ErrPoolShutdown)
 	require.Eventually(t, func() bool {
 		return n1.DispatchJob(context.Background(), "x", nil) == ErrPoolShutdown

@@ -23,7 +23,7 @@ func BenchmarkDispatchMetrics(b *testing.B) {
 				defer mp.Shutdown(ctx)
 				opts = append(opts, WithMeterProvider(mp))
 			}
-			n, err := AddNode(ctx, redistest.Name(b), srv.Client(), opts...)
+			n, err := AddNode(ctx, srv.Client(), redistest.Name(b), opts...)
 			require.NoError(b, err)
 			defer n.Shutdown(ctx)
 			_, err = n.AddWorker(ctx, newRecorder())

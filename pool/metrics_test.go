@@ -196,6 +196,6 @@ func TestMetricsAlarmState(t *testing.T) {
 
 func TestWithMeterProviderRejectsNil(t *testing.T) {
 	t.Parallel()
-	_, err := AddNode(testCtx(t, 5*time.Second), redistest.Name(t), srv.Client(), WithMeterProvider(nil))
+	_, err := AddNode(testCtx(t, 5*time.Second), srv.Client(), redistest.Name(t), WithMeterProvider(nil))
 	assert.ErrorIs(t, err, ErrInvalidOption)
 }

@@ -21,12 +21,13 @@ import (
 // workers and hosts workers; a client-only node (WithClientOnly) only
 // dispatches, stops and notifies. A Node is safe for concurrent use.
 type Node struct {
-	id     string
-	pool   string
-	rdb    redis.UniversalClient
-	cfg    nodeConfig
-	lay    layout
-	logger *slog.Logger
+	id      string
+	started time.Time // when AddNode was called, by this process's clock
+	pool    string
+	rdb     redis.UniversalClient
+	cfg     nodeConfig
+	lay     layout
+	logger  *slog.Logger
 
 	jobStream  *streaming.Stream
 	nodeStream *streaming.Stream
@@ -86,7 +87,7 @@ type testSignals struct {
 // client, an empty pool name or one containing "}", or an invalid option;
 // ErrPoolShutdown while the pool shuts down; or the Redis error that
 // stopped it, leaving nothing behind. Close the node when done.
-func AddNode(ctx context.Context, poolName string, rdb redis.UniversalClient, opts ...NodeOption) (*Node, error) {
+func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, opts ...NodeOption) (*Node, error) {
 	lay, err := poolLayout(rdb, poolName)
 	if err != nil {
 		return nil, err
@@ -101,7 +102,7 @@ func AddNode(ctx context.Context, poolName string, rdb redis.UniversalClient, op
 		}
 	}
 	n := &Node{
-		id: newID(), pool: poolName, rdb: rdb, cfg: cfg, lay: lay,
+		id: newID(), started: time.Now(), pool: poolName, rdb: rdb, cfg: cfg, lay: lay,
 		myWorkers:  make(map[string]*Worker),
 		inboxes:    make(map[string]*Worker),
 		waiters:    make(map[string]*waiter),
@@ -140,7 +141,7 @@ func (n *Node) join(ctx context.Context) error {
 	}
 	// Register, and settle the pool-wide settings before anything uses
 	// them.
-	if err := n.settle(ctx); err != nil {
+	if err := n.settle(ctx, false); err != nil {
 		return err
 	}
 	if n.workers, err = rmap.Join(ctx, n.rdb, workersMap, mapOpts...); err != nil {

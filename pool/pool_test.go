@@ -190,22 +190,22 @@ func TestPanickingHandlersAreRecovered(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 20*time.Second)
-	_, err := AddNode(ctx, "p", nil)
+	_, err := AddNode(ctx, nil, "p")
 	assert.ErrorIs(t, err, ErrInvalidOption)
-	_, err = AddNode(ctx, "", srv.Client())
+	_, err = AddNode(ctx, srv.Client(), "")
 	assert.ErrorIs(t, err, ErrInvalidOption)
-	_, err = AddNode(ctx, "a}b", srv.Client())
+	_, err = AddNode(ctx, srv.Client(), "a}b")
 	assert.ErrorIs(t, err, ErrInvalidOption)
 	for _, opt := range []NodeOption{WithWorkerTTL(0), WithPendingJobTTL(-1), WithWorkerShutdownTTL(0),
 		WithMaxQueuedJobs(0), WithJobSinkBlockDuration(0), WithLogger(nil), WithMaxPayloadSize(0), nil} {
-		_, err = AddNode(ctx, "p", srv.Client(), opt)
+		_, err = AddNode(ctx, srv.Client(), "p", opt)
 		assert.ErrorIs(t, err, ErrInvalidOption)
 	}
 
 	n := addNode(t, srv.Client(), redistest.Name(t), WithMaxPayloadSize(10))
 	assert.ErrorIs(t, n.DispatchJob(ctx, "", nil), ErrInvalidKey)
 	assert.ErrorIs(t, n.DispatchJob(ctx, strings.Repeat("k", MaxKeySize+1), nil), ErrInvalidKey)
-	assert.ErrorIs(t, n.DispatchJob(ctx, "k", make([]byte, 11)), ErrInvalidOption)
+	assert.ErrorIs(t, n.DispatchJob(ctx, "k", make([]byte, 11)), ErrPayloadTooLarge)
 	assert.ErrorIs(t, n.StopJob(ctx, ""), ErrInvalidKey)
 	assert.ErrorIs(t, n.NotifyWorker(ctx, "", nil), ErrInvalidKey)
 	_, err = n.AddWorker(ctx, nil)

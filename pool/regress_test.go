@@ -63,7 +63,7 @@ func TestAddNodeReturnsByItsDeadlineWhenRedisHangs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
-	_, err := AddNode(ctx, redistest.Name(t), rdb, fastOpts()...)
+	_, err := AddNode(ctx, rdb, redistest.Name(t), fastOpts()...)
 	took := time.Since(start)
 	require.Error(t, err)
 	require.Less(t, took, deadline+releaseGrace+500*time.Millisecond, "AddNode returned %v after its %v deadline", took, deadline)

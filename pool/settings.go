@@ -100,10 +100,14 @@ return out
 
 // settle registers the node and adopts the pool-wide settings (see
 // settingsScript), or returns an error wrapping ErrInvalidOption naming
-// the setting and both values.
-func (n *Node) settle(ctx context.Context) error {
+// the setting and both values. It runs when the node joins, before any of
+// its goroutines reads the configuration it sets, and again when the node
+// rejoins (rejoin true: it was declared dead, or Redis lost the pool),
+// when the node keeps its settings: it stores them if the pool lost its
+// own, and reports a pool that changed them meanwhile.
+func (n *Node) settle(ctx context.Context, rejoin bool) error {
 	host, _ := os.Hostname()
-	rec, _ := json.Marshal(nodeRecord{Host: host, PID: os.Getpid(), Started: time.Now().UnixMilli(), Client: n.cfg.clientOnly})
+	rec, _ := json.Marshal(nodeRecord{Host: host, PID: os.Getpid(), Started: n.started.UnixMilli(), Client: n.cfg.clientOnly})
 	flag := func(b bool) string {
 		if b {
 			return "1"
@@ -111,9 +115,9 @@ func (n *Node) settle(ctx context.Context) error {
 		return "0"
 	}
 	args := []any{n.id, string(rec), flag(n.cfg.clientOnly),
-		settingWorkerTTL, n.cfg.workerTTL.Milliseconds(), flag(n.cfg.set.workerTTL),
-		settingPendingJobTTL, n.cfg.pendingJobTTL.Milliseconds(), flag(n.cfg.set.pendingJobTTL),
-		settingMaxQueuedJobs, n.cfg.maxQueuedJobs, flag(n.cfg.set.maxQueuedJobs),
+		settingWorkerTTL, n.cfg.workerTTL.Milliseconds(), flag(rejoin || n.cfg.set.workerTTL),
+		settingPendingJobTTL, n.cfg.pendingJobTTL.Milliseconds(), flag(rejoin || n.cfg.set.pendingJobTTL),
+		settingMaxQueuedJobs, n.cfg.maxQueuedJobs, flag(rejoin || n.cfg.set.maxQueuedJobs),
 	}
 	res, err := n.run(ctx, settingsScript, "settings", []string{n.lay.settings, n.lay.alive, n.lay.nodes}, args...)
 	if err != nil {
@@ -130,6 +134,13 @@ func (n *Node) settle(ctx context.Context) error {
 	s, err := parseSettings(out[1:])
 	if err != nil {
 		return err
+	}
+	if rejoin {
+		if s != n.settingsOf() { // a client-only node adopts, it does not store
+			n.logger.Error("the pool's settings changed while this node was cut off; it keeps its own until it restarts",
+				slog.Duration("pool_worker_ttl", s.workerTTL), slog.Duration("worker_ttl", n.cfg.workerTTL))
+		}
+		return nil
 	}
 	if s != n.settingsOf() {
 		n.logger.Info("using the pool's settings", slog.Duration("worker_ttl", s.workerTTL),

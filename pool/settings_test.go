@@ -14,7 +14,7 @@ import (
 // at the end of the test.
 func addBareNode(t *testing.T, pool string, opts ...NodeOption) (*Node, error) {
 	t.Helper()
-	n, err := AddNode(testCtx(t, 10*time.Second), pool, srv.Client(), opts...)
+	n, err := AddNode(testCtx(t, 10*time.Second), srv.Client(), pool, opts...)
 	if err == nil {
 		t.Cleanup(func() { _ = n.Close(context.Background()) })
 	}
@@ -113,7 +113,7 @@ func TestTimingsHaveLowerBounds(t *testing.T) {
 	t.Parallel()
 	for _, opt := range []NodeOption{WithWorkerTTL(10 * time.Millisecond), WithWorkerTTL(MinWorkerTTL - 1),
 		WithPendingJobTTL(100 * time.Millisecond)} {
-		_, err := AddNode(testCtx(t, 5*time.Second), redistest.Name(t), srv.Client(), opt)
+		_, err := AddNode(testCtx(t, 5*time.Second), srv.Client(), redistest.Name(t), opt)
 		require.ErrorIs(t, err, ErrInvalidOption)
 		assert.Contains(t, err.Error(), "must be at least")
 	}

@@ -71,7 +71,7 @@ func TestDispatchWithoutWorkers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	name := redistest.Name(t)
-	n, err := pool.AddNode(ctx, name, srv.Client()) // a full node, no worker
+	n, err := pool.AddNode(ctx, srv.Client(), name) // a full node, no worker
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	var out, errOut bytes.Buffer

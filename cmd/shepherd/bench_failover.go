@@ -41,7 +41,7 @@ func scenarioFailover(ctx context.Context, b *bench, _ int) (result, error) {
 	}
 	c := b.client(256)
 	p.clients = append(p.clients, c)
-	n, err := pool.AddNode(ctx, p.name, c, pool.WithClientOnly(), pool.WithWorkerTTL(failoverTTL))
+	n, err := pool.AddNode(ctx, c, p.name, pool.WithClientOnly(), pool.WithWorkerTTL(failoverTTL))
 	if err != nil {
 		return r, err
 	}

@@ -137,7 +137,7 @@ func (b *bench) newPool(ctx context.Context, scenario string, nodes, perNode int
 	for range nodes {
 		c := b.client(16 + 4*perNode)
 		p.clients = append(p.clients, c)
-		n, err := pool.AddNode(ctx, p.name, c, opts...)
+		n, err := pool.AddNode(ctx, c, p.name, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -153,7 +153,7 @@ func (b *bench) newPool(ctx context.Context, scenario string, nodes, perNode int
 	}
 	c := b.client(256)
 	p.clients = append(p.clients, c)
-	n, err := pool.AddNode(ctx, p.name, c, append(opts, pool.WithClientOnly())...)
+	n, err := pool.AddNode(ctx, c, p.name, append(opts, pool.WithClientOnly())...)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func runBenchWorker(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 16 + 4**workers})
 	defer rdb.Close()
-	node, err := pool.AddNode(ctx, *name, rdb, pool.WithWorkerTTL(*ttl))
+	node, err := pool.AddNode(ctx, rdb, *name, pool.WithWorkerTTL(*ttl))
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError

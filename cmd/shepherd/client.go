@@ -69,7 +69,7 @@ func (c *clientFlags) join(ctx context.Context) (*client, error) {
 		_ = rdb.Close()
 		return nil, err
 	}
-	node, err := pool.AddNode(ctx, *c.pool, rdb, pool.WithClientOnly(), pool.WithLogger(nodeLogger(c.fs.Output())))
+	node, err := pool.AddNode(ctx, rdb, *c.pool, pool.WithClientOnly(), pool.WithLogger(nodeLogger(c.fs.Output())))
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err

@@ -158,7 +158,7 @@ func (d *demo) start(ctx context.Context, opt *redis.Options) error {
 		o.PoolSize = 20 // three blocking reads per node, plus the workers' scripts
 		dn := &demoNode{label: fmt.Sprintf("node%d", i+1), rdb: redis.NewClient(&o), workers: map[string]string{}}
 		d.nodes = append(d.nodes, dn)
-		n, err := pool.AddNode(ctx, d.cfg.pool, dn.rdb,
+		n, err := pool.AddNode(ctx, dn.rdb, d.cfg.pool,
 			pool.WithWorkerTTL(d.cfg.ttl),
 			pool.WithPendingJobTTL(2*d.cfg.ttl),
 			pool.WithJobSinkBlockDuration(min(d.cfg.ttl, time.Second)),

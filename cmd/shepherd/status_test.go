@@ -36,7 +36,7 @@ func livePool(t *testing.T, workers, jobs int) (string, *pool.Node, *handler) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	name := redistest.Name(t)
-	n, err := pool.AddNode(ctx, name, srv.Client(), pool.WithWorkerTTL(time.Second), pool.WithJobSinkBlockDuration(time.Second))
+	n, err := pool.AddNode(ctx, srv.Client(), name, pool.WithWorkerTTL(time.Second), pool.WithJobSinkBlockDuration(time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 	h := &handler{notified: map[string]string{}}

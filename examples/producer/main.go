@@ -41,7 +41,7 @@ func run(cfg cli.Config, jobs int, shutdown bool, timeout time.Duration) error {
 	}
 	defer rdb.Close()
 	// A client-only node dispatches but routes nothing and hosts no worker.
-	node, err := pool.AddNode(ctx, cfg.Pool, rdb, pool.WithClientOnly())
+	node, err := pool.AddNode(ctx, rdb, cfg.Pool, pool.WithClientOnly())
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func TestProducerDispatchesNotifiesStopsAndShutsDown(t *testing.T) {
 	cfg := cli.Config{Redis: srv.Addr(), Pool: redistest.Name(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := pool.AddNode(ctx, cfg.Pool, srv.Client(), pool.WithWorkerTTL(time.Second))
+	node, err := pool.AddNode(ctx, srv.Client(), cfg.Pool, pool.WithWorkerTTL(time.Second))
 	require.NoError(t, err)
 	defer node.Close(ctx)
 	_, err = node.AddWorker(ctx, nop{})

@@ -66,7 +66,7 @@ func run(cfg cli.Config, workers int, ttl time.Duration) error {
 	}
 	defer rdb.Close()
 	log := cli.Logger()
-	node, err := pool.AddNode(ctx, cfg.Pool, rdb, pool.WithWorkerTTL(ttl), pool.WithLogger(log))
+	node, err := pool.AddNode(ctx, rdb, cfg.Pool, pool.WithWorkerTTL(ttl), pool.WithLogger(log))
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func TestWorkerRunsJobsAndExitsOnShutdown(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client, err := pool.AddNode(ctx, cfg.Pool, srv.Client(), pool.WithClientOnly())
+	client, err := pool.AddNode(ctx, srv.Client(), cfg.Pool, pool.WithClientOnly())
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		st, err := client.Stats(ctx)

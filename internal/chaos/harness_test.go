@@ -106,7 +106,7 @@ func newClusterTimed(t *testing.T, n int, tm timing, opts []redistest.Option, ar
 	require.NoError(t, err)
 	c.log = NewLog(c.rdb, c.logKey)
 	ctx := ctxFor(t, 20*time.Second)
-	c.disp, err = pool.AddNode(ctx, c.pool, c.newClient(), pool.WithClientOnly(),
+	c.disp, err = pool.AddNode(ctx, c.newClient(), c.pool, pool.WithClientOnly(),
 		pool.WithWorkerTTL(tm.ttl), pool.WithPendingJobTTL(tm.pending))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.disp.Close(context.Background()) })

@@ -164,7 +164,7 @@ func TestChaosRedisUnavailable(t *testing.T) {
 		{"JobKeys", func(ctx context.Context, _ int) error { _, err := c.disp.JobKeys(ctx); return err }},
 		{"Stats", func(ctx context.Context, _ int) error { _, err := c.disp.Stats(ctx); return err }},
 		{"AddNode", func(ctx context.Context, _ int) error {
-			n, err := pool.AddNode(ctx, c.pool, c.disp2, pool.WithClientOnly())
+			n, err := pool.AddNode(ctx, c.disp2, c.pool, pool.WithClientOnly())
 			if err == nil {
 				_ = n.Close(context.Background())
 			}

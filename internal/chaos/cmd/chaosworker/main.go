@@ -85,7 +85,7 @@ func serve(c config, stdout, stderr io.Writer) error {
 	if c.block > 0 {
 		opts = append(opts, pool.WithJobSinkBlockDuration(c.block))
 	}
-	node, err := pool.AddNode(ctx, c.pool, rdb, opts...)
+	node, err := pool.AddNode(ctx, rdb, c.pool, opts...)
 	if err != nil {
 		return err
 	}
