@@ -1,8 +1,9 @@
 // Package rmap provides replicated maps: a Redis hash mirrored in every
 // process that joins it, with atomic writes and change notifications.
 //
-// shepherd keeps its shared state (worker registry and keep-alives, job
-// ownership, job records, the shutdown flag) in such maps. A stale replica
+// The pool keeps the state every process must see at once in such maps:
+// the worker registry, the slot table and the shutdown flag. (Job records
+// are not in rmap: they are edited by the pool's own scripts.) A stale replica
 // would run a job twice or never, so the package is built around one rule:
 // the local copy is either exactly some revision of the map in Redis, or
 // it is being reloaded.

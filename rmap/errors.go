@@ -6,13 +6,10 @@ import "errors"
 // Redis or context error) with the operation that failed; match them with
 // errors.Is.
 var (
-	// ErrInvalidOption is wrapped by Join for an option with an invalid
-	// value.
+	// ErrInvalidOption is wrapped by Join and KeysOf for bad input: a nil
+	// client, an empty name, an invalid hash tag, a nil option or one with
+	// an invalid value.
 	ErrInvalidOption = errors.New("rmap: invalid option")
-	// ErrNilClient is returned by Join when the Redis client is nil.
-	ErrNilClient = errors.New("rmap: nil redis client")
-	// ErrEmptyName is returned by Join for an empty map name.
-	ErrEmptyName = errors.New("rmap: empty map name")
 	// ErrEmptyKey is returned by every call given an empty key.
 	ErrEmptyKey = errors.New("rmap: empty key")
 	// ErrTooLarge is returned when a key, a value or a list value after an

@@ -28,15 +28,15 @@ const RevField = "rev"
 
 // KeysOf returns the layout of the map name under hash tag tag, as Join
 // uses it (with WithHashTag(tag); Join's default tag is name). It returns
-// ErrEmptyName, or an error wrapping keys.ErrInvalidTag for a tag that
+// an error wrapping ErrInvalidOption for an empty name or a tag that
 // cannot be a hash tag.
 func KeysOf(tag, name string) (Layout, error) {
 	if name == "" {
-		return Layout{}, ErrEmptyName
+		return Layout{}, fmt.Errorf("%w: empty map name", ErrInvalidOption)
 	}
 	space, err := keys.New(tag)
 	if err != nil {
-		return Layout{}, fmt.Errorf("rmap: keys of %q: %w", name, err)
+		return Layout{}, fmt.Errorf("%w: keys of %q: %w", ErrInvalidOption, name, err)
 	}
 	return Layout{
 		Hash:    space.Key(keys.KindMap, name),

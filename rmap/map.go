@@ -60,18 +60,18 @@ type Map struct {
 // until Close. The map need not exist in Redis; Join writes nothing.
 //
 // Keys live under the hash tag given by WithHashTag, which defaults to
-// name. Join returns ErrNilClient, ErrEmptyName, an error wrapping
-// ErrInvalidOption or keys.ErrInvalidTag for bad input, or the Redis or
-// context error that stopped it.
+// name. Join returns an error wrapping ErrInvalidOption for bad input (a
+// nil client, an empty name, an invalid tag, a nil or invalid option), or
+// the Redis or context error that stopped it.
 func Join(ctx context.Context, rdb redis.UniversalClient, name string, opts ...Option) (*Map, error) {
 	if redisutil.IsNil(rdb) {
-		return nil, ErrNilClient
-	}
-	if name == "" {
-		return nil, ErrEmptyName
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
