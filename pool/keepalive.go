@@ -68,7 +68,9 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 		n.logger.Error("pool state lost (Redis restarted empty): every job, worker and setting of the pool is gone; this node rejoins")
 		n.metrics.add(ctx, n.metrics.stateLost, 1)
 	}
-	if out[1] != "ok" {
+	// A node that is stopping does not register again: after a Shutdown
+	// deleted the pool, that would bring some of its keys back.
+	if out[1] != "ok" && n.errClosed() == nil {
 		// Register again (the record went with the keep-alive) and, if
 		// Redis lost them, store the pool's settings again.
 		if err := n.settle(ctx, true); err != nil {

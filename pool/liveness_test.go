@@ -231,3 +231,25 @@ func TestStopBeforeClaimEndsTheDispatch(t *testing.T) {
 	}
 	assert.Zero(t, h.runningKeys()["second"])
 }
+
+// A node that is stopping (here: told the pool shuts down) and finds the
+// pool's keys gone (the Shutdown that stopped it deleted them) must not
+// bring them back: it neither registers again nor takes the janitor
+// lease. Seen in a chaos soak: a Shutdown left the settings and the lease
+// behind, written by a node still stopping.
+func TestStoppingNodeDoesNotRecreateThePool(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	n := addNode(t, srv.Client(), redistest.Name(t))
+	n.mu.Lock()
+	n.closed, n.shutDown = true, true // as stop does first
+	n.mu.Unlock()
+	require.NoError(t, n.deleteKeys(ctx))
+
+	_, err := n.keepAlive(ctx)
+	require.NoError(t, err)
+	<-time.After(4 * n.cfg.janitorTick()) // janitor passes that must not happen
+	left, err := srv.Client().Exists(ctx, n.lay.settings, n.lay.nodes, n.lay.janitor).Result()
+	require.NoError(t, err)
+	assert.Zero(t, left, "a stopping node brought back the pool's settings, its record or the janitor lease")
+}

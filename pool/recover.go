@@ -37,6 +37,9 @@ func (n *Node) janitorLoop() {
 			return
 		case <-t.C:
 		}
+		if n.errClosed() != nil {
+			continue // stopping: the other nodes' janitors take over
+		}
 		ctx, cancel := context.WithTimeout(n.ctx, janitorPassTimeout)
 		n.metrics.tick(ctx, n)
 		if n.holdLease(ctx, 4*tick) {

@@ -11,10 +11,12 @@ import (
 
 // Shutdown stops the whole pool: it sets the pool's shutdown flag, upon
 // which every node stops its jobs (calling Stop) and its workers and
-// closes; it waits until every live node has done so, or ctx ends, and
-// then deletes every Redis key of the pool and closes this node. After it,
-// the pool holds no key in Redis; AddNode on the pool fails with
-// ErrPoolShutdown while it runs. It returns an error wrapping ctx's error
+// closes; it waits until every node that kept alive within the last
+// shutdownWaitTTLs (3) WorkerTTLs has done so, or ctx ends, and then
+// deletes every Redis key of the pool and closes this node. After it, the
+// pool holds no key in Redis (a node cut off from Redis for longer than
+// that, and back later, may bring some back); AddNode on the pool fails
+// with ErrPoolShutdown while it runs. It returns an error wrapping ctx's error
 // when some nodes did not confirm in time (the keys are deleted all the
 // same). It works on every kind of node and is idempotent.
 func (n *Node) Shutdown(ctx context.Context) error {
@@ -69,7 +71,7 @@ func (n *Node) awaitNodes(ctx context.Context) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		res, err := n.run(ctx, liveNodesScript, "live nodes", []string{n.lay.alive}, n.cfg.workerTTL.Milliseconds())
+		res, err := n.run(ctx, liveNodesScript, "live nodes", []string{n.lay.alive}, (shutdownWaitTTLs * n.cfg.workerTTL).Milliseconds())
 		if err == nil {
 			if left, _ := res.([]any); len(left) == 0 {
 				return nil

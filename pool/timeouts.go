@@ -20,6 +20,12 @@ const janitorPassTimeout = 10 * time.Second
 // Shutdown, which goes on after Shutdown's ctx ended.
 const shutdownDeleteTimeout = 30 * time.Second
 
+// shutdownWaitTTLs is how many WorkerTTLs old a node's last keep-alive
+// may be for Shutdown to wait for it: a node late with its keep-alives
+// (a busy machine) is still stopping, and deleting the pool's keys under
+// it would let it bring some back.
+const shutdownWaitTTLs = 3
+
 // parkedRetry is how often a router tries again the events that found no
 // worker (it also tries whenever the slot table changes).
 const parkedRetry = time.Second
