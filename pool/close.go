@@ -133,7 +133,7 @@ func (n *Node) awaitStops(ctx context.Context) error {
 	defer cancel()
 	if err := n.stops.WaitContext(wctx); err != nil {
 		n.logger.Error("Stop handlers still run after WorkerShutdownTTL; they are abandoned", slog.Any("error", err))
-		return fmt.Errorf("Stop handlers still run after WorkerShutdownTTL: %w", err)
+		return fmt.Errorf("stop handlers still run after WorkerShutdownTTL: %w", err)
 	}
 	return nil
 }

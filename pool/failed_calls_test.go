@@ -119,7 +119,7 @@ func TestStartPastItsDeadlineSaysSo(t *testing.T) {
 	err := n.DispatchJob(testCtx(t, 10*time.Second), "k", nil)
 	var se *StartError
 	require.ErrorAs(t, err, &se)
-	assert.Contains(t, se.Msg, "Start did not return within PendingJobTTL (500ms)")
+	assert.Contains(t, se.Msg, "the Start handler did not return within PendingJobTTL (500ms)")
 	assert.Contains(t, se.Msg, context.DeadlineExceeded.Error())
 }
 

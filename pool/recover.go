@@ -306,7 +306,7 @@ func (n *Node) recoverFound(ctx context.Context, found []any, counts map[string]
 	t := n.table()
 	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev)
 	args := []any{n.cfg.pendingJobTTL.Milliseconds(), strconv.FormatInt(t.rev, 10), maxSlowStarts,
-		fmt.Sprintf("Start did not return within PendingJobTTL (%v) on %d attempts", n.cfg.pendingJobTTL, maxSlowStarts)}
+		fmt.Sprintf("the Start handler did not return within PendingJobTTL (%v) on %d attempts", n.cfg.pendingJobTTL, maxSlowStarts)}
 	stream := func(prefix, id string) int {
 		if id == "" || id == noReply {
 			return 0

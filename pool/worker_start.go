@@ -231,7 +231,7 @@ func (w *Worker) runStart(job *Job) (time.Duration, error) {
 		w.startCost += (took - w.startCost) / 8
 	}
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("Start did not return within PendingJobTTL (%v): %w", n.cfg.pendingJobTTL, err)
+		err = fmt.Errorf("the Start handler did not return within PendingJobTTL (%v): %w", n.cfg.pendingJobTTL, err)
 	}
 	return took, err
 }

@@ -38,7 +38,7 @@ func (c *container) args() []string {
 
 func (c *container) start(ctx context.Context) (addr string, err error) {
 	if c.cfg.tls {
-		return "", errors.New("WithTLS needs a redis-server binary (no container fallback)")
+		return "", errors.New("redistest: WithTLS needs a redis-server binary (no container fallback)")
 	}
 	if c.ctr == nil {
 		c.ctr, err = tcredis.Run(ctx, containerImage, testcontainers.WithCmd(c.args()...))
