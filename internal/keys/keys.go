@@ -28,6 +28,7 @@ const (
 	KindMapRev      = "maprev"      // a replicated map's revision counter (rmap)
 	KindMapChannel  = "mapchan"     // a replicated map's pub/sub channel (rmap)
 	KindPool        = "pool"        // a pool's own hashes and leases (pool)
+	KindQueue       = "queue"       // a queue's tasks, lists and leases (queue)
 	KindChaosLog    = "chaoslog"    // the chaos suite's event log (internal/chaos)
 )
 

@@ -1,0 +1,198 @@
+package queue
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+// A child is this test binary run again as a serving process, so that
+// tests can kill and pause a real process.
+const childEnv = "SHEPHERD_QUEUE_CHILD"
+
+// runChild serves the queue named by the environment with a handler that
+// sleeps (ignoring its ctx, as a stuck handler would) and answers
+// "child", logging at Info to stderr, until it is killed.
+func runChild() int {
+	ttl, _ := strconv.Atoi(os.Getenv("CHILD_TTL_MS"))
+	workers, _ := strconv.Atoi(os.Getenv("CHILD_WORKERS"))
+	sleep, _ := strconv.Atoi(os.Getenv("CHILD_SLEEP_MS"))
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("CHILD_ADDR")})
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx := context.Background()
+	q, err := Open(ctx, rdb, os.Getenv("CHILD_QUEUE"), WithTTL(time.Duration(ttl)*time.Millisecond), WithLogger(logger))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_, err = q.Serve(func(ctx context.Context, t *Task) ([]byte, error) {
+		time.Sleep(time.Duration(sleep) * time.Millisecond)
+		return []byte("child"), nil
+	}, WithWorkers(workers))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent goes away
+	return 0
+}
+
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+
+	mu    sync.Mutex
+	lines []string
+}
+
+func startChild(t *testing.T, queue string, ttl time.Duration, workers int, sleep time.Duration) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "CHILD_ADDR="+srv.Addr(), "CHILD_QUEUE="+queue,
+		fmt.Sprint("CHILD_TTL_MS=", ttl.Milliseconds()), fmt.Sprint("CHILD_WORKERS=", workers),
+		fmt.Sprint("CHILD_SLEEP_MS=", sleep.Milliseconds()))
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	c := &child{cmd: cmd}
+	c.stdin, err = cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			c.mu.Lock()
+			c.lines = append(c.lines, sc.Text())
+			c.mu.Unlock()
+		}
+	}()
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		ready <- sc.Scan() && sc.Text() == "ready"
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case ok := <-ready:
+		require.True(t, ok, "child did not start: %v", c.log())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("child did not start: %v", c.log())
+	}
+	return c
+}
+
+func (c *child) log() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.lines...)
+}
+
+func (c *child) count(s string) int {
+	n := 0
+	for _, l := range c.log() {
+		if strings.Contains(l, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// recovery submits inFlight tasks to a child, waits until the child runs
+// all of them, applies fault to it, then serves the queue in this process
+// and submits fresh tasks meanwhile: every task must complete here, with
+// this process's answer, within TTL + 1s of the fault.
+func recovery(t *testing.T, fault func(c *child), pause time.Duration) (*Queue, *child, []*Future) {
+	const ttl = time.Second
+	name := redistest.Name(t)
+	q := open(t, name, WithTTL(ttl))
+	c := startChild(t, name, ttl, 4, 1500*time.Millisecond)
+	ctx := testCtx(t, 30*time.Second)
+	var futures []*Future
+	for i := 0; i < 4; i++ {
+		f, err := q.Submit(ctx, nil, WithMaxAttempts(3))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.InFlight == 4
+	}, 10*time.Second, 5*time.Millisecond, "the child never took its tasks")
+
+	faultAt := time.Now()
+	fault(c)
+	var done atomic.Int64
+	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
+		done.Add(1)
+		return []byte("survivor"), nil
+	}, WithWorkers(4))
+	// Fresh tasks submitted during the fault run here at once: nothing
+	// is routed to the paused process.
+	for i := 0; i < 20; i++ {
+		f, err := q.Submit(ctx, nil)
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	var latest time.Duration
+	for _, f := range futures {
+		res, err := wait(t, f, ttl+5*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, "survivor", string(res), "task %s", f.ID())
+		latest = max(latest, time.Since(faultAt))
+	}
+	t.Logf("every task ran elsewhere %v after the fault (TTL %v)", latest, ttl)
+	assert.LessOrEqual(t, latest, ttl+time.Second, "tasks were held hostage")
+	if pause > 0 {
+		time.Sleep(time.Until(faultAt.Add(pause)))
+	}
+	return q, c, futures
+}
+
+func TestKilledProcessTasksRunElsewhereWithinTTL(t *testing.T) {
+	t.Parallel()
+	recovery(t, func(c *child) { require.NoError(t, c.cmd.Process.Kill()) }, 0)
+}
+
+// A process paused for longer than every timeout (TTL 1s, the child's
+// 1.5s handler, the 1s polls) holds nothing, and when it wakes its late
+// outcomes are refused: the recorded outcome stays the survivor's.
+func TestPausedProcessHoldsNoTaskAndItsLateOutcomesAreRefused(t *testing.T) {
+	t.Parallel()
+	q, c, futures := recovery(t, func(c *child) { require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP)) }, 4*time.Second)
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool { return c.count("came too late") == 4 }, 10*time.Second, 10*time.Millisecond,
+		"the revived child did not try and fail to record its 4 outcomes: %v", c.log())
+	assert.Equal(t, 1, c.count("was declared dead"), "the child did not learn it was declared dead: %v", c.log())
+	ctx := testCtx(t, 5*time.Second)
+	for _, f := range futures[:4] {
+		res, err := q.Result(ctx, f.ID())
+		require.NoError(t, err)
+		assert.Equal(t, "survivor", string(res), "a late outcome replaced the recorded one")
+		info, err := q.Inspect(ctx, f.ID())
+		require.NoError(t, err)
+		assert.Equal(t, 2, info.Attempt, "the paused attempt counts as one")
+	}
+}

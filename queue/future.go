@@ -1,0 +1,210 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Future is the outcome of a submitted task. It completes exactly once:
+// with the handler's result, or with a *TaskError when the task failed
+// finally or was cancelled (or with ErrClosed or ErrOutcomeLost, see
+// Wait). It is safe for concurrent use.
+type Future struct {
+	id   string
+	done chan struct{}
+	once sync.Once
+	res  []byte
+	err  error
+
+	submitted atomic.Bool // Submit's script answered OK
+}
+
+func newFuture(id string) *Future { return &Future{id: id, done: make(chan struct{})} }
+
+// ID returns the task's id, for Result, Inspect and Cancel from any
+// process.
+func (f *Future) ID() string { return f.id }
+
+// Done is closed when the future completes.
+func (f *Future) Done() <-chan struct{} { return f.done }
+
+// Wait waits until the future completes or ctx ends, and returns the
+// result or the final error: a *TaskError (errors.Is ErrFailed or
+// ErrCancelled), ErrClosed when this process's Queue was closed first,
+// ErrOutcomeLost when the task vanished from Redis without an outcome, or
+// ctx's error (the task goes on; its outcome stays readable with Result
+// during its retention).
+func (f *Future) Wait(ctx context.Context) ([]byte, error) {
+	select {
+	case <-f.done:
+		return f.res, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (f *Future) complete(res []byte, err error) {
+	f.once.Do(func() {
+		f.res, f.err = res, err
+		close(f.done)
+	})
+}
+
+// outcomeMessage completes a future from a message on the done channel:
+// "id\nstate\nattempts\nlen(errs)\n" then errs and the result.
+func (q *Queue) outcomeMessage(msg string) {
+	parts := strings.SplitN(msg, "\n", 5)
+	if len(parts) != 5 {
+		q.logger.Warn("malformed outcome message", "message", msg)
+		return
+	}
+	n, err := strconv.Atoi(parts[3])
+	if err != nil || n > len(parts[4]) {
+		q.logger.Warn("malformed outcome message", "message", msg)
+		return
+	}
+	q.mu.Lock()
+	f := q.futures[parts[0]]
+	delete(q.futures, parts[0])
+	q.mu.Unlock()
+	if f == nil {
+		return
+	}
+	f.complete(outcome(parts[0], parts[1], parts[4][:n], parts[4][n:]))
+}
+
+// outcome turns a finished task's fields into what Wait returns.
+func outcome(id, state, errs, res string) ([]byte, error) {
+	switch state {
+	case "done":
+		return []byte(res), nil
+	case "dead", "cancelled":
+		return nil, &TaskError{ID: id, Cancelled: state == "cancelled", Attempts: parseAttempts(errs)}
+	}
+	return nil, fmt.Errorf("queue: task %s in unexpected state %q", id, state)
+}
+
+func parseAttempts(s string) []AttemptError {
+	if s == "" {
+		return nil
+	}
+	var list []struct {
+		A int    `json:"a"`
+		E string `json:"e"`
+		T int64  `json:"t"`
+	}
+	if err := json.Unmarshal([]byte(s), &list); err != nil {
+		return []AttemptError{{Err: "unreadable error list: " + s}}
+	}
+	out := make([]AttemptError, len(list))
+	for i, a := range list {
+		out[i] = AttemptError{Attempt: a.A, Err: a.E, At: time.UnixMilli(a.T)}
+	}
+	return out
+}
+
+func (q *Queue) stillSubmitting(f *Future) bool { return !f.submitted.Load() }
+
+func finished(state string) bool { return state == "done" || state == "dead" || state == "cancelled" }
+
+// Result returns the outcome of the task id, from any process: its
+// result, its final *TaskError, ErrNotFinished while it has none, or
+// ErrTaskNotFound when the queue does not know it (never submitted, or its
+// retention is over).
+func (q *Queue) Result(ctx context.Context, id string) ([]byte, error) {
+	if id == "" || len(id) > MaxTaskIDSize {
+		return nil, invalid("task id must be 1 to %d bytes, got %d", MaxTaskIDSize, len(id))
+	}
+	v, err := q.rdb.HMGet(ctx, q.lay.task(id), "st", "errs", "res").Result()
+	if err != nil {
+		return nil, fmt.Errorf("queue: result: %w", err)
+	}
+	st, _ := v[0].(string)
+	if st == "" {
+		return nil, fmt.Errorf("%w: %q", ErrTaskNotFound, id)
+	}
+	if !finished(st) {
+		return nil, fmt.Errorf("%w: %q is %s", ErrNotFinished, id, st)
+	}
+	errs, _ := v[1].(string)
+	res, _ := v[2].(string)
+	return outcome(id, st, errs, res)
+}
+
+// pollEvery is how often a process reads the outcomes of its pending
+// futures, in case their pub/sub message was lost (a reconnect).
+const pollEvery = time.Second
+
+// pollFutures completes, every pollEvery, the futures whose task has an
+// outcome that no message brought, and those whose task vanished.
+func (q *Queue) pollFutures() {
+	ctx := q.tasks.Context()
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		q.mu.Lock()
+		pending := make([]*Future, 0, min(len(q.futures), 1000))
+		for _, f := range q.futures {
+			if len(pending) == cap(pending) {
+				break
+			}
+			pending = append(pending, f)
+		}
+		q.mu.Unlock()
+		if len(pending) > 0 {
+			q.pollOutcomes(ctx, pending)
+		}
+	}
+}
+
+func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
+	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+	defer cancel()
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(pending))
+	for i, f := range pending {
+		cmds[i] = pipe.HMGet(cctx, q.lay.task(f.id), "st", "errs", "res")
+	}
+	if _, err := pipe.Exec(cctx); err != nil && !errors.Is(err, redis.Nil) {
+		if ctx.Err() == nil {
+			q.logger.Debug("polling outcomes failed", "error", err)
+		}
+		return
+	}
+	for i, f := range pending {
+		v := cmds[i].Val()
+		if len(v) != 3 {
+			continue
+		}
+		st, _ := v[0].(string)
+		switch {
+		case st == "":
+			// Submit registers the future before its script runs: a
+			// task not written yet is not lost.
+			if q.stillSubmitting(f) {
+				continue
+			}
+			q.forget(f)
+			f.complete(nil, fmt.Errorf("%w: %q", ErrOutcomeLost, f.id))
+		case finished(st):
+			q.forget(f)
+			errs, _ := v[1].(string)
+			res, _ := v[2].(string)
+			f.complete(outcome(f.id, st, errs, res))
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	redistest.Main(m, &srv)
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// open opens a queue called name on the shared server and closes it when
+// the test ends.
+func open(t *testing.T, name string, opts ...Option) *Queue {
+	t.Helper()
+	q, err := Open(testCtx(t, 10*time.Second), srv.Client(), name, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, q.Close(context.Background())) })
+	return q
+}
+
+func serve(t *testing.T, q *Queue, h Handler, opts ...ServeOption) *Server {
+	t.Helper()
+	s, err := q.Serve(h, opts...)
+	require.NoError(t, err)
+	return s
+}
+
+// fastRetries makes failed attempts come back within milliseconds.
+var fastRetries = WithBackoff(5*time.Millisecond, 20*time.Millisecond)
+
+func wait(t *testing.T, f *Future, d time.Duration) ([]byte, error) {
+	t.Helper()
+	select {
+	case <-f.Done():
+	case <-time.After(d):
+		t.Fatalf("task %s: no outcome within %v", f.ID(), d)
+	}
+	return f.Wait(context.Background())
+}
+
+func scanKeys(t *testing.T, rdb redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	ctx := testCtx(t, 10*time.Second)
+	var out []string
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		out = append(out, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	sort.Strings(out)
+	return out
+}
+
+func echo(_ context.Context, t *Task) ([]byte, error) {
+	return []byte(fmt.Sprintf("%s#%d", t.Payload, t.Attempt)), nil
+}

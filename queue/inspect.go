@@ -1,0 +1,250 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// Stats is a snapshot of a queue, read in one round trip.
+type Stats struct {
+	Available   int64 // waiting, due now (the depth the alarm watches)
+	Delayed     int64 // first attempts not due yet
+	Retrying    int64 // later attempts not due yet (backoff or RetryLater)
+	InFlight    int64 // running now
+	Dead        int64 // dead letters kept
+	DeadDropped int64 // dead letters dropped at MaxDeadLetters, ever
+	Workers     int64 // workers of the live processes
+	Busy        int64 // of which running a task
+	Processes   []ProcessInfo
+}
+
+// ProcessInfo describes one process of the queue.
+type ProcessInfo struct {
+	ID       string
+	Host     string
+	PID      int
+	Started  time.Time // the process's own clock
+	Workers  int       // 0: it only submits
+	Busy     int       // as of its last keep-alive
+	LeaseFor time.Duration
+}
+
+// Stats reads the queue's depth by state and its processes.
+func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+	pipe := q.rdb.Pipeline()
+	available := pipe.LLen(ctx, q.lay.ready)
+	delayed := pipe.ZCard(ctx, q.lay.delayed)
+	retrying := pipe.ZCard(ctx, q.lay.retry)
+	inflight := pipe.HLen(ctx, q.lay.active)
+	dead := pipe.ZCard(ctx, q.lay.dead)
+	dropped := pipe.Get(ctx, q.lay.deadDropped)
+	procs := pipe.HGetAll(ctx, q.lay.procs)
+	alive := pipe.ZRangeWithScores(ctx, q.lay.alive, 0, -1)
+	now := pipe.Time(ctx)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Stats{}, fmt.Errorf("queue: stats: %w", err)
+	}
+	st := Stats{
+		Available: available.Val(),
+		Delayed:   delayed.Val(),
+		Retrying:  retrying.Val(),
+		InFlight:  inflight.Val(),
+		Dead:      dead.Val(),
+	}
+	st.DeadDropped, _ = strconv.ParseInt(dropped.Val(), 10, 64)
+	nowMs := now.Val().UnixMilli()
+	for _, z := range alive.Val() {
+		id, _ := z.Member.(string)
+		lease := time.Duration(int64(z.Score)-nowMs) * time.Millisecond
+		if lease < 0 {
+			continue // about to be declared dead
+		}
+		var r procRecord
+		_ = json.Unmarshal([]byte(procs.Val()[id]), &r)
+		st.Processes = append(st.Processes, ProcessInfo{ID: id, Host: r.Host, PID: r.PID, Started: time.UnixMilli(r.Started),
+			Workers: r.Workers, Busy: r.Busy, LeaseFor: lease})
+		st.Workers += int64(r.Workers)
+		st.Busy += int64(r.Busy)
+	}
+	sort.Slice(st.Processes, func(i, j int) bool { return st.Processes[i].ID < st.Processes[j].ID })
+	return st, nil
+}
+
+// State is a task's state.
+type State string
+
+// A task's states.
+const (
+	StateWaiting   State = "waiting"   // available now
+	StateDelayed   State = "delayed"   // first attempt not due yet
+	StateRetrying  State = "retry"     // next attempt not due yet
+	StateActive    State = "active"    // running
+	StateDone      State = "done"      // succeeded
+	StateDead      State = "dead"      // failed finally: a dead letter
+	StateCancelled State = "cancelled" // cancelled
+)
+
+// TaskInfo describes a task.
+type TaskInfo struct {
+	ID          string
+	State       State
+	Payload     []byte // kept until the task finishes; dead letters keep it
+	Attempt     int    // attempts begun
+	MaxAttempts int
+	Timeout     time.Duration
+	Process     string         // running it, when active
+	Submitted   time.Time      // Redis's clock
+	Due         time.Time      // when it is or was due
+	Finished    time.Time      // zero until it finishes
+	Errors      []AttemptError // failed attempts, oldest first
+	LastLater   string         // the last RetryLater error
+	Result      []byte
+}
+
+var taskFields = []string{"st", "p", "att", "max", "to", "own", "enq", "due", "fin", "errs", "lerr", "res"}
+
+func parseTask(id string, v []any) (TaskInfo, bool) {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i], _ = x.(string)
+	}
+	if s[0] == "" {
+		return TaskInfo{}, false
+	}
+	num := func(x string) int64 { n, _ := strconv.ParseInt(x, 10, 64); return n }
+	ms := func(x string) time.Time {
+		if n := num(x); n > 0 {
+			return time.UnixMilli(n)
+		}
+		return time.Time{}
+	}
+	t := TaskInfo{ID: id, State: State(s[0]), Attempt: int(num(s[2])), MaxAttempts: int(num(s[3])),
+		Timeout: time.Duration(num(s[4])) * time.Millisecond, Process: s[5], Submitted: ms(s[6]), Due: ms(s[7]),
+		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10]}
+	if s[1] != "" {
+		t.Payload = []byte(s[1])
+	}
+	if s[11] != "" {
+		t.Result = []byte(s[11])
+	}
+	return t, true
+}
+
+// Inspect returns what the queue knows of the task id, or
+// ErrTaskNotFound.
+func (q *Queue) Inspect(ctx context.Context, id string) (TaskInfo, error) {
+	if err := validID(id); err != nil {
+		return TaskInfo{}, err
+	}
+	v, err := q.rdb.HMGet(ctx, q.lay.task(id), taskFields...).Result()
+	if err != nil {
+		return TaskInfo{}, fmt.Errorf("queue: inspect: %w", err)
+	}
+	t, ok := parseTask(id, v)
+	if !ok {
+		return TaskInfo{}, fmt.Errorf("%w: %q", ErrTaskNotFound, id)
+	}
+	return t, nil
+}
+
+func validID(id string) error {
+	if id == "" || len(id) > MaxTaskIDSize {
+		return invalid("task id must be 1 to %d bytes, got %d", MaxTaskIDSize, len(id))
+	}
+	return nil
+}
+
+// DeadLetters lists up to limit dead letters, newest first, skipping the
+// offset newest.
+func (q *Queue) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo, error) {
+	if offset < 0 || limit < 1 {
+		return nil, invalid("dead letters need offset >= 0 and limit >= 1, got %d and %d", offset, limit)
+	}
+	ids, err := q.rdb.ZRevRange(ctx, q.lay.dead, int64(offset), int64(offset+limit-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queue: dead letters: %w", err)
+	}
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, q.lay.task(id), taskFields...)
+	}
+	if len(ids) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("queue: dead letters: %w", err)
+		}
+	}
+	out := make([]TaskInfo, 0, len(ids))
+	for i, id := range ids {
+		if t, ok := parseTask(id, cmds[i].Val()); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// Cancel cancels the task id: a task not running finishes at once as
+// cancelled; a running one has its handler's ctx cancelled, and finishes
+// as cancelled when the attempt ends (unless it succeeds). It returns
+// ErrTaskNotFound for an unknown task, and nil for a task that had
+// finished already (nothing changes).
+func (q *Queue) Cancel(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	res, err := script.Run(ctx, q.rdb, cancelScript, "queue: cancel", q.lay.common(q.lay.task(id)), q.lay.commonArgs(id)...)
+	if err != nil {
+		return err
+	}
+	if res == "NOTFOUND" {
+		return fmt.Errorf("%w: %q", ErrTaskNotFound, id)
+	}
+	return nil
+}
+
+// Replay queues the dead letter id again, with its attempts and errors
+// reset, as a new task with the same id and payload. It returns
+// ErrTaskNotFound when id is not a dead letter, ErrQueueFull at the
+// bound.
+func (q *Queue) Replay(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	res, err := script.Run(ctx, q.rdb, replayScript, "queue: replay", q.lay.common(q.lay.task(id)),
+		q.lay.commonArgs(id, q.cfg.maxQueued)...)
+	if err != nil {
+		return err
+	}
+	switch res {
+	case "NOTDEAD":
+		return fmt.Errorf("%w: %q is not a dead letter", ErrTaskNotFound, id)
+	case "FULL":
+		return fmt.Errorf("%w: %d unfinished tasks", ErrQueueFull, q.cfg.maxQueued)
+	}
+	return nil
+}
+
+// PurgeDead deletes every dead letter and returns how many.
+func (q *Queue) PurgeDead(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		res, err := script.Run(ctx, q.rdb, purgeScript, "queue: purge dead letters", q.lay.common(), q.lay.commonArgs(1000)...)
+		if err != nil {
+			return total, err
+		}
+		n, _ := res.(int64)
+		total += int(n)
+		if n == 0 {
+			return total, nil
+		}
+	}
+}

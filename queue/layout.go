@@ -1,0 +1,77 @@
+package queue
+
+import (
+	"github.com/shepherd-go/shepherd/internal/keys"
+)
+
+// layout names every Redis key and channel of one queue, all under the
+// queue's hash tag with kind "queue", so that a queue and a pool of the
+// same name never share a key.
+//
+//	settings      hash: the queue-wide settings (settings.go)
+//	ready         list: ids available now; new ones pushed on the left,
+//	              taken from the right (FIFO), requeued ones on the right
+//	delayed       zset: first attempts not due yet, by due time (ms)
+//	retry         zset: later attempts not due yet, by due time (ms)
+//	active        hash: id → process, the tasks in flight
+//	dead          zset: dead letters, by the time they died (ms)
+//	count         string: unfinished tasks, for MaxQueued
+//	deaddropped   string: dead letters dropped at MaxDeadLetters
+//	alive         zset: process → keep-alive expiry (ms, Redis's clock)
+//	procs         hash: process → its record (JSON)
+//	task:ID       hash: the task (fields in scripts.go)
+//	inflight:PROC set: the ids a process runs
+//	chan:wake, chan:done:PROC, chan:cancel:PROC   pub/sub channels
+type layout struct {
+	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs string
+
+	taskPrefix, inflightPrefix, chanPrefix string
+}
+
+func newLayout(name string) (layout, error) {
+	sp, err := keys.New(name)
+	if err != nil {
+		return layout{}, err
+	}
+	k := func(n string) string { return sp.Key(keys.KindQueue, n) }
+	return layout{
+		settings:       k("settings"),
+		ready:          k("ready"),
+		delayed:        k("delayed"),
+		retry:          k("retry"),
+		active:         k("active"),
+		dead:           k("dead"),
+		count:          k("count"),
+		deadDropped:    k("deaddropped"),
+		alive:          k("alive"),
+		procs:          k("procs"),
+		taskPrefix:     k("task:"),
+		inflightPrefix: k("inflight:"),
+		chanPrefix:     k("chan:"),
+	}, nil
+}
+
+func (l layout) task(id string) string       { return l.taskPrefix + id }
+func (l layout) inflight(proc string) string { return l.inflightPrefix + proc }
+func (l layout) wakeChannel() string         { return l.chanPrefix + "wake" }
+func (l layout) doneChannel(proc string) string {
+	return l.chanPrefix + "done:" + proc
+}
+func (l layout) cancelChannel(proc string) string {
+	return l.chanPrefix + "cancel:" + proc
+}
+
+// common returns the keys every script takes first (KEYS[1] to KEYS[10])
+// followed by extra, and the arguments every script takes first (ARGV[1]
+// to ARGV[3]).
+func (l layout) common(extra ...string) []string {
+	k := make([]string, 0, 10+len(extra))
+	k = append(k, l.settings, l.ready, l.delayed, l.retry, l.active, l.dead, l.count, l.deadDropped, l.alive, l.procs)
+	return append(k, extra...)
+}
+
+func (l layout) commonArgs(args ...any) []any {
+	a := make([]any, 0, 3+len(args))
+	a = append(a, l.taskPrefix, l.inflightPrefix, l.chanPrefix)
+	return append(a, args...)
+}

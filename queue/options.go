@@ -1,0 +1,276 @@
+package queue
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Defaults of the options.
+const (
+	DefaultTTL            = 10 * time.Second
+	DefaultMaxQueued      = 100_000
+	DefaultMaxPayloadSize = 1 << 20
+	DefaultMaxDeadLetters = 10_000
+	DefaultMaxAttempts    = 25
+	DefaultTimeout        = time.Minute
+	DefaultRetention      = 24 * time.Hour
+	DefaultBackoffBase    = time.Second
+	DefaultBackoffCap     = 10 * time.Minute
+
+	// MinTTL is the shortest TTL: a process keeps alive every TTL/3, and
+	// below a second a busy machine gets healthy processes declared dead.
+	MinTTL = time.Second
+	// MaxTaskIDSize is the longest task id, in bytes.
+	MaxTaskIDSize = 256
+	// MaxAttempts is the largest WithMaxAttempts.
+	MaxAttempts = 1000
+)
+
+// Option configures Open.
+type Option func(*config) error
+
+type config struct {
+	logger         *slog.Logger
+	ttl            time.Duration
+	maxQueued      int
+	maxDead        int
+	maxPayloadSize int
+	meterProvider  metric.MeterProvider
+
+	// set records the queue-wide settings given explicitly: they must
+	// agree with the queue's (settings.go).
+	set struct{ ttl, maxQueued, maxDead bool }
+}
+
+func defaultConfig() config {
+	return config{
+		logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ttl:            DefaultTTL,
+		maxQueued:      DefaultMaxQueued,
+		maxDead:        DefaultMaxDeadLetters,
+		maxPayloadSize: DefaultMaxPayloadSize,
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+}
+
+// WithLogger sets the logger. Defaults to one that discards everything.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return invalid("nil logger")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithTTL sets how long a process may go without a keep-alive (by Redis's
+// clock) before the queue declares it dead and gives its tasks in flight
+// to others: a killed, paused or cut-off process holds no task for longer
+// than about TTL + 1s. Processes keep alive every TTL/3. It is a
+// queue-wide setting, stored with the queue (see Open). At least MinTTL.
+// Defaults to 10s.
+func WithTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d < MinTTL {
+			return invalid("TTL must be at least %v, got %v", MinTTL, d)
+		}
+		c.ttl, c.set.ttl = d, true
+		return nil
+	}
+}
+
+// WithMaxQueued bounds the unfinished tasks of the queue (waiting,
+// delayed, retrying and in flight): Submit beyond it fails with
+// ErrQueueFull. It is a queue-wide setting. Defaults to 100,000.
+func WithMaxQueued(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("MaxQueued must be at least 1, got %d", n)
+		}
+		c.maxQueued, c.set.maxQueued = n, true
+		return nil
+	}
+}
+
+// WithMaxDeadLetters bounds the dead letters kept: when a task fails
+// finally with the bound reached, the oldest dead letter is deleted, the
+// Stats field DeadDropped counts it and the process that dropped it logs a
+// WARN. It is a queue-wide setting. Defaults to 10,000.
+func WithMaxDeadLetters(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("MaxDeadLetters must be at least 1, got %d", n)
+		}
+		c.maxDead, c.set.maxDead = n, true
+		return nil
+	}
+}
+
+// WithMaxPayloadSize bounds payloads and results, in bytes. Defaults to
+// 1 MiB.
+func WithMaxPayloadSize(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return invalid("MaxPayloadSize must be at least 1, got %d", n)
+		}
+		c.maxPayloadSize = n
+		return nil
+	}
+}
+
+// WithMeterProvider reports the queue's metrics (see metrics.go) through
+// mp. Defaults to none.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) error {
+		if mp == nil {
+			return invalid("nil MeterProvider")
+		}
+		c.meterProvider = mp
+		return nil
+	}
+}
+
+// SubmitOption configures one Submit.
+type SubmitOption func(*submitConfig) error
+
+type submitConfig struct {
+	id          string
+	delay       time.Duration
+	dueAt       time.Time
+	maxAttempts int
+	timeout     time.Duration
+	retention   time.Duration
+}
+
+func defaultSubmitConfig() submitConfig {
+	return submitConfig{maxAttempts: DefaultMaxAttempts, timeout: DefaultTimeout, retention: DefaultRetention}
+}
+
+// WithTaskID sets the task's id (1 to MaxTaskIDSize bytes). Submit refuses
+// an id the queue still knows with ErrDuplicateTask, which makes a retried
+// Submit safe. Defaults to a random id.
+func WithTaskID(id string) SubmitOption {
+	return func(c *submitConfig) error {
+		if id == "" || len(id) > MaxTaskIDSize {
+			return invalid("task id must be 1 to %d bytes, got %d", MaxTaskIDSize, len(id))
+		}
+		c.id = id
+		return nil
+	}
+}
+
+// WithDelay makes the task available d after Submit, by Redis's clock.
+// Defaults to 0: at once.
+func WithDelay(d time.Duration) SubmitOption {
+	return func(c *submitConfig) error {
+		if d < 0 {
+			return invalid("delay must not be negative, got %v", d)
+		}
+		c.delay, c.dueAt = d, time.Time{}
+		return nil
+	}
+}
+
+// WithDueAt makes the task available at t. t is turned into a delay with
+// this process's clock at Submit; a t in the past means at once.
+func WithDueAt(t time.Time) SubmitOption {
+	return func(c *submitConfig) error {
+		if t.IsZero() {
+			return invalid("zero due time")
+		}
+		c.dueAt, c.delay = t, 0
+		return nil
+	}
+}
+
+// WithMaxAttempts sets how many attempts a task gets before it becomes a
+// dead letter (a process that dies or stops answering during an attempt
+// uses it up too). 1 to MaxAttempts. Defaults to 25.
+func WithMaxAttempts(n int) SubmitOption {
+	return func(c *submitConfig) error {
+		if n < 1 || n > MaxAttempts {
+			return invalid("max attempts must be 1 to %d, got %d", MaxAttempts, n)
+		}
+		c.maxAttempts = n
+		return nil
+	}
+}
+
+// WithTimeout bounds each attempt: the handler's ctx ends after d, and an
+// attempt that returns then has failed (and its worker's resource is
+// reset). Defaults to 1m.
+func WithTimeout(d time.Duration) SubmitOption {
+	return func(c *submitConfig) error {
+		if d <= 0 {
+			return invalid("timeout must be positive, got %v", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithRetention sets how long the task's outcome (result or final error)
+// is kept once it is finished, for Result and for duplicate-id checks.
+// Dead letters are kept until replayed, purged or dropped at the
+// MaxDeadLetters bound. At least 1ms. Defaults to 24h.
+func WithRetention(d time.Duration) SubmitOption {
+	return func(c *submitConfig) error {
+		if d < time.Millisecond {
+			return invalid("retention must be at least 1ms, got %v", d)
+		}
+		c.retention = d
+		return nil
+	}
+}
+
+// ServeOption configures Serve.
+type ServeOption func(*serveConfig) error
+
+type serveConfig struct {
+	workers     int
+	backoffBase time.Duration
+	backoffCap  time.Duration
+}
+
+func defaultServeConfig() serveConfig {
+	return serveConfig{workers: DefaultWorkers(), backoffBase: DefaultBackoffBase, backoffCap: DefaultBackoffCap}
+}
+
+// DefaultWorkers is the default number of workers of a process:
+// runtime.NumCPU()-1, at least 1 (one core left to the process's own
+// work and the runtime).
+func DefaultWorkers() int { return max(runtime.NumCPU()-1, 1) }
+
+// WithWorkers sets how many workers the process runs: one per resource
+// instance, each running one task at a time. Defaults to DefaultWorkers().
+func WithWorkers(n int) ServeOption {
+	return func(c *serveConfig) error {
+		if n < 1 {
+			return invalid("workers must be at least 1, got %d", n)
+		}
+		c.workers = n
+		return nil
+	}
+}
+
+// WithBackoff sets the delay before a failed task's next attempt:
+// base·2^(attempt-1), capped at max, with jitter (a uniformly random
+// delay between half of that and all of it). Defaults to 1s and 10m.
+func WithBackoff(base, max time.Duration) ServeOption {
+	return func(c *serveConfig) error {
+		if base <= 0 || max < base {
+			return invalid("backoff needs 0 < base <= max, got %v and %v", base, max)
+		}
+		c.backoffBase, c.backoffCap = base, max
+		return nil
+	}
+}

@@ -1,0 +1,420 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/group"
+	"github.com/shepherd-go/shepherd/internal/keys"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// Queue is one process's handle on a named queue: it submits tasks,
+// serves them (Serve) and inspects the queue. Open registers the process
+// with a lease that it keeps alive every TTL/3; every process also
+// declares dead the processes whose lease ran out, and gives their tasks
+// back. A Queue is safe for concurrent use; Close it when done.
+type Queue struct {
+	rdb    redis.UniversalClient
+	name   string
+	lay    layout
+	cfg    config
+	proc   string
+	logger *slog.Logger
+	m      *metrics
+	tasks  *group.Group // the process's loops
+
+	pubsub *redis.PubSub
+	wake   chan struct{} // a task may be available: capacity 1
+	kick   chan struct{} // keep alive now (a script found the process gone)
+
+	started time.Time
+
+	mu      sync.Mutex
+	closed  bool
+	futures map[string]*Future
+	server  *Server
+}
+
+// Open joins the queue called name on rdb and returns this process's
+// handle on it. The name must be non-empty and must not contain "}".
+//
+// The queue-wide settings (WithTTL, WithMaxQueued, WithMaxDeadLetters)
+// are stored with the queue by its first process: a process that sets
+// one explicitly to another value is refused with an error wrapping
+// ErrInvalidOption that names the setting and both values, while another
+// process of the queue is live; when none is, its values replace the
+// stored ones. A process that does not set them adopts the queue's.
+func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error) {
+	if redisutil.IsNil(rdb) {
+		return nil, invalid("nil Redis client")
+	}
+	lay, err := newLayout(name)
+	if err != nil {
+		if errors.Is(err, keys.ErrInvalidTag) {
+			return nil, invalid("queue name %q: %v", name, err)
+		}
+		return nil, err
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	q := &Queue{
+		rdb:     rdb,
+		name:    name,
+		lay:     lay,
+		cfg:     cfg,
+		proc:    randomID(8),
+		wake:    make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
+		started: time.Now(),
+		futures: make(map[string]*Future),
+	}
+	q.logger = cfg.logger.With("queue", name, "process", q.proc)
+	q.m = newMetrics(cfg.meterProvider, q)
+
+	// Subscribe before registering: a wake-up or an outcome published
+	// after Open returns must not be missed.
+	q.pubsub = rdb.Subscribe(ctx, lay.wakeChannel(), lay.doneChannel(q.proc), lay.cancelChannel(q.proc))
+	for i := 0; i < 3; i++ {
+		if _, err := q.pubsub.ReceiveTimeout(ctx, 0); err != nil {
+			_ = q.pubsub.Close()
+			return nil, fmt.Errorf("queue: open %q: subscribe: %w", name, err)
+		}
+	}
+	if _, err := q.register(ctx); err != nil {
+		_ = q.pubsub.Close()
+		return nil, err
+	}
+	q.tasks = group.New(context.Background())
+	msgs := q.pubsub.Channel(redis.WithChannelSize(1024))
+	q.tasks.Go(func() { q.listen(msgs) })
+	q.tasks.Go(q.keepAliveLoop)
+	q.tasks.Go(q.reapLoop)
+	q.tasks.Go(q.pollFutures)
+	return q, nil
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Process returns this process's id in the queue (Stats lists it).
+func (q *Queue) Process() string { return q.proc }
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// procRecord describes a process for operators (Stats).
+type procRecord struct {
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Started int64  `json:"started"` // ms, this process's clock
+	Workers int    `json:"workers"`
+	Busy    int    `json:"busy"`
+}
+
+func (q *Queue) record() string {
+	host, _ := os.Hostname()
+	r := procRecord{Host: host, PID: os.Getpid(), Started: q.started.UnixMilli()}
+	q.mu.Lock()
+	s := q.server
+	q.mu.Unlock()
+	if s != nil {
+		r.Workers, r.Busy = s.size(), s.busyCount()
+	}
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// register registers the process and settles the queue-wide settings;
+// it reports whether the queue had no settings (new, or Redis lost them).
+func (q *Queue) register(ctx context.Context) (fresh bool, err error) {
+	args := q.lay.commonArgs(q.proc, q.record())
+	for _, s := range []struct {
+		name string
+		val  int64
+		set  bool
+	}{
+		{settingTTL, q.cfg.ttl.Milliseconds(), q.cfg.set.ttl},
+		{settingMaxQueued, int64(q.cfg.maxQueued), q.cfg.set.maxQueued},
+		{settingMaxDead, int64(q.cfg.maxDead), q.cfg.set.maxDead},
+	} {
+		set := "0"
+		if s.set {
+			set = "1"
+		}
+		args = append(args, s.name, strconv.FormatInt(s.val, 10), set)
+	}
+	res, err := script.Run(ctx, q.rdb, registerScript, "queue: register", q.lay.common(), args...)
+	if err != nil {
+		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
+	}
+	out, _ := res.([]any)
+	if len(out) < 2 {
+		return false, fmt.Errorf("queue: open %q: unexpected reply %v", q.name, res)
+	}
+	if out[0] == "MISMATCH" {
+		return false, invalid("%s: the queue %q uses %v, this process sets %v (a queue-wide setting; change it on every process while none runs)",
+			settingLabel(out[1]), q.name, out[2], out[3])
+	}
+	fresh = out[1] == int64(1)
+	for i := 2; i+1 < len(out); i += 2 {
+		name, _ := out[i].(string)
+		v, _ := strconv.ParseInt(fmt.Sprint(out[i+1]), 10, 64)
+		switch name {
+		case settingTTL:
+			q.cfg.ttl = time.Duration(v) * time.Millisecond
+		case settingMaxQueued:
+			q.cfg.maxQueued = int(v)
+		case settingMaxDead:
+			q.cfg.maxDead = int(v)
+		}
+	}
+	return fresh, nil
+}
+
+// Queue-wide settings, as stored in the settings hash.
+const (
+	settingTTL       = "ttl_ms"
+	settingMaxQueued = "max_queued"
+	settingMaxDead   = "max_dead"
+)
+
+func settingLabel(name any) string {
+	switch name {
+	case settingTTL:
+		return "TTL (ms)"
+	case settingMaxQueued:
+		return "MaxQueued"
+	case settingMaxDead:
+		return "MaxDeadLetters"
+	}
+	return fmt.Sprint(name)
+}
+
+// loopCallTimeout bounds one Redis call of a background loop.
+const loopCallTimeout = 5 * time.Second
+
+// keepAliveLoop extends the process's lease every TTL/3. When the queue
+// declared the process dead meanwhile (it was paused or cut off for
+// longer than the TTL), its tasks in flight already went to others: it
+// abandons them (their late outcomes would be refused) and registers
+// again.
+func (q *Queue) keepAliveLoop() {
+	ctx := q.tasks.Context()
+	t := time.NewTicker(q.cfg.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-q.kick:
+		}
+		q.keepAlive(ctx)
+	}
+}
+
+func (q *Queue) keepAlive(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+	defer cancel()
+	res, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", q.lay.common(),
+		q.lay.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), q.record())...)
+	if err != nil {
+		if ctx.Err() == nil {
+			q.logger.Warn("keep-alive failed", "error", err)
+		}
+		return
+	}
+	if res != "GONE" {
+		return
+	}
+	q.mu.Lock()
+	s := q.server
+	q.mu.Unlock()
+	lost := 0
+	if s != nil {
+		lost = s.abandon()
+	}
+	fresh, err := q.register(cctx)
+	if err != nil {
+		q.logger.Warn("registering again failed", "error", err)
+		return
+	}
+	q.m.revived.Add(ctx, 1, q.m.attrs)
+	if fresh {
+		q.logger.Error("queue state lost (Redis restarted empty): unfinished tasks and outcomes are gone", "abandoned", lost)
+		q.m.stateLost.Add(ctx, 1, q.m.attrs)
+		return
+	}
+	q.logger.Warn("this process was declared dead (paused or cut off for longer than the TTL); its tasks in flight ran elsewhere and their late outcomes are dropped",
+		"abandoned", lost, "ttl", q.cfg.ttl)
+}
+
+// reapEvery is how often every process looks for processes whose lease
+// ran out: min(TTL/4, 250ms), so a dead process's tasks are back within
+// about TTL + 250ms.
+func (q *Queue) reapEvery() time.Duration { return min(q.cfg.ttl/4, 250*time.Millisecond) }
+
+func (q *Queue) reapLoop() {
+	ctx := q.tasks.Context()
+	t := time.NewTicker(q.reapEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		res, err := script.Run(cctx, q.rdb, reapScript, "queue: reap", q.lay.common(), q.lay.commonArgs(16)...)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				q.logger.Warn("looking for dead processes failed", "error", err)
+			}
+			continue
+		}
+		out, _ := res.([]any)
+		if len(out) == 4 && out[0] != int64(0) {
+			q.logger.Warn("declared processes dead; their tasks in flight go to others",
+				"processes", out[0], "requeued", out[1], "finished", out[2])
+			q.m.procsDead.Add(ctx, out[0].(int64), q.m.attrs)
+			q.m.requeued.Add(ctx, out[1].(int64), q.m.attrs)
+		}
+		if len(out) == 4 && out[3] != int64(0) {
+			q.droppedDead(ctx, out[3].(int64))
+		}
+	}
+}
+
+func (q *Queue) droppedDead(ctx context.Context, n int64) {
+	q.logger.Warn("dead letters dropped at the MaxDeadLetters bound", "dropped", n, "max", q.cfg.maxDead)
+	q.m.deadDropped.Add(ctx, n, q.m.attrs)
+}
+
+// listen handles the process's pub/sub messages: wake-ups, outcomes of
+// the tasks it submitted, and cancellations of tasks it runs. go-redis
+// resubscribes after a reconnect; what was published meanwhile is lost,
+// which is why the dispatcher also looks for work every second and
+// pollFutures reads pending outcomes every second.
+func (q *Queue) listen(msgs <-chan *redis.Message) {
+	done, cancel := q.lay.doneChannel(q.proc), q.lay.cancelChannel(q.proc)
+	for {
+		select {
+		case <-q.tasks.Context().Done():
+			return
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			switch m.Channel {
+			case done:
+				q.outcomeMessage(m.Payload)
+			case cancel:
+				q.mu.Lock()
+				s := q.server
+				q.mu.Unlock()
+				if s != nil {
+					s.cancelTask(m.Payload)
+				}
+			default:
+				q.signalWake()
+			}
+		}
+	}
+}
+
+func (q *Queue) signalWake() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *Queue) kickKeepAlive() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops serving (Server.Stop with ctx), stops the process's loops
+// and deregisters it: tasks it still had in flight go back to the queue
+// at once. Futures not completed yet fail with ErrClosed (their outcomes
+// can still be read with Result). Close is idempotent; calls after it
+// fail with ErrClosed.
+func (q *Queue) Close(ctx context.Context) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	s := q.server
+	q.mu.Unlock()
+	var errs []error
+	if s != nil {
+		if err := s.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	q.tasks.Stop()
+	q.tasks.Wait()
+	if err := q.pubsub.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+		errs = append(errs, fmt.Errorf("queue: close pub/sub: %w", err))
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loopCallTimeout)
+	defer cancel()
+	if _, err := q.giveBack(dctx, true); err != nil {
+		errs = append(errs, fmt.Errorf("%w (the process's tasks go back when its lease runs out)", err))
+	}
+	q.mu.Lock()
+	futures := q.futures
+	q.futures = map[string]*Future{}
+	q.mu.Unlock()
+	for _, f := range futures {
+		f.complete(nil, ErrClosed)
+	}
+	q.m.close()
+	return errors.Join(errs...)
+}
+
+// giveBack runs deregisterScript: see there.
+func (q *Queue) giveBack(ctx context.Context, remove bool) (int64, error) {
+	flag := "0"
+	if remove {
+		flag = "1"
+	}
+	res, err := script.Run(ctx, q.rdb, deregisterScript, "queue: give back tasks", q.lay.common(q.lay.inflight(q.proc)),
+		q.lay.commonArgs(q.proc, flag)...)
+	n, _ := res.(int64)
+	return n, err
+}
+
+func (q *Queue) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}

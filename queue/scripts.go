@@ -1,0 +1,401 @@
+package queue
+
+import "github.com/redis/go-redis/v9"
+
+// Every script takes the queue's common keys first (layout.common):
+//
+//	KEYS[1] settings, KEYS[2] ready, KEYS[3] delayed, KEYS[4] retry,
+//	KEYS[5] active, KEYS[6] dead, KEYS[7] count, KEYS[8] deaddropped,
+//	KEYS[9] alive, KEYS[10] procs
+//	ARGV[1] task key prefix, ARGV[2] inflight key prefix, ARGV[3] channel
+//	prefix
+//
+// then its own, listed in its comment. A task's key is the prefix and its
+// id, under the same hash tag, so the scripts that find ids in a list or
+// set (dequeue, reap, purge) build it themselves.
+//
+// A task hash holds: p payload, st state (waiting, delayed, retry,
+// active, done, dead, cancelled), att attempts begun, max max attempts,
+// to per-attempt timeout (ms), sub the submitting process, own the
+// process running it, ret retention (ms), enq submitted at, due due at,
+// beg last attempt began at, fin finished at (ms, Redis's clock), errs
+// the attempts' errors (JSON list of {a, e, t}), lerr the last
+// RetryLater error, res the result, cx "1" once cancelled while running.
+//
+// Every time comes from Redis TIME: one clock for due times and leases.
+const prelude = `
+local K_SETTINGS, K_READY, K_DELAYED, K_RETRY, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
+
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- adderr appends an attempt's error to the task's list and returns it.
+local function adderr(tk, errs, att, msg, t)
+  local list = {}
+  if errs and errs ~= '' then list = cjson.decode(errs) end
+  list[#list + 1] = {a = att, e = msg, t = t}
+  local s = cjson.encode(list)
+  redis.call('HSET', tk, 'errs', s)
+  return s
+end
+
+-- finish records a final outcome (done, dead or cancelled) and tells the
+-- submitting process on its done channel. A dead letter is kept (with its
+-- payload, for replay) in the dead set, whose oldest entries are dropped
+-- beyond the max_dead setting; other outcomes expire after the task's
+-- retention. Returns how many dead letters were dropped.
+local function finish(tk, id, st, t, sub, ret, att, errs, res)
+  redis.call('HSET', tk, 'st', st, 'fin', t, 'own', '')
+  if res then redis.call('HSET', tk, 'res', res) end
+  redis.call('DECR', K_COUNT)
+  local dropped = 0
+  if st == 'dead' then
+    redis.call('ZADD', K_DEAD, t, id)
+    local maxd = tonumber(redis.call('HGET', K_SETTINGS, 'max_dead') or '0')
+    if maxd > 0 then
+      local over = redis.call('ZCARD', K_DEAD) - maxd
+      if over > 0 then
+        local old = redis.call('ZPOPMIN', K_DEAD, over)
+        for i = 1, #old, 2 do redis.call('DEL', P_TASK .. old[i]) end
+        redis.call('INCRBY', K_DROPPED, over)
+        dropped = over
+      end
+    end
+  else
+    redis.call('HDEL', tk, 'p')
+    redis.call('PEXPIRE', tk, ret)
+  end
+  errs = errs or ''
+  redis.call('PUBLISH', P_CHAN .. 'done:' .. sub,
+    id .. '\n' .. st .. '\n' .. att .. '\n' .. #errs .. '\n' .. errs .. (res or ''))
+  return dropped
+end
+`
+
+// submitScript queues a task.
+//
+//	KEYS[11] task key
+//	ARGV[4] id, ARGV[5] payload, ARGV[6] max attempts, ARGV[7] timeout
+//	(ms), ARGV[8] delay (ms, 0: now), ARGV[9] submitting process,
+//	ARGV[10] retention (ms), ARGV[11] max queued
+//
+// Returns "OK", "DUP" (the id is known) or "FULL"; writes nothing unless
+// "OK".
+var submitScript = redis.NewScript(prelude + `
+if redis.call('EXISTS', KEYS[11]) == 1 then return 'DUP' end
+if tonumber(redis.call('GET', K_COUNT) or '0') >= tonumber(ARGV[11]) then return 'FULL' end
+redis.call('INCR', K_COUNT)
+local t = now()
+local delay = tonumber(ARGV[8])
+local st = 'waiting'
+if delay > 0 then st = 'delayed' end
+redis.call('HSET', KEYS[11], 'p', ARGV[5], 'st', st, 'att', 0, 'max', ARGV[6], 'to', ARGV[7],
+  'sub', ARGV[9], 'ret', ARGV[10], 'enq', t, 'due', t + delay)
+if delay > 0 then
+  redis.call('ZADD', K_DELAYED, t + delay, ARGV[4])
+else
+  redis.call('LPUSH', K_READY, ARGV[4])
+end
+redis.call('PUBLISH', P_CHAN .. 'wake', '')
+return 'OK'
+`)
+
+// dequeueScript gives a live process up to n tasks: it first moves the
+// due delayed and retrying tasks (up to ARGV[6] of each) to the front of
+// ready, then takes from there.
+//
+//	KEYS[11] the process's inflight set
+//	ARGV[4] process, ARGV[5] n, ARGV[6] promotion limit
+//
+// Returns {"GONE"} when the process was declared dead (or never
+// registered), {"LATE"} when its lease ran out and it has not kept alive
+// since, else {"OK", next, id, payload, attempt, max attempts, timeout
+// ms, waited ms, ...}: next is in how many ms the earliest delayed or
+// retrying task is due (-1: none).
+var dequeueScript = redis.NewScript(prelude + `
+local t = now()
+local exp = redis.call('ZSCORE', K_ALIVE, ARGV[4])
+if not exp then return {'GONE'} end
+if tonumber(exp) < t then return {'LATE'} end
+local n = tonumber(ARGV[5])
+for _, z in ipairs({K_RETRY, K_DELAYED}) do
+  local due = redis.call('ZRANGEBYSCORE', z, '-inf', t, 'LIMIT', 0, tonumber(ARGV[6]))
+  if #due > 0 then
+    for i = #due, 1, -1 do
+      redis.call('RPUSH', K_READY, due[i])
+      redis.call('HSET', P_TASK .. due[i], 'st', 'waiting')
+    end
+    redis.call('ZREM', z, unpack(due))
+  end
+end
+local out = {'OK', -1}
+local ids = redis.call('RPOP', K_READY, n)
+if ids then
+  for _, id in ipairs(ids) do
+    local tk = P_TASK .. id
+    local f = redis.call('HMGET', tk, 'st', 'p', 'att', 'max', 'to', 'enq', 'due')
+    if f[1] == 'waiting' then
+      local att = tonumber(f[3]) + 1
+      redis.call('HSET', tk, 'st', 'active', 'att', att, 'own', ARGV[4], 'beg', t)
+      redis.call('HSET', K_ACTIVE, id, ARGV[4])
+      redis.call('SADD', KEYS[11], id)
+      local waited = t - math.max(tonumber(f[6]), tonumber(f[7]))
+      out[#out + 1] = id
+      out[#out + 1] = f[2]
+      out[#out + 1] = att
+      out[#out + 1] = tonumber(f[4])
+      out[#out + 1] = tonumber(f[5])
+      out[#out + 1] = waited
+    end
+  end
+end
+local nd = -1
+for _, z in ipairs({K_RETRY, K_DELAYED}) do
+  local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
+  if first[2] then
+    local d = math.max(tonumber(first[2]) - t, 0)
+    if nd < 0 or d < nd then nd = d end
+  end
+end
+out[2] = nd
+return out
+`)
+
+// completeScript records how an attempt ended, if the attempt is still
+// the process's (the task is active, owned by it, at this attempt):
+// anything else is a late result and is refused.
+//
+//	KEYS[11] task key, KEYS[12] the process's inflight set
+//	ARGV[4] id, ARGV[5] process, ARGV[6] attempt, ARGV[7] kind: "ok",
+//	"fail", "perm" (no retry), "later" (RetryLater: no attempt used) or
+//	"release" (its process stops: back to ready at once, no attempt
+//	used), ARGV[8] the result ("ok") or the error, ARGV[9] delay (ms) of
+//	"fail" and "later"
+//
+// Returns {outcome, dead letters dropped}: outcome is "STALE", "done",
+// "cancelled", "dead", "retry", "later" or "released".
+var completeScript = redis.NewScript(prelude + `
+local tk, id = KEYS[11], ARGV[4]
+local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx')
+if f[1] ~= 'active' or f[2] ~= ARGV[5] or f[3] ~= ARGV[6] then return {'STALE', 0} end
+redis.call('HDEL', K_ACTIVE, id)
+redis.call('SREM', KEYS[12], id)
+local t = now()
+local att = tonumber(f[3])
+local kind = ARGV[7]
+if kind == 'ok' then
+  return {'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, ARGV[8])}
+end
+if f[8] == '1' then
+  local errs = f[7]
+  if kind ~= 'release' then errs = adderr(tk, f[7], att, ARGV[8], t) end
+  return {'cancelled', finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil)}
+end
+if kind == 'release' then
+  redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', att - 1)
+  redis.call('RPUSH', K_READY, id)
+  redis.call('PUBLISH', P_CHAN .. 'wake', '')
+  return {'released', 0}
+end
+local due = t + tonumber(ARGV[9])
+if kind == 'later' then
+  redis.call('HSET', tk, 'st', 'retry', 'own', '', 'att', att - 1, 'lerr', ARGV[8], 'due', due)
+  redis.call('ZADD', K_RETRY, due, id)
+  redis.call('PUBLISH', P_CHAN .. 'wake', '')
+  return {'later', 0}
+end
+local errs = adderr(tk, f[7], att, ARGV[8], t)
+if kind == 'fail' and att < tonumber(f[4]) then
+  redis.call('HSET', tk, 'st', 'retry', 'own', '', 'due', due)
+  redis.call('ZADD', K_RETRY, due, id)
+  redis.call('PUBLISH', P_CHAN .. 'wake', '')
+  return {'retry', 0}
+end
+return {'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil)}
+`)
+
+// registerScript registers a process (keep-alive and record) and settles
+// the queue-wide settings it must use, in one call: see settings.go.
+//
+//	ARGV[4] process, ARGV[5] record (JSON), then per setting (ttl_ms,
+//	max_queued, max_dead): name, the process's value, "1" if it set it
+//	explicitly
+//
+// Returns {"OK", fresh, name, value, ...} (fresh is 1 when the queue had
+// no settings: new, or Redis lost them) or {"MISMATCH", name, stored,
+// the process's value}.
+var registerScript = redis.NewScript(prelude + `
+local t = now()
+local fresh = redis.call('EXISTS', K_SETTINGS) == 0
+local live = #redis.call('ZRANGEBYSCORE', K_ALIVE, '(' .. t, '+inf', 'LIMIT', 0, 1) > 0
+local out = {'OK', fresh and 1 or 0}
+for i = 6, #ARGV, 3 do
+  local name, mine, explicit = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1'
+  local stored = redis.call('HGET', K_SETTINGS, name)
+  local use = mine
+  if stored and live then
+    if explicit and stored ~= mine then return {'MISMATCH', name, stored, mine} end
+    use = stored
+  end
+  out[#out + 1] = name
+  out[#out + 1] = use
+end
+for i = 3, #out, 2 do redis.call('HSET', K_SETTINGS, out[i], out[i + 1]) end
+local ttl = tonumber(redis.call('HGET', K_SETTINGS, 'ttl_ms'))
+redis.call('ZADD', K_ALIVE, t + ttl, ARGV[4])
+redis.call('HSET', K_PROCS, ARGV[4], ARGV[5])
+return out
+`)
+
+// keepAliveScript extends a process's lease by ARGV[5] ms and stores its
+// record, unless it was declared dead meanwhile.
+//
+//	ARGV[4] process, ARGV[5] ttl (ms), ARGV[6] record (JSON)
+//
+// Returns "OK" or "GONE".
+var keepAliveScript = redis.NewScript(prelude + `
+if not redis.call('ZSCORE', K_ALIVE, ARGV[4]) then return 'GONE' end
+redis.call('ZADD', K_ALIVE, now() + tonumber(ARGV[5]), ARGV[4])
+redis.call('HSET', K_PROCS, ARGV[4], ARGV[6])
+return 'OK'
+`)
+
+// reapScript declares dead up to ARGV[4] processes whose lease ran out,
+// and gives their tasks in flight back: each such attempt counts as
+// failed ("stopped answering"), so a task that kills its process every
+// time ends as a dead letter after its max attempts.
+//
+//	ARGV[4] limit
+//
+// Returns {processes declared dead, tasks requeued, tasks finished,
+// dead letters dropped}.
+var reapScript = redis.NewScript(prelude + `
+local t = now()
+local procs = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', '(' .. t, 'LIMIT', 0, tonumber(ARGV[4]))
+local requeued, finished, dropped = 0, 0, 0
+for _, p in ipairs(procs) do
+  local ik = P_INFLIGHT .. p
+  for _, id in ipairs(redis.call('SMEMBERS', ik)) do
+    local tk = P_TASK .. id
+    local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx')
+    if f[1] == 'active' and f[2] == p then
+      redis.call('HDEL', K_ACTIVE, id)
+      local att = tonumber(f[3])
+      local errs = adderr(tk, f[7], att, 'process ' .. p .. ' stopped answering (died, paused or cut off) during the attempt', t)
+      if f[8] == '1' then
+        dropped = dropped + finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil)
+        finished = finished + 1
+      elseif att >= tonumber(f[4]) then
+        dropped = dropped + finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil)
+        finished = finished + 1
+      else
+        redis.call('HSET', tk, 'st', 'waiting', 'own', '')
+        redis.call('RPUSH', K_READY, id)
+        requeued = requeued + 1
+      end
+    end
+  end
+  redis.call('DEL', ik)
+  redis.call('ZREM', K_ALIVE, p)
+  redis.call('HDEL', K_PROCS, p)
+end
+if requeued > 0 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
+return {#procs, requeued, finished, dropped}
+`)
+
+// deregisterScript gives back a process's tasks still marked in flight
+// once it runs none (a stopped server whose outcomes could not be
+// recorded, or whose dequeue reply was lost): they go back to ready at
+// once without using an attempt. With ARGV[5] "1" it also removes the
+// process (Close).
+//
+//	KEYS[11] the process's inflight set
+//	ARGV[4] process, ARGV[5] "1" to remove it
+//
+// Returns how many tasks went back.
+var deregisterScript = redis.NewScript(prelude + `
+local back = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[11])) do
+  local tk = P_TASK .. id
+  local f = redis.call('HMGET', tk, 'st', 'own', 'att')
+  if f[1] == 'active' and f[2] == ARGV[4] then
+    redis.call('HDEL', K_ACTIVE, id)
+    redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', tonumber(f[3]) - 1)
+    redis.call('RPUSH', K_READY, id)
+    back = back + 1
+  end
+end
+redis.call('DEL', KEYS[11])
+if ARGV[5] == '1' then
+  redis.call('ZREM', K_ALIVE, ARGV[4])
+  redis.call('HDEL', K_PROCS, ARGV[4])
+end
+if back > 0 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
+return back
+`)
+
+// cancelScript cancels a task: one not running gets its outcome at once;
+// one running is marked, and its process is told to end the handler's
+// ctx (the outcome is recorded when the attempt ends; a success still
+// wins).
+//
+//	KEYS[11] task key
+//	ARGV[4] id
+//
+// Returns "NOTFOUND", "FINISHED", "REQUESTED" or "CANCELLED".
+var cancelScript = redis.NewScript(prelude + `
+local tk, id = KEYS[11], ARGV[4]
+local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'errs')
+if not f[1] then return 'NOTFOUND' end
+local st = f[1]
+if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
+if st == 'active' then
+  redis.call('HSET', tk, 'cx', '1')
+  redis.call('PUBLISH', P_CHAN .. 'cancel:' .. f[2], id)
+  return 'REQUESTED'
+end
+if st == 'waiting' then
+  redis.call('LREM', K_READY, 1, id)
+elseif st == 'delayed' then
+  redis.call('ZREM', K_DELAYED, id)
+else
+  redis.call('ZREM', K_RETRY, id)
+end
+finish(tk, id, 'cancelled', now(), f[4], f[5], tonumber(f[3]), f[6], nil)
+return 'CANCELLED'
+`)
+
+// replayScript queues a dead letter again, with its attempts and errors
+// reset.
+//
+//	KEYS[11] task key
+//	ARGV[4] id, ARGV[5] max queued
+//
+// Returns "OK", "NOTDEAD" or "FULL".
+var replayScript = redis.NewScript(prelude + `
+local id = ARGV[4]
+if not redis.call('ZSCORE', K_DEAD, id) then return 'NOTDEAD' end
+if tonumber(redis.call('GET', K_COUNT) or '0') >= tonumber(ARGV[5]) then return 'FULL' end
+redis.call('ZREM', K_DEAD, id)
+redis.call('INCR', K_COUNT)
+redis.call('HDEL', KEYS[11], 'errs', 'fin', 'res', 'cx', 'lerr')
+redis.call('HSET', KEYS[11], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
+redis.call('LPUSH', K_READY, id)
+redis.call('PUBLISH', P_CHAN .. 'wake', '')
+return 'OK'
+`)
+
+// purgeScript deletes up to ARGV[4] of the oldest dead letters.
+//
+//	ARGV[4] limit
+//
+// Returns how many it deleted.
+var purgeScript = redis.NewScript(prelude + `
+local old = redis.call('ZPOPMIN', K_DEAD, tonumber(ARGV[4]))
+for i = 1, #old, 2 do redis.call('DEL', P_TASK .. old[i]) end
+return #old / 2
+`)

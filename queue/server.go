@@ -1,0 +1,383 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shepherd-go/shepherd/internal/group"
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// Task is what a handler gets.
+type Task struct {
+	ID          string
+	Payload     []byte
+	Attempt     int // 1 for the first attempt
+	MaxAttempts int
+
+	timeout time.Duration
+}
+
+// Handler runs a task and returns its result (at most MaxPayloadSize
+// bytes). An error fails the attempt: the task is retried after a backoff
+// until its max attempts, then becomes a dead letter; wrap the error with
+// Permanent to fail it at once, or with RetryLater to run it again later
+// without using an attempt. A panic fails the attempt like an error. The
+// ctx ends at the attempt's timeout, when the task is cancelled, and on a
+// hard stop; a handler must return soon after.
+type Handler func(ctx context.Context, t *Task) ([]byte, error)
+
+// ResourceHandler is a Handler that gets its worker's resource.
+type ResourceHandler[R any] func(ctx context.Context, res R, t *Task) ([]byte, error)
+
+// Resource is what each worker owns: Open makes it when the worker
+// starts (worker is 0 to Workers-1), Close releases it when the worker
+// stops. After a handler panics or overruns its timeout, the worker
+// resets its resource (Close, then Open) before its next task. A failed
+// Open is retried with a backoff (up to 5s) and logged; the worker takes
+// no task until it succeeds. Close may be nil.
+type Resource[R any] struct {
+	Open  func(ctx context.Context, worker int) (R, error)
+	Close func(R)
+}
+
+// Server runs this process's workers for a queue: made by Serve or
+// ServeWith, ended by Stop or Halt (or the Queue's Close).
+type Server struct {
+	q        *Queue
+	cfg      serveConfig
+	workers  []*worker
+	free     chan *worker
+	loops    *group.Group // the dispatcher and the workers
+	hard     context.Context
+	halt     context.CancelFunc // cancels every handler's ctx
+	stopping chan struct{}      // closed when Stop begins: no more dequeues
+	dispDone chan struct{}      // closed when the dispatcher returned
+	stopOnce sync.Once
+	busy     atomic.Int64
+
+	mu      sync.Mutex
+	running map[string]*run // by task id
+}
+
+// run is one attempt in progress.
+type run struct {
+	cancel context.CancelFunc
+	lost   atomic.Bool // the process was declared dead: do not record it
+}
+
+// slot is a worker's resource and handler, whatever the resource's type.
+type slot interface {
+	open(ctx context.Context) error
+	close()
+	handle(ctx context.Context, t *Task) ([]byte, error)
+}
+
+type resourceSlot[R any] struct {
+	idx    int
+	res    Resource[R]
+	h      ResourceHandler[R]
+	r      R
+	isOpen bool
+}
+
+func (s *resourceSlot[R]) open(ctx context.Context) error {
+	if s.isOpen {
+		return nil
+	}
+	if s.res.Open != nil {
+		r, err := s.res.Open(ctx, s.idx)
+		if err != nil {
+			return err
+		}
+		s.r = r
+	}
+	s.isOpen = true
+	return nil
+}
+
+func (s *resourceSlot[R]) close() {
+	if !s.isOpen {
+		return
+	}
+	s.isOpen = false
+	if s.res.Close != nil {
+		s.res.Close(s.r)
+	}
+	var zero R
+	s.r = zero
+}
+
+func (s *resourceSlot[R]) handle(ctx context.Context, t *Task) ([]byte, error) {
+	return s.h(ctx, s.r, t)
+}
+
+// Serve runs this process's workers for the queue with handler h, until
+// Stop, Halt or the Queue's Close. Workers without a resource; see
+// ServeWith. Errors: ErrInvalidOption, ErrAlreadyServing, ErrClosed.
+func (q *Queue) Serve(h Handler, opts ...ServeOption) (*Server, error) {
+	if h == nil {
+		return nil, invalid("nil handler")
+	}
+	return ServeWith(q, Resource[struct{}]{}, func(ctx context.Context, _ struct{}, t *Task) ([]byte, error) {
+		return h(ctx, t)
+	}, opts...)
+}
+
+// ServeWith is Serve with a resource owned by each worker (a connection,
+// a browser, a GPU): see Resource.
+func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...ServeOption) (*Server, error) {
+	if q == nil {
+		return nil, invalid("nil queue")
+	}
+	if h == nil {
+		return nil, invalid("nil handler")
+	}
+	cfg := defaultServeConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil serve option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{
+		q:        q,
+		cfg:      cfg,
+		free:     make(chan *worker, cfg.workers),
+		loops:    group.New(context.Background()),
+		stopping: make(chan struct{}),
+		dispDone: make(chan struct{}),
+		running:  make(map[string]*run),
+	}
+	s.hard, s.halt = context.WithCancel(context.Background())
+	for i := 0; i < cfg.workers; i++ {
+		s.workers = append(s.workers, &worker{
+			idx:   i,
+			tasks: make(chan *Task, 1),
+			slot:  &resourceSlot[R]{idx: i, res: res, h: h},
+		})
+	}
+	q.mu.Lock()
+	switch {
+	case q.closed:
+		q.mu.Unlock()
+		return nil, ErrClosed
+	case q.server != nil:
+		q.mu.Unlock()
+		return nil, ErrAlreadyServing
+	}
+	q.server = s
+	q.mu.Unlock()
+	s.loops.Go(s.dispatch)
+	for _, w := range s.workers {
+		s.loops.Go(func() { s.work(w) })
+	}
+	q.kickKeepAlive() // publish the worker count
+	return s, nil
+}
+
+func (s *Server) size() int      { return len(s.workers) }
+func (s *Server) busyCount() int { return int(s.busy.Load()) }
+func (s *Server) isStopping() bool {
+	select {
+	case <-s.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop stops taking tasks and waits for those in flight to finish, until
+// ctx ends; then it cancels their ctx (a hard stop, as Halt), and the
+// tasks that do not succeed go back to the queue at once without using
+// an attempt. It returns when every worker has returned and closed its
+// resource: ctx's error if it had to cancel tasks, else nil. Stop is
+// idempotent; the Queue can Serve again afterwards.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.loops.Close()
+	err := s.loops.WaitContext(ctx)
+	if err != nil {
+		s.halt()
+		s.loops.Wait()
+	}
+	s.halt()
+	// Nothing runs now: what is still marked in flight (an outcome that
+	// could not be recorded, a dequeue whose reply was lost) goes back.
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loopCallTimeout)
+	if n, gerr := s.q.giveBack(gctx, false); gerr != nil {
+		s.q.logger.Warn("giving back unfinished tasks failed; they go back when this process closes or its lease runs out", "error", gerr)
+	} else if n > 0 {
+		s.q.logger.Info("gave back unfinished tasks", "tasks", n)
+	}
+	cancel()
+	s.q.mu.Lock()
+	if s.q.server == s {
+		s.q.server = nil
+	}
+	s.q.mu.Unlock()
+	s.q.kickKeepAlive()
+	return err
+}
+
+// Halt is a hard stop: it cancels the ctx of every task in flight at once
+// and returns when the workers have returned; see Stop.
+func (s *Server) Halt() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = s.Stop(ctx)
+}
+
+// abandon is called when the process was declared dead: its attempts in
+// flight belong to others now. It cancels them and marks them lost, and
+// reports how many.
+func (s *Server) abandon() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.running {
+		r.lost.Store(true)
+		r.cancel()
+	}
+	return len(s.running)
+}
+
+// cancelTask ends the handler's ctx of a task cancelled by Cancel.
+func (s *Server) cancelTask(id string) {
+	s.mu.Lock()
+	r := s.running[id]
+	s.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
+}
+
+// safetyPoll bounds how long an idle dispatcher trusts that a wake-up
+// would have come: pub/sub messages published during a reconnect are
+// lost.
+const safetyPoll = time.Second
+
+// dispatch is the process's only dequeuer: when workers are idle it takes
+// as many tasks in one script call and hands them out, then sleeps until
+// a wake-up, the next due time or a worker frees up after a full take.
+func (s *Server) dispatch() {
+	defer close(s.dispDone)
+	// Not s.hard: a dequeue cut off by Halt would leave tasks marked in
+	// flight that nobody runs (Stop gives them back, but only then).
+	ctx := s.q.tasks.Context()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	fails := 0
+	for {
+		var idle []*worker
+		select {
+		case w := <-s.free:
+			idle = append(idle, w)
+		case <-s.stopping:
+			return
+		}
+	more:
+		for {
+			select {
+			case w := <-s.free:
+				idle = append(idle, w)
+			default:
+				break more
+			}
+		}
+		// A wake-up that came before this take is answered by it.
+		select {
+		case <-s.q.wake:
+		default:
+		}
+		tasks, next, err := s.dequeue(ctx, len(idle))
+		for i, t := range tasks {
+			idle[i].tasks <- t
+		}
+		for _, w := range idle[len(tasks):] {
+			s.free <- w
+		}
+		wait := safetyPoll
+		switch {
+		case err != nil:
+			fails++
+			wait = min(time.Duration(fails)*100*time.Millisecond, 2*time.Second)
+			if ctx.Err() == nil && fails <= 3 || fails%20 == 0 {
+				s.q.logger.Warn("taking tasks failed", "error", err, "failures", fails)
+			}
+		case len(tasks) == len(idle):
+			fails = 0
+			continue
+		case next >= 0 && next < wait:
+			fails = 0
+			wait = next
+		default:
+			fails = 0
+		}
+		timer.Reset(wait)
+		select {
+		case <-s.q.wake:
+		case <-timer.C:
+		case <-s.stopping:
+			return
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// promoteLimit bounds how many due tasks one dequeue moves to ready.
+const promoteLimit = 500
+
+var errGone = errors.New("queue: this process is not registered (declared dead, or Redis lost its state); registering again")
+
+// dequeue takes up to n tasks; next is when the next delayed task is due
+// (-1: none).
+func (s *Server) dequeue(ctx context.Context, n int) ([]*Task, time.Duration, error) {
+	q := s.q
+	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+	defer cancel()
+	res, err := script.Run(cctx, q.rdb, dequeueScript, "queue: dequeue", q.lay.common(q.lay.inflight(q.proc)),
+		q.lay.commonArgs(q.proc, n, promoteLimit)...)
+	if err != nil {
+		return nil, -1, err
+	}
+	out, _ := res.([]any)
+	if len(out) < 1 {
+		return nil, -1, fmt.Errorf("queue: dequeue: unexpected reply %v", res)
+	}
+	switch out[0] {
+	case "GONE":
+		q.kickKeepAlive()
+		return nil, -1, errGone
+	case "LATE":
+		q.kickKeepAlive()
+		return nil, -1, errors.New("queue: this process's lease ran out; keeping alive first")
+	}
+	next := time.Duration(-1)
+	if ms, ok := out[1].(int64); ok && ms >= 0 {
+		next = time.Duration(ms) * time.Millisecond
+	}
+	var tasks []*Task
+	for i := 2; i+5 < len(out); i += 6 {
+		id, _ := out[i].(string)
+		payload, _ := out[i+1].(string)
+		att, _ := out[i+2].(int64)
+		maxAtt, _ := out[i+3].(int64)
+		timeout, _ := out[i+4].(int64)
+		waited, _ := out[i+5].(int64)
+		tasks = append(tasks, &Task{ID: id, Payload: []byte(payload), Attempt: int(att), MaxAttempts: int(maxAtt),
+			timeout: time.Duration(timeout) * time.Millisecond})
+		q.m.queueWait.Record(ctx, float64(max(waited, 0))/1000, q.m.attrs)
+	}
+	return tasks, next, nil
+}

@@ -1,0 +1,193 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"time"
+
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// worker runs one task at a time with its own resource.
+type worker struct {
+	idx   int
+	tasks chan *Task // capacity 1: filled only while the worker is idle
+	slot  slot
+}
+
+// maxErrorSize bounds an attempt's error text as stored.
+const maxErrorSize = 2048
+
+// work is a worker's goroutine: it opens its resource, then runs the
+// tasks the dispatcher hands it until the dispatcher has returned.
+func (s *Server) work(w *worker) {
+	defer w.slot.close()
+	if !s.openResource(w) {
+		return
+	}
+	s.free <- w
+	for {
+		select {
+		case t := <-w.tasks:
+			s.runTask(w, t)
+			if !s.openResource(w) {
+				return
+			}
+			s.free <- w
+		case <-s.dispDone:
+			// No more hand-outs: run what was handed out last.
+			select {
+			case t := <-w.tasks:
+				s.runTask(w, t)
+			default:
+			}
+			return
+		}
+	}
+}
+
+// openResource opens w's resource, retrying with a backoff; it reports
+// false when the server stops first.
+func (s *Server) openResource(w *worker) bool {
+	for fails := 0; ; fails++ {
+		err := w.slot.open(s.hard)
+		if err == nil {
+			return true
+		}
+		s.q.logger.Warn("opening a worker's resource failed", "worker", w.idx, "error", err, "failures", fails+1)
+		select {
+		case <-time.After(min(time.Duration(fails+1)*100*time.Millisecond, 5*time.Second)):
+		case <-s.stopping:
+			return false
+		}
+	}
+}
+
+// runTask runs one attempt and records how it ended.
+func (s *Server) runTask(w *worker, t *Task) {
+	q := s.q
+	ctx, cancel := context.WithTimeout(s.hard, t.timeout)
+	r := &run{cancel: cancel}
+	s.mu.Lock()
+	s.running[t.ID] = r
+	s.mu.Unlock()
+	s.busy.Add(1)
+	start := time.Now()
+	res, err, panicked := call(ctx, w.slot, t)
+	elapsed := time.Since(start)
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	halted := s.hard.Err() != nil
+	cancel()
+	s.busy.Add(-1)
+	s.mu.Lock()
+	delete(s.running, t.ID)
+	s.mu.Unlock()
+	q.m.processing.Record(context.Background(), elapsed.Seconds(), q.m.attrs)
+
+	if panicked || (timedOut && err != nil) {
+		// The resource may be in any state: reset it before the next task.
+		w.slot.close()
+	}
+	if r.lost.Load() {
+		return // the process was declared dead: another process has it
+	}
+	kind, data, delay := s.classify(t, res, err, panicked, timedOut, halted, elapsed)
+	q.m.attempts.Add(context.Background(), 1, q.m.attrs, outcomeAttr(kind))
+	s.record(t, kind, data, delay)
+}
+
+// call runs the handler, turning a panic into an error.
+func call(ctx context.Context, sl slot, t *Task) (res []byte, err error, panicked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err, panicked = nil, fmt.Errorf("panic: %v\n%s", p, debug.Stack()), true
+		}
+	}()
+	res, err = sl.handle(ctx, t)
+	return res, err, false
+}
+
+// classify decides what an attempt's end means for the task: the kind
+// and data of completeScript, and the delay before the next attempt.
+func (s *Server) classify(t *Task, res []byte, err error, panicked, timedOut, halted bool, elapsed time.Duration) (kind, data string, delay time.Duration) {
+	q := s.q
+	if err == nil {
+		if len(res) > q.cfg.maxPayloadSize {
+			return "perm", fmt.Sprintf("%v: the result has %d bytes, MaxPayloadSize is %d", ErrPayloadTooLarge, len(res), q.cfg.maxPayloadSize), 0
+		}
+		return "ok", string(res), 0
+	}
+	if halted {
+		return "release", "", 0
+	}
+	msg := err.Error()
+	if timedOut && !panicked {
+		msg = fmt.Sprintf("timed out after %v: %s", elapsed.Round(time.Millisecond), msg)
+	}
+	if len(msg) > maxErrorSize {
+		msg = msg[:maxErrorSize] + "…"
+	}
+	var later *laterError
+	var perm *permanentError
+	switch {
+	case errors.As(err, &later):
+		return "later", msg, max(later.d, time.Millisecond)
+	case errors.As(err, &perm):
+		return "perm", msg, 0
+	}
+	return "fail", msg, s.backoff(t.Attempt)
+}
+
+// backoff is the delay before attempt+1: base·2^(attempt-1) capped, with
+// a random half of it taken off (jitter, so that tasks that failed
+// together do not come back together).
+func (s *Server) backoff(attempt int) time.Duration {
+	d := s.cfg.backoffCap
+	if attempt < 40 {
+		d = min(s.cfg.backoffBase<<(attempt-1), s.cfg.backoffCap)
+		if d <= 0 {
+			d = s.cfg.backoffCap
+		}
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// record runs completeScript for an attempt, retrying while Redis does
+// not answer. It gives up when the Queue closes (its deregistration
+// then gives the task back) or when the process is declared dead.
+func (s *Server) record(t *Task, kind, data string, delay time.Duration) {
+	q := s.q
+	for fails := 0; ; fails++ {
+		ctx, cancel := context.WithTimeout(q.tasks.Context(), loopCallTimeout)
+		res, err := script.Run(ctx, q.rdb, completeScript, "queue: record outcome",
+			q.lay.common(q.lay.task(t.ID), q.lay.inflight(q.proc)),
+			q.lay.commonArgs(t.ID, q.proc, t.Attempt, kind, data, delay.Milliseconds())...)
+		cancel()
+		if err == nil {
+			out, _ := res.([]any)
+			if len(out) == 2 {
+				if out[0] == "STALE" {
+					q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", t.ID, "attempt", t.Attempt)
+				}
+				if n, _ := out[1].(int64); n > 0 {
+					q.droppedDead(context.Background(), n)
+				}
+			}
+			return
+		}
+		if q.tasks.Context().Err() != nil {
+			return
+		}
+		if fails == 0 || fails%20 == 0 {
+			q.logger.Warn("recording a task's outcome failed; retrying", "task", t.ID, "error", err, "failures", fails+1)
+		}
+		select {
+		case <-time.After(min(time.Duration(fails+1)*50*time.Millisecond, time.Second)):
+		case <-q.tasks.Context().Done():
+			return
+		}
+	}
+}
