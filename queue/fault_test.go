@@ -196,3 +196,25 @@ func TestPausedProcessHoldsNoTaskAndItsLateOutcomesAreRefused(t *testing.T) {
 		assert.Equal(t, 2, info.Attempt, "the paused attempt counts as one")
 	}
 }
+
+// A dequeue whose reply is lost (the connection drops after Redis ran the
+// script) leaves a task marked as running on a live process that never
+// got it: the process finds and gives it back.
+func TestTaskOfALostDequeueReplyIsGivenBack(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t), WithTTL(time.Second))
+	ctx := testCtx(t, 10*time.Second)
+	f, err := q.Submit(ctx, []byte("x"))
+	require.NoError(t, err)
+	// The dequeue the process never heard back from.
+	_, err = dequeueScript.Run(ctx, q.rdb, q.lay.common(q.lay.inflight(q.proc)), q.lay.commonArgs(q.proc, 1, promoteLimit)...).Result()
+	require.NoError(t, err)
+	info, err := q.Inspect(ctx, f.ID())
+	require.NoError(t, err)
+	require.Equal(t, StateActive, info.State)
+
+	serve(t, q, echo, WithWorkers(1))
+	res, err := wait(t, f, 5*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "x#1", string(res), "the lost attempt is not counted")
+}

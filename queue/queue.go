@@ -248,6 +248,12 @@ func (q *Queue) keepAlive(ctx context.Context) {
 		return
 	}
 	if res != "GONE" {
+		q.mu.Lock()
+		s := q.server
+		q.mu.Unlock()
+		if s != nil {
+			s.checkOrphans(cctx)
+		}
 		return
 	}
 	q.mu.Lock()
@@ -402,13 +408,16 @@ func (q *Queue) Close(ctx context.Context) error {
 }
 
 // giveBack runs deregisterScript: see there.
-func (q *Queue) giveBack(ctx context.Context, remove bool) (int64, error) {
+func (q *Queue) giveBack(ctx context.Context, remove bool, ids ...string) (int64, error) {
 	flag := "0"
 	if remove {
 		flag = "1"
 	}
-	res, err := script.Run(ctx, q.rdb, deregisterScript, "queue: give back tasks", q.lay.common(q.lay.inflight(q.proc)),
-		q.lay.commonArgs(q.proc, flag)...)
+	args := q.lay.commonArgs(q.proc, flag)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	res, err := script.Run(ctx, q.rdb, deregisterScript, "queue: give back tasks", q.lay.common(q.lay.inflight(q.proc)), args...)
 	n, _ := res.(int64)
 	return n, err
 }

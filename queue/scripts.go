@@ -308,18 +308,22 @@ return {#procs, requeued, finished, dropped}
 `)
 
 // deregisterScript gives back a process's tasks still marked in flight
-// once it runs none (a stopped server whose outcomes could not be
-// recorded, or whose dequeue reply was lost): they go back to ready at
-// once without using an attempt. With ARGV[5] "1" it also removes the
-// process (Close).
+// that it does not run: all of them once it runs none (a stopped server
+// whose outcomes could not be recorded), or the ids listed (tasks whose
+// dequeue reply was lost). They go back to ready at once without using
+// an attempt. With ARGV[5] "1" it also removes the process (Close).
 //
 //	KEYS[11] the process's inflight set
-//	ARGV[4] process, ARGV[5] "1" to remove it
+//	ARGV[4] process, ARGV[5] "1" to remove it, ARGV[6...] ids (none: all)
 //
 // Returns how many tasks went back.
 var deregisterScript = redis.NewScript(prelude + `
+local ids = {}
+for i = 6, #ARGV do ids[#ids + 1] = ARGV[i] end
+local all = #ids == 0
+if all then ids = redis.call('SMEMBERS', KEYS[11]) end
 local back = 0
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[11])) do
+for _, id in ipairs(ids) do
   local tk = P_TASK .. id
   local f = redis.call('HMGET', tk, 'st', 'own', 'att')
   if f[1] == 'active' and f[2] == ARGV[4] then
@@ -328,8 +332,8 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[11])) do
     redis.call('RPUSH', K_READY, id)
     back = back + 1
   end
+  redis.call('SREM', KEYS[11], id)
 end
-redis.call('DEL', KEYS[11])
 if ARGV[5] == '1' then
   redis.call('ZREM', K_ALIVE, ARGV[4])
   redis.call('HDEL', K_PROCS, ARGV[4])

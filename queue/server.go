@@ -61,13 +61,15 @@ type Server struct {
 	busy     atomic.Int64
 
 	mu      sync.Mutex
-	running map[string]*run // by task id
+	running map[string]*run // by task id, from hand-out to outcome
+	suspect map[string]bool // in the inflight set but not running, last check
 }
 
 // run is one attempt in progress.
 type run struct {
-	cancel context.CancelFunc
-	lost   atomic.Bool // the process was declared dead: do not record it
+	cancel    context.CancelFunc
+	lost      atomic.Bool // the process was declared dead: do not record it
+	cancelled atomic.Bool // Cancel asked for it
 }
 
 // slot is a worker's resource and handler, whatever the resource's type.
@@ -154,6 +156,7 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		stopping: make(chan struct{}),
 		dispDone: make(chan struct{}),
 		running:  make(map[string]*run),
+		suspect:  make(map[string]bool),
 	}
 	s.hard, s.halt = context.WithCancel(context.Background())
 	for i := 0; i < cfg.workers; i++ {
@@ -253,8 +256,47 @@ func (s *Server) cancelTask(id string) {
 	r := s.running[id]
 	s.mu.Unlock()
 	if r != nil {
+		r.cancelled.Store(true)
 		r.cancel()
 	}
+}
+
+// checkOrphans gives back the tasks that Redis marks in flight on this
+// process but that it does not run: a dequeue whose reply was lost (the
+// connection dropped after Redis ran the script) would otherwise hold
+// them for as long as the process lives. An id must be seen so on two
+// checks in a row (TTL/3 apart), so that a dequeue whose reply is on
+// its way is not taken for one.
+func (s *Server) checkOrphans(ctx context.Context) {
+	q := s.q
+	ids, err := q.rdb.SMembers(ctx, q.lay.inflight(q.proc)).Result()
+	if err != nil {
+		return
+	}
+	var orphans []string
+	s.mu.Lock()
+	next := make(map[string]bool)
+	for _, id := range ids {
+		if s.running[id] != nil {
+			continue
+		}
+		if s.suspect[id] {
+			orphans = append(orphans, id)
+		} else {
+			next[id] = true
+		}
+	}
+	s.suspect = next
+	s.mu.Unlock()
+	if len(orphans) == 0 {
+		return
+	}
+	n, err := q.giveBack(ctx, false, orphans...)
+	if err != nil {
+		q.logger.Warn("giving back tasks this process does not run failed", "error", err)
+		return
+	}
+	q.logger.Warn("gave back tasks marked as running here that this process never got (a lost reply)", "tasks", n)
 }
 
 // safetyPoll bounds how long an idle dispatcher trusts that a wake-up
@@ -377,6 +419,10 @@ func (s *Server) dequeue(ctx context.Context, n int) ([]*Task, time.Duration, er
 		waited, _ := out[i+5].(int64)
 		tasks = append(tasks, &Task{ID: id, Payload: []byte(payload), Attempt: int(att), MaxAttempts: int(maxAtt),
 			timeout: time.Duration(timeout) * time.Millisecond})
+		r := &run{cancel: func() {}}
+		s.mu.Lock()
+		s.running[id] = r
+		s.mu.Unlock()
 		q.m.queueWait.Record(ctx, float64(max(waited, 0))/1000, q.m.attrs)
 	}
 	return tasks, next, nil

@@ -72,6 +72,11 @@ func (s *Server) runTask(w *worker, t *Task) {
 	ctx, cancel := context.WithTimeout(s.hard, t.timeout)
 	r := &run{cancel: cancel}
 	s.mu.Lock()
+	if prev := s.running[t.ID]; prev != nil && (prev.lost.Load() || prev.cancelled.Load()) {
+		// Declared dead, or cancelled, between hand-out and now.
+		r.lost.Store(prev.lost.Load())
+		cancel()
+	}
 	s.running[t.ID] = r
 	s.mu.Unlock()
 	s.busy.Add(1)
