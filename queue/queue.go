@@ -35,6 +35,10 @@ type Queue struct {
 	logger *slog.Logger
 	m      *metrics
 	tasks  *group.Group // the process's loops
+	// withdrawals takes back the tasks of failed Submits; Close waits
+	// for it (with its ctx) after the loops.
+	withdrawals *group.Group
+	submits     chan *submitReq
 
 	pubsub *redis.PubSub
 	wake   chan struct{} // a task may be available: capacity 1
@@ -87,6 +91,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 		kick:    make(chan struct{}, 1),
 		started: time.Now(),
 		futures: make(map[string]*Future),
+		submits: make(chan *submitReq, 4096),
 	}
 	q.logger = cfg.logger.With("queue", name, "process", q.proc)
 	q.m = newMetrics(cfg.meterProvider, q)
@@ -105,6 +110,10 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 		return nil, err
 	}
 	q.tasks = group.New(context.Background())
+	q.withdrawals = group.New(context.Background())
+	for range submitters {
+		q.tasks.Go(q.submitLoop)
+	}
 	msgs := q.pubsub.Channel(redis.WithChannelSize(1024))
 	q.tasks.Go(func() { q.listen(msgs) })
 	q.tasks.Go(q.keepAliveLoop)
@@ -388,6 +397,12 @@ func (q *Queue) Close(ctx context.Context) error {
 	}
 	q.tasks.Stop()
 	q.tasks.Wait()
+	q.withdrawals.Close()
+	if err := q.withdrawals.WaitContext(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("queue: close: failed Submits still being withdrawn: %w", err))
+	}
+	q.withdrawals.Stop()
+	q.withdrawals.Wait()
 	if err := q.pubsub.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 		errs = append(errs, fmt.Errorf("queue: close pub/sub: %w", err))
 	}

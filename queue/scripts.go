@@ -76,32 +76,48 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res)
 end
 `
 
-// submitScript queues a task.
+// submitScript queues a batch of tasks, each on its own: one refused
+// does not stop the others.
 //
-//	KEYS[11] task key
-//	ARGV[4] id, ARGV[5] payload, ARGV[6] max attempts, ARGV[7] timeout
-//	(ms), ARGV[8] delay (ms, 0: now), ARGV[9] submitting process,
-//	ARGV[10] retention (ms), ARGV[11] max queued
+//	ARGV[4] submitting process, ARGV[5] max queued, then per task: id,
+//	payload, max attempts, timeout (ms), delay (ms, 0: now), retention
+//	(ms)
 //
-// Returns "OK", "DUP" (the id is known) or "FULL"; writes nothing unless
-// "OK".
+// Returns one status per task: "OK", "DUP" (the id is known) or "FULL";
+// a refused task writes nothing.
 var submitScript = redis.NewScript(prelude + `
-if redis.call('EXISTS', KEYS[11]) == 1 then return 'DUP' end
-if tonumber(redis.call('GET', K_COUNT) or '0') >= tonumber(ARGV[11]) then return 'FULL' end
-redis.call('INCR', K_COUNT)
 local t = now()
-local delay = tonumber(ARGV[8])
-local st = 'waiting'
-if delay > 0 then st = 'delayed' end
-redis.call('HSET', KEYS[11], 'p', ARGV[5], 'st', st, 'att', 0, 'max', ARGV[6], 'to', ARGV[7],
-  'sub', ARGV[9], 'ret', ARGV[10], 'enq', t, 'due', t + delay)
-if delay > 0 then
-  redis.call('ZADD', K_DELAYED, t + delay, ARGV[4])
-else
-  redis.call('LPUSH', K_READY, ARGV[4])
+local count = tonumber(redis.call('GET', K_COUNT) or '0')
+local limit = tonumber(ARGV[5])
+local out, queued = {}, 0
+for i = 6, #ARGV, 6 do
+  local id = ARGV[i]
+  local tk = P_TASK .. id
+  if redis.call('EXISTS', tk) == 1 then
+    out[#out + 1] = 'DUP'
+  elseif count >= limit then
+    out[#out + 1] = 'FULL'
+  else
+    count = count + 1
+    queued = queued + 1
+    local delay = tonumber(ARGV[i + 4])
+    local st = 'waiting'
+    if delay > 0 then st = 'delayed' end
+    redis.call('HSET', tk, 'p', ARGV[i + 1], 'st', st, 'att', 0, 'max', ARGV[i + 2], 'to', ARGV[i + 3],
+      'sub', ARGV[4], 'ret', ARGV[i + 5], 'enq', t, 'due', t + delay)
+    if delay > 0 then
+      redis.call('ZADD', K_DELAYED, t + delay, id)
+    else
+      redis.call('LPUSH', K_READY, id)
+    end
+    out[#out + 1] = 'OK'
+  end
 end
-redis.call('PUBLISH', P_CHAN .. 'wake', '')
-return 'OK'
+if queued > 0 then
+  redis.call('INCRBY', K_COUNT, queued)
+  redis.call('PUBLISH', P_CHAN .. 'wake', '')
+end
+return out
 `)
 
 // dequeueScript gives a live process up to n tasks: it first moves the
@@ -165,57 +181,65 @@ out[2] = nd
 return out
 `)
 
-// completeScript records how an attempt ended, if the attempt is still
-// the process's (the task is active, owned by it, at this attempt):
-// anything else is a late result and is refused.
+// completeScript records how a batch of attempts ended, each if the
+// attempt is still the process's (the task is active, owned by it, at
+// this attempt): anything else is a late outcome and is refused.
 //
-//	KEYS[11] task key, KEYS[12] the process's inflight set
-//	ARGV[4] id, ARGV[5] process, ARGV[6] attempt, ARGV[7] kind: "ok",
-//	"fail", "perm" (no retry), "later" (RetryLater: no attempt used) or
-//	"release" (its process stops: back to ready at once, no attempt
-//	used), ARGV[8] the result ("ok") or the error, ARGV[9] delay (ms) of
-//	"fail" and "later"
+//	KEYS[11] the process's inflight set
+//	ARGV[4] process, then per attempt: id, attempt, kind ("ok", "fail",
+//	"perm": no retry, "later": RetryLater, no attempt used, "release":
+//	its process stops, back to ready at once, no attempt used), the
+//	result ("ok") or the error, the delay (ms) of "fail" and "later"
 //
-// Returns {outcome, dead letters dropped}: outcome is "STALE", "done",
-// "cancelled", "dead", "retry", "later" or "released".
+// Returns {dead letters dropped, outcome, ...}: one outcome per attempt,
+// "STALE", "done", "cancelled", "dead", "retry", "later" or "released".
 var completeScript = redis.NewScript(prelude + `
-local tk, id = KEYS[11], ARGV[4]
-local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx')
-if f[1] ~= 'active' or f[2] ~= ARGV[5] or f[3] ~= ARGV[6] then return {'STALE', 0} end
-redis.call('HDEL', K_ACTIVE, id)
-redis.call('SREM', KEYS[12], id)
-local t = now()
-local att = tonumber(f[3])
-local kind = ARGV[7]
-if kind == 'ok' then
-  return {'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, ARGV[8])}
+local proc = ARGV[4]
+local function complete(id, attempt, kind, data, delay)
+  local tk = P_TASK .. id
+  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx')
+  if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
+  redis.call('HDEL', K_ACTIVE, id)
+  redis.call('SREM', KEYS[11], id)
+  local t = now()
+  local att = tonumber(f[3])
+  if kind == 'ok' then
+    return 'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, data)
+  end
+  if f[8] == '1' then
+    local errs = f[7]
+    if kind ~= 'release' then errs = adderr(tk, f[7], att, data, t) end
+    return 'cancelled', finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil)
+  end
+  if kind == 'release' then
+    redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', att - 1)
+    redis.call('RPUSH', K_READY, id)
+    return 'released', 0, true
+  end
+  local due = t + tonumber(delay)
+  if kind == 'later' then
+    redis.call('HSET', tk, 'st', 'retry', 'own', '', 'att', att - 1, 'lerr', data, 'due', due)
+    redis.call('ZADD', K_RETRY, due, id)
+    return 'later', 0, true
+  end
+  local errs = adderr(tk, f[7], att, data, t)
+  if kind == 'fail' and att < tonumber(f[4]) then
+    redis.call('HSET', tk, 'st', 'retry', 'own', '', 'due', due)
+    redis.call('ZADD', K_RETRY, due, id)
+    return 'retry', 0, true
+  end
+  return 'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil)
 end
-if f[8] == '1' then
-  local errs = f[7]
-  if kind ~= 'release' then errs = adderr(tk, f[7], att, ARGV[8], t) end
-  return {'cancelled', finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil)}
+local out, dropped, wake = {0}, 0, false
+for i = 5, #ARGV, 5 do
+  local st, d, w = complete(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+  out[#out + 1] = st
+  dropped = dropped + d
+  wake = wake or w
 end
-if kind == 'release' then
-  redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', att - 1)
-  redis.call('RPUSH', K_READY, id)
-  redis.call('PUBLISH', P_CHAN .. 'wake', '')
-  return {'released', 0}
-end
-local due = t + tonumber(ARGV[9])
-if kind == 'later' then
-  redis.call('HSET', tk, 'st', 'retry', 'own', '', 'att', att - 1, 'lerr', ARGV[8], 'due', due)
-  redis.call('ZADD', K_RETRY, due, id)
-  redis.call('PUBLISH', P_CHAN .. 'wake', '')
-  return {'later', 0}
-end
-local errs = adderr(tk, f[7], att, ARGV[8], t)
-if kind == 'fail' and att < tonumber(f[4]) then
-  redis.call('HSET', tk, 'st', 'retry', 'own', '', 'due', due)
-  redis.call('ZADD', K_RETRY, due, id)
-  redis.call('PUBLISH', P_CHAN .. 'wake', '')
-  return {'retry', 0}
-end
-return {'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil)}
+out[1] = dropped
+if wake then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
+return out
 `)
 
 // registerScript registers a process (keep-alive and record) and settles
@@ -340,6 +364,37 @@ if ARGV[5] == '1' then
 end
 if back > 0 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
 return back
+`)
+
+// withdrawScript takes back a task whose Submit failed after Redis may
+// have queued it: a task not taken yet is deleted as if never
+// submitted; one already running is cancelled (it may have run).
+//
+//	ARGV[4] id, ARGV[5] submitting process
+//
+// Returns "ABSENT" (never queued), "WITHDRAWN" or "CANCELLED".
+var withdrawScript = redis.NewScript(prelude + `
+local id = ARGV[4]
+local tk = P_TASK .. id
+local f = redis.call('HMGET', tk, 'st', 'sub', 'own')
+if not f[1] or f[2] ~= ARGV[5] then return 'ABSENT' end
+if f[1] == 'waiting' or f[1] == 'delayed' then
+  redis.call('LREM', K_READY, 1, id)
+  redis.call('ZREM', K_DELAYED, id)
+  redis.call('DEL', tk)
+  redis.call('DECR', K_COUNT)
+  return 'WITHDRAWN'
+end
+if f[1] == 'active' then
+  redis.call('HSET', tk, 'cx', '1')
+  redis.call('PUBLISH', P_CHAN .. 'cancel:' .. f[3], id)
+elseif f[1] == 'retry' then
+  redis.call('ZREM', K_RETRY, id)
+  redis.call('DEL', tk)
+  redis.call('DECR', K_COUNT)
+  return 'WITHDRAWN'
+end
+return 'CANCELLED'
 `)
 
 // cancelScript cancels a task: one not running gets its outcome at once;

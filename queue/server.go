@@ -59,6 +59,9 @@ type Server struct {
 	dispDone chan struct{}      // closed when the dispatcher returned
 	stopOnce sync.Once
 	busy     atomic.Int64
+	outcomes chan outcomeReq // to recordLoop; closed once the workers returned
+	recorded chan struct{}   // closed when recordLoop returned
+	endOnce  sync.Once
 
 	mu      sync.Mutex
 	running map[string]*run // by task id, from hand-out to outcome
@@ -157,6 +160,8 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		dispDone: make(chan struct{}),
 		running:  make(map[string]*run),
 		suspect:  make(map[string]bool),
+		outcomes: make(chan outcomeReq, 4*cfg.workers),
+		recorded: make(chan struct{}),
 	}
 	s.hard, s.halt = context.WithCancel(context.Background())
 	for i := 0; i < cfg.workers; i++ {
@@ -178,6 +183,7 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 	q.server = s
 	q.mu.Unlock()
 	s.loops.Go(s.dispatch)
+	go s.recordLoop() // owned by the server: Stop closes its input and waits for it
 	for _, w := range s.workers {
 		s.loops.Go(func() { s.work(w) })
 	}
@@ -211,6 +217,8 @@ func (s *Server) Stop(ctx context.Context) error {
 		s.loops.Wait()
 	}
 	s.halt()
+	s.endOnce.Do(func() { close(s.outcomes) })
+	<-s.recorded
 	// Nothing runs now: what is still marked in flight (an outcome that
 	// could not be recorded, a dequeue whose reply was lost) goes back.
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loopCallTimeout)

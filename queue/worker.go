@@ -87,9 +87,6 @@ func (s *Server) runTask(w *worker, t *Task) {
 	halted := s.hard.Err() != nil
 	cancel()
 	s.busy.Add(-1)
-	s.mu.Lock()
-	delete(s.running, t.ID)
-	s.mu.Unlock()
 	q.m.processing.Record(context.Background(), elapsed.Seconds(), q.m.attrs)
 
 	if panicked || (timedOut && err != nil) {
@@ -97,11 +94,15 @@ func (s *Server) runTask(w *worker, t *Task) {
 		w.slot.close()
 	}
 	if r.lost.Load() {
-		return // the process was declared dead: another process has it
+		// The process was declared dead: another process has the task.
+		s.mu.Lock()
+		delete(s.running, t.ID)
+		s.mu.Unlock()
+		return
 	}
 	kind, data, delay := s.classify(t, res, err, panicked, timedOut, halted, elapsed)
 	q.m.attempts.Add(context.Background(), 1, q.m.attrs, outcomeAttr(kind))
-	s.record(t, kind, data, delay)
+	s.outcomes <- outcomeReq{t: t, kind: kind, data: data, delay: delay}
 }
 
 // call runs the handler, turning a panic into an error.
@@ -160,24 +161,68 @@ func (s *Server) backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// record runs completeScript for an attempt, retrying while Redis does
-// not answer. It gives up when the Queue closes (its deregistration
-// then gives the task back) or when the process is declared dead.
-func (s *Server) record(t *Task, kind, data string, delay time.Duration) {
+// outcomeReq is an attempt's end, waiting to be recorded.
+type outcomeReq struct {
+	t     *Task
+	kind  string
+	data  string
+	delay time.Duration
+}
+
+// maxRecordBatch bounds the attempts recorded in one script call.
+const maxRecordBatch = 128
+
+// recordLoop records the attempts' ends in batches, one script call
+// each, until the workers have returned and every end is recorded.
+func (s *Server) recordLoop() {
+	defer close(s.recorded)
+	batch := make([]outcomeReq, 0, maxRecordBatch)
+	for first := range s.outcomes {
+		batch = append(batch[:0], first)
+	more:
+		for len(batch) < maxRecordBatch {
+			select {
+			case o, ok := <-s.outcomes:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		s.record(batch)
+		s.mu.Lock()
+		for _, o := range batch {
+			delete(s.running, o.t.ID)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// record runs completeScript for a batch, retrying while Redis does not
+// answer. It gives up when the Queue closes (its deregistration then
+// gives the tasks back).
+func (s *Server) record(batch []outcomeReq) {
 	q := s.q
+	args := q.lay.commonArgs(q.proc)
+	for _, o := range batch {
+		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds())
+	}
 	for fails := 0; ; fails++ {
 		ctx, cancel := context.WithTimeout(q.tasks.Context(), loopCallTimeout)
-		res, err := script.Run(ctx, q.rdb, completeScript, "queue: record outcome",
-			q.lay.common(q.lay.task(t.ID), q.lay.inflight(q.proc)),
-			q.lay.commonArgs(t.ID, q.proc, t.Attempt, kind, data, delay.Milliseconds())...)
+		res, err := script.Run(ctx, q.rdb, completeScript, "queue: record outcomes", q.lay.common(q.lay.inflight(q.proc)), args...)
 		cancel()
 		if err == nil {
 			out, _ := res.([]any)
-			if len(out) == 2 {
-				if out[0] == "STALE" {
-					q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", t.ID, "attempt", t.Attempt)
+			for i, st := range out {
+				if st == "STALE" && i-1 < len(batch) {
+					o := batch[i-1]
+					q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", o.t.ID, "attempt", o.t.Attempt)
 				}
-				if n, _ := out[1].(int64); n > 0 {
+			}
+			if len(out) > 0 {
+				if n, _ := out[0].(int64); n > 0 {
 					q.droppedDead(context.Background(), n)
 				}
 			}
@@ -187,7 +232,7 @@ func (s *Server) record(t *Task, kind, data string, delay time.Duration) {
 			return
 		}
 		if fails == 0 || fails%20 == 0 {
-			q.logger.Warn("recording a task's outcome failed; retrying", "task", t.ID, "error", err, "failures", fails+1)
+			q.logger.Warn("recording outcomes failed; retrying", "tasks", len(batch), "error", err, "failures", fails+1)
 		}
 		select {
 		case <-time.After(min(time.Duration(fails+1)*50*time.Millisecond, time.Second)):

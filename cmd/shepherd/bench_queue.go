@@ -1,0 +1,474 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+// The queue's scenarios: T1 throughput, T2 latency, T3 delayed tasks due
+// at once, T4 recovery after SIGKILL, TM Redis memory per task.
+func init() {
+	benchScenarios["T1"] = scenarioQueueThroughput
+	benchScenarios["T2"] = scenarioQueueLatency
+	benchScenarios["T3"] = scenarioQueueDelayed
+	benchScenarios["T4"] = scenarioQueueRecovery
+	benchScenarios["TM"] = scenarioQueueMemory
+	commands["bench-queue-worker"] = command{summary: "(internal) serving process for bench scenario T4", run: runBenchQueueWorker}
+}
+
+var queueSeq atomic.Int64
+
+// benchQueue is a queue served by some handles in the bench process, and
+// a submit-only handle.
+type benchQueue struct {
+	name    string
+	submit  *queue.Queue
+	handles []*queue.Queue
+	clients []*redis.Client
+}
+
+func (b *bench) newQueue(ctx context.Context, scenario string, procs, workers int, h queue.Handler, opts ...queue.Option) (*benchQueue, error) {
+	bq := &benchQueue{name: fmt.Sprintf("bench-%s-%d-%d", scenario, time.Now().UnixNano(), queueSeq.Add(1))}
+	openOne := func() (*queue.Queue, error) {
+		c := b.client(128)
+		bq.clients = append(bq.clients, c)
+		q, err := queue.Open(ctx, c, bq.name, opts...)
+		if err != nil {
+			return nil, err
+		}
+		bq.handles = append(bq.handles, q)
+		return q, nil
+	}
+	for range procs {
+		q, err := openOne()
+		if err != nil {
+			bq.close()
+			return nil, err
+		}
+		if _, err := q.Serve(h, queue.WithWorkers(workers)); err != nil {
+			bq.close()
+			return nil, err
+		}
+	}
+	q, err := openOne()
+	if err != nil {
+		bq.close()
+		return nil, err
+	}
+	bq.submit = q
+	return bq, nil
+}
+
+// close closes every handle and deletes the queue's keys.
+func (bq *benchQueue) close() {
+	ctx := context.Background()
+	for _, q := range bq.handles {
+		_ = q.Close(ctx)
+	}
+	if len(bq.clients) > 0 {
+		c := bq.clients[0]
+		iter := c.Scan(ctx, 0, "shepherd:{"+bq.name+"}:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			_ = c.Unlink(ctx, iter.Val()).Err()
+		}
+	}
+	for _, c := range bq.clients {
+		_ = c.Close()
+	}
+}
+
+func noop(context.Context, *queue.Task) ([]byte, error) { return nil, nil }
+
+var payload64 = make([]byte, 64)
+
+// scenarioQueueThroughput is T1: 2 processes × 4 workers, 64 submitters,
+// 20,000 tasks of 64 bytes, a no-op handler: tasks/s from the first
+// Submit until the last future completed, and Submit → result latency.
+func scenarioQueueThroughput(ctx context.Context, b *bench, _ int) (result, error) {
+	r := newResult()
+	tasks := b.scaled(20000, 100)
+	bq, err := b.newQueue(ctx, "t1", 2, 4, noop)
+	if err != nil {
+		return r, err
+	}
+	defer bq.close()
+	const submitters = 64
+	var (
+		mu        sync.Mutex
+		lat       latencies
+		submitLat latencies
+		errs      atomic.Int64
+		firstErr  atomic.Value
+		wg        sync.WaitGroup
+		next      atomic.Int64
+	)
+	start := time.Now()
+	for range submitters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine, mineSubmit latencies
+			var waits sync.WaitGroup
+			var lmu sync.Mutex
+			for next.Add(1) <= int64(tasks) {
+				t0 := time.Now()
+				f, err := bq.submit.Submit(ctx, payload64)
+				mineSubmit = append(mineSubmit, time.Since(t0))
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				waits.Add(1)
+				go func() {
+					defer waits.Done()
+					if _, err := f.Wait(ctx); err != nil {
+						errs.Add(1)
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					lmu.Lock()
+					mine = append(mine, time.Since(t0))
+					lmu.Unlock()
+				}()
+			}
+			waits.Wait()
+			mu.Lock()
+			lat = append(lat, mine...)
+			submitLat = append(submitLat, mineSubmit...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if e := firstErr.Load(); e != nil {
+		fmt.Fprintf(b.stderr, "scenario T1: %d errors, first: %v\n", errs.Load(), e)
+	}
+	r.set("tasks", float64(tasks))
+	r.set("tasks_per_s", float64(tasks-int(errs.Load()))/elapsed.Seconds())
+	r.set("tasks_per_raw_xadd", r.Metrics["tasks_per_s"]/b.rawRate)
+	r.setMs("submit_p50_ms", submitLat.pct(50))
+	r.setMs("submit_p99_ms", submitLat.pct(99))
+	r.setMs("result_p50_ms", lat.pct(50))
+	r.setMs("result_p99_ms", lat.pct(99))
+	r.set("errors", float64(errs.Load()))
+	return r, nil
+}
+
+// scenarioQueueLatency is T2: one submitter, 2,000 sequential Submit →
+// Wait round trips on the same queue as T1.
+func scenarioQueueLatency(ctx context.Context, b *bench, _ int) (result, error) {
+	r := newResult()
+	tasks := b.scaled(2000, 20)
+	bq, err := b.newQueue(ctx, "t2", 2, 4, noop)
+	if err != nil {
+		return r, err
+	}
+	defer bq.close()
+	var lat latencies
+	for range tasks {
+		t0 := time.Now()
+		f, err := bq.submit.Submit(ctx, payload64)
+		if err == nil {
+			_, err = f.Wait(ctx)
+		}
+		if err != nil {
+			return r, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	r.set("tasks", float64(tasks))
+	r.setMs("result_p50_ms", lat.pct(50))
+	r.setMs("result_p99_ms", lat.pct(99))
+	r.setMs("result_max_ms", lat.pct(100))
+	return r, nil
+}
+
+// scenarioQueueDelayed is T3: 10,000 tasks due at the same instant on 2
+// processes × 4 workers; how late after the due time each starts. With
+// 8 workers the starts take as long as 10,000 tasks take to run, so
+// first_start_late_ms shows the wake-up and p99 the throughput.
+func scenarioQueueDelayed(ctx context.Context, b *bench, _ int) (result, error) {
+	r := newResult()
+	tasks := b.scaled(10000, 100)
+	var mu sync.Mutex
+	var starts []time.Time
+	bq, err := b.newQueue(ctx, "t3", 2, 4, func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		now := time.Now()
+		mu.Lock()
+		starts = append(starts, now)
+		mu.Unlock()
+		return nil, nil
+	})
+	if err != nil {
+		return r, err
+	}
+	defer bq.close()
+	due := time.Now().Add(time.Second + time.Duration(tasks)*200*time.Microsecond)
+	var futures []*queue.Future
+	var wg sync.WaitGroup
+	var fmu sync.Mutex
+	var next atomic.Int64
+	var firstErr atomic.Value
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(tasks) {
+				f, err := bq.submit.Submit(ctx, payload64, queue.WithDueAt(due))
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				fmu.Lock()
+				futures = append(futures, f)
+				fmu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		return r, e.(error)
+	}
+	if time.Now().After(due) {
+		return r, errors.New("submitting took longer than the time left before the due time")
+	}
+	for _, f := range futures {
+		if _, err := f.Wait(ctx); err != nil {
+			return r, err
+		}
+	}
+	var late latencies
+	first := time.Duration(1<<62)
+	for _, s := range starts {
+		late = append(late, s.Sub(due))
+		first = min(first, s.Sub(due))
+	}
+	if first < -2*time.Millisecond {
+		return r, fmt.Errorf("a task started %v before its due time", -first)
+	}
+	r.set("tasks", float64(tasks))
+	r.setMs("first_start_late_ms", first)
+	r.setMs("start_late_p50_ms", late.pct(50))
+	r.setMs("start_late_p99_ms", late.pct(99))
+	r.setMs("start_late_max_ms", late.pct(100))
+	return r, nil
+}
+
+// queueRecoveryTTL is T4's TTL.
+const queueRecoveryTTL = 2 * time.Second
+
+// scenarioQueueRecovery is T4: a serving process runs 400 slow tasks;
+// SIGKILL it and time until all of them completed on the bench
+// process's workers.
+func scenarioQueueRecovery(ctx context.Context, b *bench, _ int) (result, error) {
+	r := newResult()
+	tasks := b.scaled(400, 8)
+	name := fmt.Sprintf("bench-t4-%d-%d", time.Now().UnixNano(), queueSeq.Add(1))
+	exe, err := os.Executable()
+	if err != nil {
+		return r, err
+	}
+	cmd := exec.Command(exe, "bench-queue-worker", "-redis", b.addr, "-queue", name,
+		"-workers", fmt.Sprint(tasks), "-ttl", queueRecoveryTTL.String())
+	cmd.Env = append(os.Environ(), benchChildEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return r, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return r, err
+	}
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	ready := make(chan bool, 1)
+	go func() { // ends when the child's stdout closes
+		sc := bufio.NewScanner(stdout)
+		ready <- sc.Scan() && sc.Text() == "ready"
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			return r, errors.New("bench-queue-worker failed to start")
+		}
+	case <-time.After(30 * time.Second):
+		return r, errors.New("bench-queue-worker not ready after 30s")
+	}
+	bq, err := b.newQueue(ctx, "t4-survivor", 0, 0, nil, queue.WithTTL(queueRecoveryTTL))
+	if err != nil {
+		return r, err
+	}
+	bq.name = name
+	defer bq.close()
+	q, err := queue.Open(ctx, bq.clients[0], name, queue.WithTTL(queueRecoveryTTL))
+	if err != nil {
+		return r, err
+	}
+	bq.handles = append(bq.handles, q)
+	var futures []*queue.Future
+	for range tasks {
+		f, err := q.Submit(ctx, payload64)
+		if err != nil {
+			return r, err
+		}
+		futures = append(futures, f)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return r, err
+		}
+		if st.InFlight == int64(tasks) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("the serving process runs %d of %d tasks after 30s", st.InFlight, tasks)
+		}
+		time.Sleep(5 * time.Millisecond) // polling Redis for the child's progress
+	}
+	killed := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		return r, err
+	}
+	if _, err := q.Serve(noop, queue.WithWorkers(64)); err != nil {
+		return r, err
+	}
+	for _, f := range futures {
+		if _, err := f.Wait(ctx); err != nil {
+			return r, err
+		}
+	}
+	r.set("tasks", float64(tasks))
+	r.setMs("recovery_ms", time.Since(killed))
+	r.setMs("ttl_ms", queueRecoveryTTL)
+	return r, nil
+}
+
+// runBenchQueueWorker serves a queue with a handler that holds each task
+// for a minute; it prints "ready" once it serves, and leaves when its
+// stdin closes.
+func runBenchQueueWorker(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench-queue-worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("redis", "", "Redis address")
+	name := fs.String("queue", "", "queue name")
+	workers := fs.Int("workers", 4, "workers")
+	ttl := fs.Duration("ttl", 2*time.Second, "TTL")
+	if err := fs.Parse(args); err != nil || *addr == "" || *name == "" {
+		return exitUsage
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 64})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, *name, queue.WithTTL(*ttl))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	defer q.Close(ctx)
+	if _, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+		}
+		return []byte("child"), nil
+	}, queue.WithWorkers(*workers)); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	fmt.Fprintln(stdout, "ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return exitOK
+}
+
+// scenarioQueueMemory is TM: Redis memory per waiting task (64-byte
+// payload) and per retained outcome, at 1,000, 10,000 and 100,000 tasks.
+func scenarioQueueMemory(ctx context.Context, b *bench, _ int) (result, error) {
+	r := newResult()
+	for _, n := range []int{b.scaled(1000, 10), b.scaled(10000, 100), b.scaled(100000, 1000)} {
+		if err := b.settleMemory(ctx); err != nil {
+			return r, err
+		}
+		bq, err := b.newQueue(ctx, "tm", 0, 0, nil, queue.WithMaxQueued(max(n, queue.DefaultMaxQueued)))
+		if err != nil {
+			return r, err
+		}
+		before, err := b.usedMemory(ctx)
+		if err != nil {
+			bq.close()
+			return r, err
+		}
+		var futures []*queue.Future
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var next atomic.Int64
+		var firstErr atomic.Value
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(n) {
+					f, err := bq.submit.Submit(ctx, payload64)
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					mu.Lock()
+					futures = append(futures, f)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if e := firstErr.Load(); e != nil {
+			bq.close()
+			return r, e.(error)
+		}
+		waiting, err := b.usedMemory(ctx)
+		if err != nil {
+			bq.close()
+			return r, err
+		}
+		if _, err := bq.submit.Serve(noop, queue.WithWorkers(8)); err != nil {
+			bq.close()
+			return r, err
+		}
+		for _, f := range futures {
+			if _, err := f.Wait(ctx); err != nil {
+				bq.close()
+				return r, err
+			}
+		}
+		done, err := b.usedMemory(ctx)
+		bq.close()
+		if err != nil {
+			return r, err
+		}
+		r.set(fmt.Sprintf("bytes_per_waiting_task_%d", n), float64(waiting-before)/float64(n))
+		r.set(fmt.Sprintf("bytes_per_outcome_%d", n), float64(done-before)/float64(n))
+	}
+	return r, nil
+}
