@@ -246,7 +246,6 @@ func (q *Queue) withdraw(f *Future) {
 	}
 }
 
-
 func (q *Queue) forget(f *Future) {
 	q.mu.Lock()
 	if q.futures[f.id] == f {

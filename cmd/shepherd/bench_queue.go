@@ -252,7 +252,7 @@ func scenarioQueueDelayed(ctx context.Context, b *bench, _ int) (result, error) 
 		}
 	}
 	var late latencies
-	first := time.Duration(1<<62)
+	first := time.Duration(1 << 62)
 	for _, s := range starts {
 		late = append(late, s.Sub(due))
 		first = min(first, s.Sub(due))
