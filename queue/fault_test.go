@@ -218,3 +218,82 @@ func TestTaskOfALostDequeueReplyIsGivenBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "x#1", string(res), "the lost attempt is not counted")
 }
+
+// Submits that fail while Redis is frozen (their ctx ends first) never
+// run: each is withdrawn behind its own Submit, and a Submit that reaches
+// Redis after its withdrawal is refused there. The same ids can be
+// submitted again afterwards.
+func TestFailedSubmitsDuringAFrozenRedisNeverRun(t *testing.T) {
+	t.Parallel()
+	own := redistest.Start(t)
+	ctx := testCtx(t, 60*time.Second)
+	// A long TTL: the processes' keep-alives stop during the freeze, and
+	// only the Submits are under test.
+	q, err := Open(ctx, own.Client(), "frozen", WithTTL(time.Minute))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, q.Close(context.Background())) }()
+	var mu sync.Mutex
+	ran := map[string]int{}
+	_, err = q.Serve(func(ctx context.Context, t *Task) ([]byte, error) {
+		mu.Lock()
+		ran[t.ID]++
+		mu.Unlock()
+		return nil, nil
+	}, WithWorkers(2))
+	require.NoError(t, err)
+
+	const outage = 7 * time.Second // longer than every timeout of a Submit's call
+	require.NoError(t, own.Freeze())
+	t.Cleanup(func() { _ = own.Thaw() })
+	frozen := time.Now()
+	ids := []string{"f0", "f1", "f2"}
+	for _, id := range ids {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := q.Submit(sctx, nil, WithTaskID(id))
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, id)
+	}
+	time.Sleep(time.Until(frozen.Add(outage)))
+	require.NoError(t, own.Thaw())
+
+	require.Eventually(t, func() bool {
+		n, err := own.Client().ZCard(ctx, q.lay.withdrawn).Result()
+		return err == nil && n == int64(len(ids))
+	}, 20*time.Second, 20*time.Millisecond, "the withdrawals did not settle after the thaw")
+	require.Never(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ran) > 0
+	}, 2*time.Second, 20*time.Millisecond, "a failed Submit's task ran")
+	for _, id := range ids {
+		_, err := q.Inspect(ctx, id)
+		assert.ErrorIs(t, err, ErrTaskNotFound, id)
+	}
+	// Submitting the same ids again works: they run once each.
+	for _, id := range ids {
+		f, err := q.Submit(ctx, nil, WithTaskID(id))
+		require.NoError(t, err)
+		_, err = wait(t, f, 5*time.Second)
+		require.NoError(t, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		assert.Equal(t, 1, ran[id], id)
+	}
+}
+
+// A Submit that reaches Redis after its withdrawal is refused there.
+func TestLateSubmitAfterItsWithdrawalIsRefused(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 5*time.Second)
+	res, err := withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs("late", "nonce-1", withdrawnTTL.Milliseconds())...).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "ABSENT", res)
+	res, err = submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, "late", "p", 1, 1000, 0, 1000, "nonce-1")...).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []any{"WITHDRAWN"}, res)
+	_, err = q.Inspect(ctx, "late")
+	assert.ErrorIs(t, err, ErrTaskNotFound, "a withdrawn Submit wrote its task")
+}

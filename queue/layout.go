@@ -19,11 +19,12 @@ import (
 //	deaddropped   string: dead letters dropped at MaxDeadLetters
 //	alive         zset: process → keep-alive expiry (ms, Redis's clock)
 //	procs         hash: process → its record (JSON)
+//	withdrawn     zset: nonces of failed Submits withdrawn, by time (ms)
 //	task:ID       hash: the task (fields in scripts.go)
 //	inflight:PROC set: the ids a process runs
 //	chan:wake, chan:done:PROC, chan:cancel:PROC   pub/sub channels
 type layout struct {
-	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs string
+	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn string
 
 	taskPrefix, inflightPrefix, chanPrefix string
 }
@@ -45,6 +46,7 @@ func newLayout(name string) (layout, error) {
 		deadDropped:    k("deaddropped"),
 		alive:          k("alive"),
 		procs:          k("procs"),
+		withdrawn:      k("withdrawn"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
 		chanPrefix:     k("chan:"),
@@ -61,12 +63,12 @@ func (l layout) cancelChannel(proc string) string {
 	return l.chanPrefix + "cancel:" + proc
 }
 
-// common returns the keys every script takes first (KEYS[1] to KEYS[10])
+// common returns the keys every script takes first (KEYS[1] to KEYS[11])
 // followed by extra, and the arguments every script takes first (ARGV[1]
 // to ARGV[3]).
 func (l layout) common(extra ...string) []string {
-	k := make([]string, 0, 10+len(extra))
-	k = append(k, l.settings, l.ready, l.delayed, l.retry, l.active, l.dead, l.count, l.deadDropped, l.alive, l.procs)
+	k := make([]string, 0, 11+len(extra))
+	k = append(k, l.settings, l.ready, l.delayed, l.retry, l.active, l.dead, l.count, l.deadDropped, l.alive, l.procs, l.withdrawn)
 	return append(k, extra...)
 }
 

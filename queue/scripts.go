@@ -6,7 +6,7 @@ import "github.com/redis/go-redis/v9"
 //
 //	KEYS[1] settings, KEYS[2] ready, KEYS[3] delayed, KEYS[4] retry,
 //	KEYS[5] active, KEYS[6] dead, KEYS[7] count, KEYS[8] deaddropped,
-//	KEYS[9] alive, KEYS[10] procs
+//	KEYS[9] alive, KEYS[10] procs, KEYS[11] withdrawn
 //	ARGV[1] task key prefix, ARGV[2] inflight key prefix, ARGV[3] channel
 //	prefix
 //
@@ -26,6 +26,7 @@ import "github.com/redis/go-redis/v9"
 const prelude = `
 local K_SETTINGS, K_READY, K_DELAYED, K_RETRY, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_WITHDRAWN = KEYS[11]
 local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
 
 local function now()
@@ -81,19 +82,22 @@ end
 //
 //	ARGV[4] submitting process, ARGV[5] max queued, then per task: id,
 //	payload, max attempts, timeout (ms), delay (ms, 0: now), retention
-//	(ms)
+//	(ms), the Submit's nonce
 //
-// Returns one status per task: "OK", "DUP" (the id is known) or "FULL";
-// a refused task writes nothing.
+// Returns one status per task: "OK", "DUP" (the id is known), "FULL" or
+// "WITHDRAWN" (its Submit failed and withdrew it before it got here); a
+// refused task writes nothing.
 var submitScript = redis.NewScript(prelude + `
 local t = now()
 local count = tonumber(redis.call('GET', K_COUNT) or '0')
 local limit = tonumber(ARGV[5])
 local out, queued = {}, 0
-for i = 6, #ARGV, 6 do
+for i = 6, #ARGV, 7 do
   local id = ARGV[i]
   local tk = P_TASK .. id
-  if redis.call('EXISTS', tk) == 1 then
+  if redis.call('ZSCORE', K_WITHDRAWN, ARGV[i + 6]) then
+    out[#out + 1] = 'WITHDRAWN'
+  elseif redis.call('EXISTS', tk) == 1 then
     out[#out + 1] = 'DUP'
   elseif count >= limit then
     out[#out + 1] = 'FULL'
@@ -104,7 +108,7 @@ for i = 6, #ARGV, 6 do
     local st = 'waiting'
     if delay > 0 then st = 'delayed' end
     redis.call('HSET', tk, 'p', ARGV[i + 1], 'st', st, 'att', 0, 'max', ARGV[i + 2], 'to', ARGV[i + 3],
-      'sub', ARGV[4], 'ret', ARGV[i + 5], 'enq', t, 'due', t + delay)
+      'sub', ARGV[4], 'ret', ARGV[i + 5], 'enq', t, 'due', t + delay, 'n', ARGV[i + 6])
     if delay > 0 then
       redis.call('ZADD', K_DELAYED, t + delay, id)
     else
@@ -124,7 +128,7 @@ return out
 // due delayed and retrying tasks (up to ARGV[6] of each) to the front of
 // ready, then takes from there.
 //
-//	KEYS[11] the process's inflight set
+//	KEYS[12] the process's inflight set
 //	ARGV[4] process, ARGV[5] n, ARGV[6] promotion limit
 //
 // Returns {"GONE"} when the process was declared dead (or never
@@ -158,7 +162,7 @@ if ids then
       local att = tonumber(f[3]) + 1
       redis.call('HSET', tk, 'st', 'active', 'att', att, 'own', ARGV[4], 'beg', t)
       redis.call('HSET', K_ACTIVE, id, ARGV[4])
-      redis.call('SADD', KEYS[11], id)
+      redis.call('SADD', KEYS[12], id)
       local waited = t - math.max(tonumber(f[6]), tonumber(f[7]))
       out[#out + 1] = id
       out[#out + 1] = f[2]
@@ -185,7 +189,7 @@ return out
 // attempt is still the process's (the task is active, owned by it, at
 // this attempt): anything else is a late outcome and is refused.
 //
-//	KEYS[11] the process's inflight set
+//	KEYS[12] the process's inflight set
 //	ARGV[4] process, then per attempt: id, attempt, kind ("ok", "fail",
 //	"perm": no retry, "later": RetryLater, no attempt used, "release":
 //	its process stops, back to ready at once, no attempt used), the
@@ -200,7 +204,7 @@ local function complete(id, attempt, kind, data, delay)
   local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx')
   if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
   redis.call('HDEL', K_ACTIVE, id)
-  redis.call('SREM', KEYS[11], id)
+  redis.call('SREM', KEYS[12], id)
   local t = now()
   local att = tonumber(f[3])
   if kind == 'ok' then
@@ -337,7 +341,7 @@ return {#procs, requeued, finished, dropped}
 // dequeue reply was lost). They go back to ready at once without using
 // an attempt. With ARGV[5] "1" it also removes the process (Close).
 //
-//	KEYS[11] the process's inflight set
+//	KEYS[12] the process's inflight set
 //	ARGV[4] process, ARGV[5] "1" to remove it, ARGV[6...] ids (none: all)
 //
 // Returns how many tasks went back.
@@ -345,7 +349,7 @@ var deregisterScript = redis.NewScript(prelude + `
 local ids = {}
 for i = 6, #ARGV do ids[#ids + 1] = ARGV[i] end
 local all = #ids == 0
-if all then ids = redis.call('SMEMBERS', KEYS[11]) end
+if all then ids = redis.call('SMEMBERS', KEYS[12]) end
 local back = 0
 for _, id in ipairs(ids) do
   local tk = P_TASK .. id
@@ -356,7 +360,7 @@ for _, id in ipairs(ids) do
     redis.call('RPUSH', K_READY, id)
     back = back + 1
   end
-  redis.call('SREM', KEYS[11], id)
+  redis.call('SREM', KEYS[12], id)
 end
 if ARGV[5] == '1' then
   redis.call('ZREM', K_ALIVE, ARGV[4])
@@ -367,20 +371,26 @@ return back
 `)
 
 // withdrawScript takes back a task whose Submit failed after Redis may
-// have queued it: a task not taken yet is deleted as if never
-// submitted; one already running is cancelled (it may have run).
+// have received it: it records the Submit's nonce as withdrawn (kept for
+// withdrawnTTL), so that the Submit is refused if it reaches Redis later;
+// a task it queued already is deleted as if never submitted, unless a
+// worker took it, which is then cancelled (it may have run).
 //
-//	ARGV[4] id, ARGV[5] submitting process
+//	ARGV[4] id, ARGV[5] the Submit's nonce, ARGV[6] withdrawnTTL (ms)
 //
-// Returns "ABSENT" (never queued), "WITHDRAWN" or "CANCELLED".
+// Returns "ABSENT" (not queued), "WITHDRAWN" or "CANCELLED".
 var withdrawScript = redis.NewScript(prelude + `
-local id = ARGV[4]
+local id, nonce = ARGV[4], ARGV[5]
+local t = now()
+redis.call('ZADD', K_WITHDRAWN, t, nonce)
+redis.call('ZREMRANGEBYSCORE', K_WITHDRAWN, '-inf', t - tonumber(ARGV[6]))
 local tk = P_TASK .. id
-local f = redis.call('HMGET', tk, 'st', 'sub', 'own')
-if not f[1] or f[2] ~= ARGV[5] then return 'ABSENT' end
-if f[1] == 'waiting' or f[1] == 'delayed' then
+local f = redis.call('HMGET', tk, 'st', 'n', 'own')
+if not f[1] or f[2] ~= nonce then return 'ABSENT' end
+if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
   redis.call('LREM', K_READY, 1, id)
   redis.call('ZREM', K_DELAYED, id)
+  redis.call('ZREM', K_RETRY, id)
   redis.call('DEL', tk)
   redis.call('DECR', K_COUNT)
   return 'WITHDRAWN'
@@ -388,11 +398,6 @@ end
 if f[1] == 'active' then
   redis.call('HSET', tk, 'cx', '1')
   redis.call('PUBLISH', P_CHAN .. 'cancel:' .. f[3], id)
-elseif f[1] == 'retry' then
-  redis.call('ZREM', K_RETRY, id)
-  redis.call('DEL', tk)
-  redis.call('DECR', K_COUNT)
-  return 'WITHDRAWN'
 end
 return 'CANCELLED'
 `)
@@ -402,12 +407,12 @@ return 'CANCELLED'
 // ctx (the outcome is recorded when the attempt ends; a success still
 // wins).
 //
-//	KEYS[11] task key
+//	KEYS[12] task key
 //	ARGV[4] id
 //
 // Returns "NOTFOUND", "FINISHED", "REQUESTED" or "CANCELLED".
 var cancelScript = redis.NewScript(prelude + `
-local tk, id = KEYS[11], ARGV[4]
+local tk, id = KEYS[12], ARGV[4]
 local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'errs')
 if not f[1] then return 'NOTFOUND' end
 local st = f[1]
@@ -431,7 +436,7 @@ return 'CANCELLED'
 // replayScript queues a dead letter again, with its attempts and errors
 // reset.
 //
-//	KEYS[11] task key
+//	KEYS[12] task key
 //	ARGV[4] id, ARGV[5] max queued
 //
 // Returns "OK", "NOTDEAD" or "FULL".
@@ -441,8 +446,8 @@ if not redis.call('ZSCORE', K_DEAD, id) then return 'NOTDEAD' end
 if tonumber(redis.call('GET', K_COUNT) or '0') >= tonumber(ARGV[5]) then return 'FULL' end
 redis.call('ZREM', K_DEAD, id)
 redis.call('INCR', K_COUNT)
-redis.call('HDEL', KEYS[11], 'errs', 'fin', 'res', 'cx', 'lerr')
-redis.call('HSET', KEYS[11], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
+redis.call('HDEL', KEYS[12], 'errs', 'fin', 'res', 'cx', 'lerr')
+redis.call('HSET', KEYS[12], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
 redis.call('LPUSH', K_READY, id)
 redis.call('PUBLISH', P_CHAN .. 'wake', '')
 return 'OK'

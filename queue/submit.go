@@ -20,11 +20,13 @@ import (
 // Errors: ErrInvalidOption (a bad option), ErrPayloadTooLarge,
 // ErrDuplicateTask (WithTaskID of a task the queue still knows),
 // ErrQueueFull, ErrClosed, or the Redis or ctx error of the call. A
-// Submit that fails did not queue its task: when the failure came after
+// Submit that fails does not queue its task: when the failure came after
 // Redis may have received it (a lost reply, ctx ending meanwhile), the
-// task is withdrawn in the background as soon as Redis answers (one that
-// a worker took meanwhile is cancelled); until then, a Submit of the same
-// WithTaskID in this process fails with ErrDuplicateTask.
+// Submit is withdrawn in the background until Redis answers, and if it
+// reaches Redis after its withdrawal (held up in a frozen server), it is
+// refused there. Only a task that a worker took between the Submit
+// reaching Redis and its withdrawal may run (it is cancelled; the log
+// says so at WARN). A Submit of the same WithTaskID may follow at once.
 func (q *Queue) Submit(ctx context.Context, payload []byte, opts ...SubmitOption) (*Future, error) {
 	sc := defaultSubmitConfig()
 	for _, o := range opts {
@@ -65,7 +67,7 @@ func (q *Queue) Submit(ctx context.Context, payload []byte, opts ...SubmitOption
 	q.mu.Unlock()
 
 	start := time.Now()
-	r := &submitReq{f: f, payload: payload, sc: sc, delay: delay, done: make(chan error, 1)}
+	r := &submitReq{f: f, payload: payload, sc: sc, delay: delay, nonce: randomID(8), done: make(chan error, 1)}
 	select {
 	case q.submits <- r:
 	case <-ctx.Done():
@@ -76,20 +78,28 @@ func (q *Queue) Submit(ctx context.Context, payload []byte, opts ...SubmitOption
 		return nil, ErrClosed
 	}
 	var err error
+	answered := false
 	select {
 	case err = <-r.done:
+		answered = true
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-q.tasks.Context().Done():
 		err = ErrClosed
 	}
-	if err != nil {
-		if !r.state.CompareAndSwap(reqPending, reqAbandoned) && !r.state.CompareAndSwap(reqTaken, reqAbandoned) {
+	if !answered {
+		switch {
+		case r.state.CompareAndSwap(reqPending, reqAbandoned):
+			// Not sent: nothing to take back.
+			q.forget(f)
+		case r.state.CompareAndSwap(reqTaken, reqAbandoned):
+			// On its way to Redis: withdraw it now, so that the
+			// withdrawal is queued behind it if Redis hangs.
+			q.forget(f)
+			q.withdraw(r)
+		default:
 			// The submitter answered first: the answer stands.
-			select {
-			case err = <-r.done:
-			default:
-			}
+			err = <-r.done
 		}
 	}
 	if err != nil {
@@ -107,6 +117,7 @@ type submitReq struct {
 	payload []byte
 	sc      submitConfig
 	delay   time.Duration
+	nonce   string       // tells this Submit from another of the same id
 	state   atomic.Int32 // reqPending → reqTaken → reqAnswered, or → reqAbandoned
 	done    chan error   // capacity 1
 }
@@ -155,8 +166,6 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	for _, r := range batch {
 		if r.state.CompareAndSwap(reqPending, reqTaken) {
 			taken = append(taken, r)
-		} else {
-			q.forget(r.f)
 		}
 	}
 	if len(taken) == 0 {
@@ -165,7 +174,7 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	args := q.lay.commonArgs(q.proc, q.cfg.maxQueued)
 	for _, r := range taken {
 		args = append(args, r.f.id, r.payload, r.sc.maxAttempts, r.sc.timeout.Milliseconds(),
-			r.delay.Milliseconds(), r.sc.retention.Milliseconds())
+			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce)
 	}
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	res, err := script.Run(cctx, q.rdb, submitScript, "queue: submit", q.lay.common(), args...)
@@ -184,42 +193,46 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 			rerr = fmt.Errorf("%w: %q", ErrDuplicateTask, r.f.id)
 		case out[i] == "FULL":
 			rerr = fmt.Errorf("%w: %d unfinished tasks", ErrQueueFull, q.cfg.maxQueued)
+		case out[i] == "WITHDRAWN":
+			rerr = context.Canceled // its Submit gave up; nobody waits for this
 		default:
 			rerr = fmt.Errorf("queue: submit: unexpected status %v", out[i])
 		}
-		answered := r.state.CompareAndSwap(reqTaken, reqAnswered)
+		if !r.state.CompareAndSwap(reqTaken, reqAnswered) {
+			continue // its Submit gave up and withdraws it
+		}
 		switch {
-		case answered && rerr == nil:
+		case rerr == nil:
 			r.done <- nil
-		case answered && err == nil:
+		case err == nil:
 			// Refused by the script: nothing was written.
 			q.forget(r.f)
 			r.done <- rerr
-		case answered:
+		default:
 			// The call failed: the task may be queued. Its Submit fails,
 			// so it must not run.
-			r.done <- rerr
-			q.withdraw(r.f)
-		case rerr == nil || err != nil:
-			// Its Submit gave up meanwhile, and the task may be queued.
-			q.withdraw(r.f)
-		default:
 			q.forget(r.f)
+			r.done <- rerr
+			q.withdraw(r)
 		}
 	}
 }
 
-// withdraw takes back the task of a failed Submit, retrying until Redis
-// answers or the Queue closes; the id stays among the futures until then,
-// so that a Submit of the same id waits for it (ErrDuplicateTask).
-func (q *Queue) withdraw(f *Future) {
+// withdrawnTTL is how long a queue remembers a withdrawn Submit: one
+// that reaches Redis later than that (held up in a frozen server) is
+// queued after all.
+const withdrawnTTL = 10 * time.Minute
+
+// withdraw takes back a failed Submit (see withdrawScript), retrying
+// until Redis answers or the Queue closes.
+func (q *Queue) withdraw(r *submitReq) {
+	f := r.f
 	started := q.withdrawals.Go(func() {
-		defer q.forget(f)
 		ctx := q.withdrawals.Context()
 		for fails := 0; ; fails++ {
 			cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 			res, err := script.Run(cctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", q.lay.common(),
-				q.lay.commonArgs(f.id, q.proc)...)
+				q.lay.commonArgs(f.id, r.nonce, withdrawnTTL.Milliseconds())...)
 			cancel()
 			if err == nil {
 				if res == "CANCELLED" {
@@ -241,7 +254,6 @@ func (q *Queue) withdraw(f *Future) {
 		}
 	})
 	if !started {
-		q.forget(f)
 		q.logger.Error("a failed Submit's task could not be withdrawn: the Queue is closed; it may run", "task", f.id)
 	}
 }
