@@ -1,0 +1,17 @@
+package queue
+
+// ACLCommands are the Redis commands a queue's processes use (their
+// scripts' commands included), as ACL rules. A Redis user confined to one
+// queue needs them, and the queue's keys and channels, and nothing else:
+//
+//	ACL SETUSER shepherd on >PASSWORD resetkeys resetchannels
+//	  ~shepherd:{QUEUE}:* &shepherd:{QUEUE}:* -@all <ACLCommands>
+//
+// A client that selects a database other than 0 needs +select, and
+// go-redis on Redis 7.2 or newer sends CLIENT SETINFO when it connects
+// (+client|setinfo).
+const ACLCommands = "+ping +hello +auth +time +evalsha +eval +subscribe +unsubscribe +publish " +
+	"+get +incr +incrby +decr +exists +del +pexpire " +
+	"+hset +hget +hmget +hgetall +hdel +hlen " +
+	"+lpush +rpush +rpop +lrem +llen +sadd +srem +smembers " +
+	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zrevrange +zpopmin +zremrangebyscore"

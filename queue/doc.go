@@ -1,0 +1,61 @@
+// Package queue is a common queue of short, independent operations (send
+// this email, render this thumbnail, call this API) run by a limited set
+// of workers, each dedicated to one resource instance (a connection, a
+// browser, a core).
+//
+//	q, _ := queue.Open(ctx, rdb, "thumbnails")
+//	q.Serve(render, queue.WithWorkers(4))     // in the serving processes
+//	f, _ := q.Submit(ctx, payload)             // in any process
+//	res, err := f.Wait(ctx)
+//
+// Submit returns once the task is durably queued, with a Future that
+// completes exactly once: with the handler's result, or a *TaskError once
+// the task failed finally (its attempts used up, or a Permanent error: it
+// is then a dead letter, listed by DeadLetters and replayed by Replay) or
+// was cancelled. Any process reads an outcome by task id with Result
+// during its retention. Failed attempts are retried after an exponential
+// backoff with jitter; RetryLater runs a task again later without using
+// an attempt. Tasks may be delayed (WithDelay, WithDueAt).
+//
+// # Guarantees
+//
+//   - At least once, one outcome. A task whose Submit returned nil runs
+//     until it succeeds, fails finally or is cancelled, across handler
+//     panics, killed and paused processes and Redis restarts with AOF
+//     (without persistence a restart loses every task: the processes log
+//     "queue state lost" at ERROR). Handlers must be idempotent: an
+//     attempt cut off by a crash or a pause runs again. A late outcome
+//     (from a process declared dead meanwhile) is refused, never recorded
+//     over the real one.
+//   - No hostage. A process that dies or stops answering (SIGSTOP, a GC
+//     pause, a half-open connection) for longer than the queue's TTL is
+//     declared dead by the others within TTL + 250ms, and its tasks in
+//     flight run elsewhere; when it comes back it learns so, abandons them
+//     and registers again. Nothing is routed to a process: each takes
+//     tasks itself, so a paused one holds only what it was running.
+//   - No dead time. Workers are woken by a pub/sub message when work
+//     arrives, and sleep until the next due time of a delayed task; they
+//     also look every second, in case a message was lost.
+//   - Bounded by rejection. Submit beyond MaxQueued unfinished tasks fails
+//     with ErrQueueFull; nothing is trimmed. Dead letters beyond
+//     MaxDeadLetters drop the oldest, counted and logged.
+//   - A failed call means what it says. A Submit that returns an error did
+//     not queue its task (see Submit for the one narrow exception).
+//
+// # How it works
+//
+// A task is a Redis hash; the ids of tasks available now are in a list,
+// those not due yet in two sorted sets (delayed, retrying) by due time;
+// every transition is one Lua script, with times from Redis TIME (one
+// clock). Each process registers with a lease (keep-alives every TTL/3)
+// and runs one dispatcher: when it has idle workers it takes as many due
+// tasks in one script call, which marks them in flight on the process;
+// outcomes are recorded in batches, fenced by process and attempt. Every
+// process looks for processes whose lease ran out and gives their tasks
+// back. Submits of a process are sent in batches, one script call each.
+// The queue's keys are under its own hash tag ("shepherd:{NAME}:queue:…"),
+// so a queue and a pool of the same name never share a key.
+//
+// Settings that act queue-wide (TTL, MaxQueued, MaxDeadLetters) are
+// stored with the queue by its first process; see Open.
+package queue

@@ -1,0 +1,151 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+func Example() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()}) // for instance "localhost:6379"
+	defer rdb.Close()
+
+	q, err := queue.Open(ctx, rdb, "example-thumbnails")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+
+	// Serve: two workers, each running one task at a time.
+	if _, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		return []byte(strings.ToUpper(string(t.Payload))), nil
+	}, queue.WithWorkers(2)); err != nil {
+		panic(err)
+	}
+
+	f, err := q.Submit(ctx, []byte("cat.png"))
+	if err != nil {
+		panic(err)
+	}
+	res, err := f.Wait(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(res))
+	// Output: CAT.PNG
+}
+
+// A worker that owns a resource: each of the two workers opens its own
+// (a connection, a browser...) and keeps it across tasks.
+func ExampleServeWith() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-resources")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+
+	type conn struct{ worker int }
+	res := queue.Resource[*conn]{
+		Open:  func(ctx context.Context, worker int) (*conn, error) { return &conn{worker: worker}, nil },
+		Close: func(c *conn) {},
+	}
+	s, err := queue.ServeWith(q, res, func(ctx context.Context, c *conn, t *queue.Task) ([]byte, error) {
+		return []byte(fmt.Sprintf("%s on a worker's own connection", t.Payload)), nil
+	}, queue.WithWorkers(2))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop(ctx)
+
+	f, err := q.Submit(ctx, []byte("query"))
+	if err != nil {
+		panic(err)
+	}
+	out, err := f.Wait(ctx)
+	fmt.Println(string(out), err)
+	// Output: query on a worker's own connection <nil>
+}
+
+// Retries, RetryLater, Permanent errors and dead letters.
+func ExampleQueue_DeadLetters() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-dead")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+	if _, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		switch string(t.Payload) {
+		case "bad":
+			return nil, queue.Permanent(errors.New("malformed input"))
+		case "flaky":
+			if t.Attempt < 3 {
+				return nil, fmt.Errorf("timeout talking to the API (attempt %d)", t.Attempt)
+			}
+		}
+		return []byte("ok"), nil
+	}, queue.WithWorkers(1), queue.WithBackoff(time.Millisecond, 10*time.Millisecond)); err != nil {
+		panic(err)
+	}
+
+	flaky, _ := q.Submit(ctx, []byte("flaky"), queue.WithMaxAttempts(5))
+	res, err := flaky.Wait(ctx)
+	fmt.Println(string(res), err)
+
+	bad, _ := q.Submit(ctx, []byte("bad"), queue.WithTaskID("order-17"))
+	_, err = bad.Wait(ctx)
+	var te *queue.TaskError
+	if errors.As(err, &te) && errors.Is(err, queue.ErrFailed) {
+		fmt.Println("failed after", len(te.Attempts), "attempt:", te.Attempts[0].Err)
+	}
+	dead, _ := q.DeadLetters(ctx, 0, 10)
+	for _, d := range dead {
+		fmt.Println("dead letter:", d.ID, string(d.Payload))
+	}
+	_, _ = q.PurgeDead(ctx)
+	// Output:
+	// ok <nil>
+	// failed after 1 attempt: malformed input
+	// dead letter: order-17 bad
+}
+
+// Delayed tasks, and reading an outcome by id from any process.
+func ExampleQueue_Result() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-result")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+	if _, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		return []byte("sent"), nil
+	}, queue.WithWorkers(1)); err != nil {
+		panic(err)
+	}
+	f, err := q.Submit(ctx, []byte("reminder"), queue.WithDelay(50*time.Millisecond), queue.WithTaskID("email-1"))
+	if err != nil {
+		panic(err)
+	}
+	_, err = q.Result(ctx, "email-1")
+	fmt.Println(errors.Is(err, queue.ErrNotFinished))
+	<-f.Done()
+	res, err := q.Result(ctx, "email-1")
+	fmt.Println(string(res), err)
+	// Output:
+	// true
+	// sent <nil>
+}

@@ -1,0 +1,5 @@
+package queue
+
+// RedisAddr is the address of the test binary's private Redis, for the
+// examples (package queue_test).
+func RedisAddr() string { return srv.Addr() }
