@@ -120,7 +120,7 @@ func finished(state string) bool { return state == "done" || state == "dead" || 
 // result, its final *TaskError, ErrNotFinished while it has none, or
 // ErrTaskNotFound when the queue does not know it (never submitted, or its
 // retention is over).
-func (q *Queue) Result(ctx context.Context, id string) ([]byte, error) {
+func (q *Client) Result(ctx context.Context, id string) ([]byte, error) {
 	if id == "" || len(id) > MaxTaskIDSize {
 		return nil, invalid("task id must be 1 to %d bytes, got %d", MaxTaskIDSize, len(id))
 	}

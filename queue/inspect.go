@@ -11,8 +11,103 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
+
+// Client reads and manages a queue without joining it: it registers no
+// process and runs nothing in the background, which suits operators'
+// tools. A Queue is a Client too. A Client is safe for concurrent use.
+type Client struct {
+	rdb  redis.UniversalClient
+	name string
+	lay  layout
+}
+
+// NewClient returns a Client of the queue called name on rdb. It checks
+// its arguments only; see Exists.
+func NewClient(rdb redis.UniversalClient, name string) (*Client, error) {
+	if redisutil.IsNil(rdb) {
+		return nil, invalid("nil Redis client")
+	}
+	lay, err := newLayout(name)
+	if err != nil {
+		return nil, invalid("queue name %q: %v", name, err)
+	}
+	return &Client{rdb: rdb, name: name, lay: lay}, nil
+}
+
+// Name returns the queue's name.
+func (q *Client) Name() string { return q.name }
+
+// Exists reports whether Redis holds the queue: a process opened it and
+// Redis has not lost it since.
+func (q *Client) Exists(ctx context.Context) (bool, error) {
+	n, err := q.rdb.Exists(ctx, q.lay.settings).Result()
+	if err != nil {
+		return false, fmt.Errorf("queue: exists: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Tasks lists up to limit unfinished tasks in state (StateWaiting, oldest
+// first; StateDelayed and StateRetrying, soonest due first; StateActive;
+// or StateDead, newest first), skipping the first offset.
+func (q *Client) Tasks(ctx context.Context, state State, offset, limit int) ([]TaskInfo, error) {
+	if offset < 0 || limit < 1 {
+		return nil, invalid("tasks need offset >= 0 and limit >= 1, got %d and %d", offset, limit)
+	}
+	var ids []string
+	var err error
+	switch state {
+	case StateWaiting:
+		// Taken from the right: the oldest is last.
+		ids, err = q.rdb.LRange(ctx, q.lay.ready, int64(-offset-limit), int64(-offset-1)).Result()
+		for i, j := 0, len(ids)-1; i < j; i, j = i+1, j-1 {
+			ids[i], ids[j] = ids[j], ids[i]
+		}
+	case StateDelayed:
+		ids, err = q.rdb.ZRange(ctx, q.lay.delayed, int64(offset), int64(offset+limit-1)).Result()
+	case StateRetrying:
+		ids, err = q.rdb.ZRange(ctx, q.lay.retry, int64(offset), int64(offset+limit-1)).Result()
+	case StateActive:
+		var all []string
+		all, err = q.rdb.HKeys(ctx, q.lay.active).Result()
+		sort.Strings(all)
+		if offset < len(all) {
+			ids = all[offset:min(offset+limit, len(all))]
+		}
+	case StateDead:
+		return q.DeadLetters(ctx, offset, limit)
+	default:
+		return nil, invalid("no list of tasks in state %q", state)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: tasks: %w", err)
+	}
+	return q.infos(ctx, ids)
+}
+
+func (q *Client) infos(ctx context.Context, ids []string) ([]TaskInfo, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, q.lay.task(id), taskFields...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: tasks: %w", err)
+	}
+	out := make([]TaskInfo, 0, len(ids))
+	for i, id := range ids {
+		if t, ok := parseTask(id, cmds[i].Val()); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
 
 // Stats is a snapshot of a queue, read in one round trip.
 type Stats struct {
@@ -39,7 +134,7 @@ type ProcessInfo struct {
 }
 
 // Stats reads the queue's depth by state and its processes.
-func (q *Queue) Stats(ctx context.Context) (Stats, error) {
+func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	pipe := q.rdb.Pipeline()
 	available := pipe.LLen(ctx, q.lay.ready)
 	delayed := pipe.ZCard(ctx, q.lay.delayed)
@@ -141,7 +236,7 @@ func parseTask(id string, v []any) (TaskInfo, bool) {
 
 // Inspect returns what the queue knows of the task id, or
 // ErrTaskNotFound.
-func (q *Queue) Inspect(ctx context.Context, id string) (TaskInfo, error) {
+func (q *Client) Inspect(ctx context.Context, id string) (TaskInfo, error) {
 	if err := validID(id); err != nil {
 		return TaskInfo{}, err
 	}
@@ -165,7 +260,7 @@ func validID(id string) error {
 
 // DeadLetters lists up to limit dead letters, newest first, skipping the
 // offset newest.
-func (q *Queue) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo, error) {
+func (q *Client) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo, error) {
 	if offset < 0 || limit < 1 {
 		return nil, invalid("dead letters need offset >= 0 and limit >= 1, got %d and %d", offset, limit)
 	}
@@ -173,23 +268,7 @@ func (q *Queue) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo,
 	if err != nil {
 		return nil, fmt.Errorf("queue: dead letters: %w", err)
 	}
-	pipe := q.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, q.lay.task(id), taskFields...)
-	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("queue: dead letters: %w", err)
-		}
-	}
-	out := make([]TaskInfo, 0, len(ids))
-	for i, id := range ids {
-		if t, ok := parseTask(id, cmds[i].Val()); ok {
-			out = append(out, t)
-		}
-	}
-	return out, nil
+	return q.infos(ctx, ids)
 }
 
 // Cancel cancels the task id: a task not running finishes at once as
@@ -197,7 +276,7 @@ func (q *Queue) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo,
 // as cancelled when the attempt ends (unless it succeeds). It returns
 // ErrTaskNotFound for an unknown task, and nil for a task that had
 // finished already (nothing changes).
-func (q *Queue) Cancel(ctx context.Context, id string) error {
+func (q *Client) Cancel(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
@@ -215,12 +294,12 @@ func (q *Queue) Cancel(ctx context.Context, id string) error {
 // reset, as a new task with the same id and payload. It returns
 // ErrTaskNotFound when id is not a dead letter, ErrQueueFull at the
 // bound.
-func (q *Queue) Replay(ctx context.Context, id string) error {
+func (q *Client) Replay(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
 	res, err := script.Run(ctx, q.rdb, replayScript, "queue: replay", q.lay.common(q.lay.task(id)),
-		q.lay.commonArgs(id, q.cfg.maxQueued)...)
+		q.lay.commonArgs(id)...)
 	if err != nil {
 		return err
 	}
@@ -228,13 +307,13 @@ func (q *Queue) Replay(ctx context.Context, id string) error {
 	case "NOTDEAD":
 		return fmt.Errorf("%w: %q is not a dead letter", ErrTaskNotFound, id)
 	case "FULL":
-		return fmt.Errorf("%w: %d unfinished tasks", ErrQueueFull, q.cfg.maxQueued)
+		return fmt.Errorf("%w: MaxQueued unfinished tasks", ErrQueueFull)
 	}
 	return nil
 }
 
 // PurgeDead deletes every dead letter and returns how many.
-func (q *Queue) PurgeDead(ctx context.Context) (int, error) {
+func (q *Client) PurgeDead(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		res, err := script.Run(ctx, q.rdb, purgeScript, "queue: purge dead letters", q.lay.common(), q.lay.commonArgs(1000)...)

@@ -27,9 +27,7 @@ import (
 // declares dead the processes whose lease ran out, and gives their tasks
 // back. A Queue is safe for concurrent use; Close it when done.
 type Queue struct {
-	rdb    redis.UniversalClient
-	name   string
-	lay    layout
+	Client // Stats, Inspect, Result, Cancel, DeadLetters, Replay, PurgeDead
 	cfg    config
 	proc   string
 	logger *slog.Logger
@@ -82,9 +80,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 		}
 	}
 	q := &Queue{
-		rdb:     rdb,
-		name:    name,
-		lay:     lay,
+		Client:  Client{rdb: rdb, name: name, lay: lay},
 		cfg:     cfg,
 		proc:    randomID(8),
 		wake:    make(chan struct{}, 1),
@@ -121,9 +117,6 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 	q.tasks.Go(q.pollFutures)
 	return q, nil
 }
-
-// Name returns the queue's name.
-func (q *Queue) Name() string { return q.name }
 
 // Process returns this process's id in the queue (Stats lists it).
 func (q *Queue) Process() string { return q.proc }

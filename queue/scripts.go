@@ -437,13 +437,14 @@ return 'CANCELLED'
 // reset.
 //
 //	KEYS[12] task key
-//	ARGV[4] id, ARGV[5] max queued
+//	ARGV[4] id
 //
-// Returns "OK", "NOTDEAD" or "FULL".
+// Returns "OK", "NOTDEAD" or "FULL" (the queue's max_queued setting).
 var replayScript = redis.NewScript(prelude + `
 local id = ARGV[4]
 if not redis.call('ZSCORE', K_DEAD, id) then return 'NOTDEAD' end
-if tonumber(redis.call('GET', K_COUNT) or '0') >= tonumber(ARGV[5]) then return 'FULL' end
+local limit = tonumber(redis.call('HGET', K_SETTINGS, 'max_queued') or '0')
+if limit > 0 and tonumber(redis.call('GET', K_COUNT) or '0') >= limit then return 'FULL' end
 redis.call('ZREM', K_DEAD, id)
 redis.call('INCR', K_COUNT)
 redis.call('HDEL', KEYS[12], 'errs', 'fin', 'res', 'cx', 'lerr')

@@ -73,6 +73,7 @@ type run struct {
 	cancel    context.CancelFunc
 	lost      atomic.Bool // the process was declared dead: do not record it
 	cancelled atomic.Bool // Cancel asked for it
+	finished  atomic.Bool // the handler returned; its outcome is being recorded
 }
 
 // slot is a worker's resource and handler, whatever the resource's type.
@@ -246,16 +247,23 @@ func (s *Server) Halt() {
 }
 
 // abandon is called when the process was declared dead: its attempts in
-// flight belong to others now. It cancels them and marks them lost, and
-// reports how many.
+// flight belong to others now. It cancels those still running and marks
+// them lost (their outcomes are not recorded), and reports how many.
+// Attempts that ended already are being recorded; those records are
+// refused as late.
 func (s *Server) abandon() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := 0
 	for _, r := range s.running {
+		if r.finished.Load() {
+			continue
+		}
 		r.lost.Store(true)
 		r.cancel()
+		n++
 	}
-	return len(s.running)
+	return n
 }
 
 // cancelTask ends the handler's ctx of a task cancelled by Cancel.

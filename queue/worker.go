@@ -82,6 +82,7 @@ func (s *Server) runTask(w *worker, t *Task) {
 	s.busy.Add(1)
 	start := time.Now()
 	res, err, panicked := call(ctx, w.slot, t)
+	r.finished.Store(true)
 	elapsed := time.Since(start)
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	halted := s.hard.Err() != nil
