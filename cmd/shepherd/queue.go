@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+func init() {
+	commands["queue"] = command{summary: "inspect a queue: stats, ls, dead, replay, cancel, purge-dead", run: runQueue}
+}
+
+const queueSynopsis = "queue stats|ls|dead|replay|cancel|purge-dead -queue NAME [flags] [ID...]"
+
+// queueSubcommands maps a queue subcommand to what it does with a Client
+// of an existing queue.
+var queueSubcommands = map[string]func(ctx context.Context, c *queue.Client, o queueOpts) error{
+	"stats":      queueStats,
+	"ls":         queueList,
+	"dead":       queueDead,
+	"replay":     queueReplay,
+	"cancel":     queueCancel,
+	"purge-dead": queuePurge,
+}
+
+type queueOpts struct {
+	stdout, stderr io.Writer
+	json           bool
+	state          string
+	limit          int
+	yes            bool
+	ids            []string
+}
+
+// runQueue runs "shepherd queue SUB": it reads the queue through a
+// queue.Client, which registers no process.
+func runQueue(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || queueSubcommands[args[0]] == nil {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			fmt.Fprintf(stderr, "usage: shepherd %s\n", queueSynopsis)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "usage: shepherd %s\n", queueSynopsis)
+		return exitUsage
+	}
+	sub := args[0]
+	fs := newFlags("queue "+sub, queueSynopsis, stderr)
+	addr := redisFlag(fs)
+	name := fs.String("queue", "", "the queue's `name` (required)")
+	o := queueOpts{stdout: stdout, stderr: stderr}
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+	fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: waiting, delayed, retry, active or dead")
+	fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
+	fs.BoolVar(&o.yes, "yes", false, "purge-dead: do not ask for confirmation")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this `duration`")
+	if code, ok := parse(fs, args[1:]); !ok {
+		return code
+	}
+	o.ids = fs.Args()
+	switch {
+	case *name == "":
+		return usageError(fs, stderr, "-queue is required")
+	case *timeout <= 0:
+		return usageError(fs, stderr, "-timeout must be positive")
+	case o.limit < 1:
+		return usageError(fs, stderr, "-limit must be at least 1")
+	case (sub == "replay" || sub == "cancel") && len(o.ids) == 0:
+		return usageError(fs, stderr, "missing task id")
+	case sub != "replay" && sub != "cancel" && len(o.ids) > 0:
+		return usageError(fs, stderr, "unexpected arguments %q", o.ids)
+	}
+	ctx, cancel := interruptible()
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, *timeout)
+	defer cancelT()
+	rdb, err := connect(ctx, *addr)
+	if err != nil {
+		return fail(stderr, fs.Name(), err)
+	}
+	defer rdb.Close()
+	c, err := queue.NewClient(rdb, *name)
+	if err != nil {
+		return fail(stderr, fs.Name(), fmt.Errorf("%w: %w", errUsage, err))
+	}
+	exists, err := c.Exists(ctx)
+	if err == nil && !exists {
+		err = fmt.Errorf("queue %q not found", *name)
+	}
+	if err == nil {
+		err = queueSubcommands[sub](ctx, c, o)
+	}
+	if err != nil {
+		return fail(stderr, fs.Name(), err)
+	}
+	return exitOK
+}
+
+func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
+	st, err := c.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return json.NewEncoder(o.stdout).Encode(st)
+	}
+	fmt.Fprintf(o.stdout, "queue %s: %d available, %d delayed, %d retrying, %d in flight, %d dead (%d dropped)\n",
+		c.Name(), st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead, st.DeadDropped)
+	fmt.Fprintf(o.stdout, "workers: %d busy of %d, in %d processes\n", st.Busy, st.Workers, len(st.Processes))
+	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tWORKERS\tBUSY\tLEASE")
+	for _, p := range st.Processes {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%v\n", p.ID, p.Host, p.PID, p.Workers, p.Busy, p.LeaseFor.Round(time.Millisecond))
+	}
+	return tw.Flush()
+}
+
+func queueList(ctx context.Context, c *queue.Client, o queueOpts) error {
+	state := queue.State(o.state)
+	switch state {
+	case queue.StateWaiting, queue.StateDelayed, queue.StateRetrying, queue.StateActive, queue.StateDead:
+	default:
+		return fmt.Errorf("%w: -state must be waiting, delayed, retry, active or dead, got %q", errUsage, o.state)
+	}
+	tasks, err := c.Tasks(ctx, state, 0, o.limit)
+	if err != nil {
+		return err
+	}
+	return printTasks(o, tasks)
+}
+
+func queueDead(ctx context.Context, c *queue.Client, o queueOpts) error {
+	tasks, err := c.DeadLetters(ctx, 0, o.limit)
+	if err != nil {
+		return err
+	}
+	return printTasks(o, tasks)
+}
+
+// taskRow is a task as ls and dead print it.
+type taskRow struct {
+	ID        string    `json:"id"`
+	State     string    `json:"state"`
+	Attempt   int       `json:"attempt"`
+	Max       int       `json:"max_attempts"`
+	Process   string    `json:"process,omitempty"`
+	Submitted time.Time `json:"submitted"`
+	Due       time.Time `json:"due"`
+	LastError string    `json:"last_error,omitempty"`
+	Payload   []byte    `json:"payload,omitempty"`
+}
+
+func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
+	rows := make([]taskRow, 0, len(tasks))
+	for _, t := range tasks {
+		r := taskRow{ID: t.ID, State: string(t.State), Attempt: t.Attempt, Max: t.MaxAttempts, Process: t.Process,
+			Submitted: t.Submitted, Due: t.Due, Payload: t.Payload}
+		if n := len(t.Errors); n > 0 {
+			r.LastError = t.Errors[n-1].Err
+		}
+		rows = append(rows, r)
+	}
+	if o.json {
+		return json.NewEncoder(o.stdout).Encode(rows)
+	}
+	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tATTEMPT\tDUE\tPROCESS\tLAST ERROR")
+	for _, r := range rows {
+		proc := r.Process
+		if proc == "" {
+			proc = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, r.Attempt, r.Max,
+			r.Due.Format(time.RFC3339), proc, firstLine(r.LastError))
+	}
+	return tw.Flush()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+func queueReplay(ctx context.Context, c *queue.Client, o queueOpts) error {
+	return eachID(o, "replayed", func(id string) error { return c.Replay(ctx, id) })
+}
+
+func queueCancel(ctx context.Context, c *queue.Client, o queueOpts) error {
+	return eachID(o, "cancelled", func(id string) error { return c.Cancel(ctx, id) })
+}
+
+// eachID runs f on every id, says what happened to each, and fails if
+// one failed.
+func eachID(o queueOpts, done string, f func(id string) error) error {
+	failed := 0
+	for _, id := range o.ids {
+		if err := f(id); err != nil {
+			fmt.Fprintf(o.stdout, "%s: %v\n", id, err)
+			failed++
+			continue
+		}
+		fmt.Fprintf(o.stdout, "%s: %s\n", id, done)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d failed", failed, len(o.ids))
+	}
+	return nil
+}
+
+func queuePurge(ctx context.Context, c *queue.Client, o queueOpts) error {
+	if !o.yes && !confirm(o.stderr, fmt.Sprintf("Delete every dead letter of queue %q?", c.Name())) {
+		return fmt.Errorf("%w: not confirmed", errUsage)
+	}
+	n, err := c.PurgeDead(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.stdout, "deleted %d dead letters\n", n)
+	return nil
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+func runCmd(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestQueueCommands(t *testing.T) {
+	t.Parallel()
+	name := redistest.Name(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queue.Open(ctx, srv.Client(), name)
+	require.NoError(t, err)
+	defer q.Close(context.Background())
+	_, err = q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		return nil, queue.Permanent(errors.New("bad " + string(t.Payload)))
+	}, queue.WithWorkers(1))
+	require.NoError(t, err)
+	f, err := q.Submit(ctx, []byte("x"), queue.WithTaskID("t1"))
+	require.NoError(t, err)
+	_, err = f.Wait(ctx)
+	require.ErrorIs(t, err, queue.ErrFailed)
+	_, err = q.Submit(ctx, []byte("later"), queue.WithTaskID("t2"), queue.WithDelay(time.Hour))
+	require.NoError(t, err)
+
+	code, out, errOut := runCmd("queue", "stats", "-queue", name, "-redis", srv.Addr())
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "0 available, 1 delayed, 0 retrying, 0 in flight, 1 dead")
+	assert.Contains(t, out, "workers: 0 busy of 1, in 1 processes")
+
+	code, out, errOut = runCmd("queue", "stats", "-queue", name, "-redis", srv.Addr(), "-json")
+	require.Equal(t, exitOK, code, errOut)
+	var st queue.Stats
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	assert.EqualValues(t, 1, st.Dead)
+
+	code, out, errOut = runCmd("queue", "ls", "-queue", name, "-state", "delayed", "-redis", srv.Addr())
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "t2")
+	code, out, errOut = runCmd("queue", "dead", "-queue", name, "-redis", srv.Addr(), "-json")
+	require.Equal(t, exitOK, code, errOut)
+	var rows []taskRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, 1)
+	assert.Equal(t, "t1", rows[0].ID)
+	assert.Equal(t, "bad x", rows[0].LastError)
+
+	// Flags after the ids count (they go to the Redis named).
+	code, out, errOut = runCmd("queue", "replay", "-queue", name, "t1", "nope", "-redis", srv.Addr())
+	assert.Equal(t, exitError, code, errOut)
+	assert.Contains(t, out, "t1: replayed")
+	assert.Contains(t, out, "nope: queue: task not found")
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.Dead == 1 && st.Available == 0 && st.InFlight == 0
+	}, 5*time.Second, 10*time.Millisecond, "the replayed task did not fail again")
+
+	code, out, errOut = runCmd("queue", "cancel", "-queue", name, "-redis", srv.Addr(), "t2")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "t2: cancelled")
+	_, err = q.Result(ctx, "t2")
+	assert.ErrorIs(t, err, queue.ErrCancelled)
+
+	code, _, errOut = runCmd("queue", "purge-dead", "-queue", name, "-redis", srv.Addr())
+	assert.Equal(t, exitUsage, code, "purge-dead without a yes")
+	assert.Contains(t, errOut, "not confirmed")
+	code, out, errOut = runCmd("queue", "purge-dead", "-queue", name, "-redis", srv.Addr(), "-yes")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "deleted 1 dead letters")
+
+	st2, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Len(t, st2.Processes, 1, "the commands registered no process")
+}
+
+func TestQueueCommandErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"queue"}, exitUsage, "usage: shepherd queue"},
+		{[]string{"queue", "nope"}, exitUsage, "usage: shepherd queue"},
+		{[]string{"queue", "stats"}, exitUsage, "-queue is required"},
+		{[]string{"queue", "replay", "-queue", "q"}, exitUsage, "missing task id"},
+		{[]string{"queue", "stats", "-queue", "q", "extra"}, exitUsage, "unexpected arguments"},
+		{[]string{"queue", "ls", "-queue", "q", "-limit", "0"}, exitUsage, "-limit must be at least 1"},
+		{[]string{"queue", "stats", "-queue", "a}b", "-redis", srv.Addr()}, exitUsage, "invalid option"},
+		{[]string{"queue", "stats", "-queue", "missing-queue", "-redis", srv.Addr()}, exitError, `queue "missing-queue" not found`},
+		{[]string{"queue", "ls", "-queue", "missing-queue", "-redis", srv.Addr(), "-state", "bogus"}, exitError, `not found`},
+	} {
+		code, _, errOut := runCmd(tc.args...)
+		assert.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
+		assert.True(t, strings.Contains(errOut, tc.want), "%v: %s", tc.args, errOut)
+	}
+	assert.Empty(t, srv.Client().Keys(context.Background(), "shepherd:{missing-queue}:*").Val(), "a command created the queue")
+}
