@@ -1,0 +1,101 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+// collect sums one collection's data points by metric name and, where a
+// point has a "state" or "outcome" attribute, by name/value too.
+func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]float64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, r.Collect(context.Background(), &rm))
+	out := map[string]float64{}
+	add := func(name string, attrs attribute.Set, v float64) {
+		out[name] += v
+		for _, k := range []attribute.Key{"state", "outcome"} {
+			if a, ok := attrs.Value(k); ok {
+				out[name+"/"+a.AsString()] += v
+			}
+		}
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					add(m.Name, p.Attributes, float64(p.Value))
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					add(m.Name, p.Attributes, float64(p.Value))
+				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					add(m.Name, p.Attributes, p.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					add(m.Name, p.Attributes, float64(p.Count))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestMetricsCountWhatHappened(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	q := open(t, redistest.Name(t), WithMeterProvider(mp))
+	ctx := testCtx(t, 10*time.Second)
+
+	// Three tasks wait with no worker: the depth is above the workers.
+	var futures []*Future
+	for _, p := range []string{"ok", "fail", "ok"} {
+		f, err := q.Submit(ctx, []byte(p), WithMaxAttempts(2))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	_, err := q.Submit(ctx, nil, WithDelay(time.Hour))
+	require.NoError(t, err)
+	m := collect(t, reader)
+	assert.Equal(t, 4.0, m[MetricSubmitted])
+	assert.Equal(t, 3.0, m[MetricDepth+"/available"])
+	assert.Equal(t, 1.0, m[MetricDepth+"/delayed"])
+	time.Sleep(20 * time.Millisecond) // lets the alarm's duration grow past 0
+	assert.Greater(t, collect(t, reader)[MetricDepthOverWorkers], 0.0, "3 tasks and no worker is an alarm")
+
+	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
+		if string(t.Payload) == "fail" {
+			return nil, errors.New("no")
+		}
+		return nil, nil
+	}, WithWorkers(2), fastRetries)
+	for _, f := range futures {
+		_, _ = wait(t, f, 5*time.Second)
+	}
+	m = collect(t, reader)
+	assert.Equal(t, 4.0, m[MetricAttempts], "2 ok and 2 failed attempts")
+	assert.Equal(t, 2.0, m[MetricAttempts+"/ok"])
+	assert.Equal(t, 2.0, m[MetricAttempts+"/fail"])
+	assert.Equal(t, 4.0, m[MetricProcessing])
+	assert.Equal(t, 4.0, m[MetricQueueWait])
+	assert.Equal(t, 1.0, m[MetricDepth+"/dead"])
+	assert.Equal(t, 0.0, m[MetricDepth+"/available"])
+	assert.Equal(t, 2.0, m[MetricWorkers], "busy and idle add up to the workers")
+	assert.Equal(t, 0.0, m[MetricDepthOverWorkers], "an empty queue is no alarm")
+}
