@@ -40,7 +40,8 @@
 //     with ErrQueueFull; nothing is trimmed. Dead letters beyond
 //     MaxDeadLetters drop the oldest, counted and logged.
 //   - A failed call means what it says. A Submit that returns an error did
-//     not queue its task (see Submit for the one narrow exception).
+//     not queue its task, with one exception: Redis dying after it received
+//     the Submit (see Submit).
 //
 // # How it works
 //

@@ -24,9 +24,13 @@ import (
 // Redis may have received it (a lost reply, ctx ending meanwhile), the
 // Submit is withdrawn in the background until Redis answers, and if it
 // reaches Redis after its withdrawal (held up in a frozen server), it is
-// refused there. Only a task that a worker took between the Submit
-// reaching Redis and its withdrawal may run (it is cancelled; the log
-// says so at WARN). A Submit of the same WithTaskID may follow at once.
+// refused there. The limit: a worker that takes the task between the
+// Submit reaching Redis and its withdrawal runs it (it is cancelled if
+// still running, and the log says so at WARN). That takes an instant
+// while Redis runs, but may happen when Redis dies after receiving the
+// Submit and comes back with it (AOF): the withdrawal then races with the
+// workers. The chaos suite measures how often (internal/chaos).
+// A Submit of the same WithTaskID may follow at once.
 func (q *Queue) Submit(ctx context.Context, payload []byte, opts ...SubmitOption) (*Future, error) {
 	sc := defaultSubmitConfig()
 	for _, o := range opts {

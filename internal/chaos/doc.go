@@ -19,6 +19,14 @@
 //
 //	go test ./internal/chaos -run Chaos -v -timeout 2h -chaos.duration=10m
 //
+// The queue's scenario (queue_test.go) does the same for a queue: three
+// chaosqueue processes serve it while one is killed, one is paused for
+// longer than every timeout and Redis is killed and restarted with AOF,
+// under steady Submits from the test process; the check proves that every
+// acknowledged task completed with an outcome from a logged attempt, that
+// a failed Submit's task ran only when Redis died after receiving it, and
+// reports how long the faulted processes' tasks took to start elsewhere.
+//
 // Other flags: -chaos.outage (how long Redis stays frozen, default 2s; the
 // issue's figure is 10s), -chaos.churners and -chaos.maxlive (dispatch
 // load and running-job cap of the churn scenario), -chaos.v (the worker

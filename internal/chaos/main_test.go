@@ -25,8 +25,9 @@ var (
 	chaosVerbose = flag.Bool("chaos.v", false, "worker processes log the pool's warnings to the test's stderr")
 )
 
-// workerBin is the chaosworker program, built once by TestMain.
-var workerBin string
+// workerBin and queueBin are the chaosworker and chaosqueue programs,
+// built once by TestMain.
+var workerBin, queueBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -36,8 +37,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	workerBin = filepath.Join(dir, "chaosworker")
+	queueBin = filepath.Join(dir, "chaosqueue")
 	code := 1
-	if err := build(workerBin); err != nil {
+	if err := build(workerBin, queueBin); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {
 		code = m.Run()
@@ -55,16 +57,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// build compiles the worker program without -race: the pool's code under
-// test also runs in the test process (the dispatcher), which has -race.
-func build(out string) error {
+// build compiles the worker programs without -race: the code under test
+// also runs in the test process (the dispatcher, the submitter), which has
+// -race.
+func build(worker, queue string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	cmd := exec.Command(goBin, "build", "-o", out, "github.com/shepherd-go/shepherd/internal/chaos/cmd/chaosworker")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("chaos: building the worker program: %v\n%s", err, b)
+	for out, pkg := range map[string]string{worker: "chaosworker", queue: "chaosqueue"} {
+		cmd := exec.Command(goBin, "build", "-o", out, "github.com/shepherd-go/shepherd/internal/chaos/cmd/"+pkg)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("chaos: building %s: %v\n%s", pkg, err, b)
+		}
 	}
 	return nil
 }
