@@ -112,8 +112,6 @@ func parseAttempts(s string) []AttemptError {
 	return out
 }
 
-func (q *Queue) stillSubmitting(f *Future) bool { return !f.submitted.Load() }
-
 func finished(state string) bool { return state == "done" || state == "dead" || state == "cancelled" }
 
 // Result returns the outcome of the task id, from any process: its
@@ -156,18 +154,27 @@ func (q *Queue) pollFutures() {
 			return
 		case <-t.C:
 		}
-		q.mu.Lock()
-		pending := make([]*Future, 0, min(len(q.futures), 1000))
-		for _, f := range q.futures {
-			if len(pending) == cap(pending) {
-				break
-			}
+		q.pollOnce(ctx)
+	}
+}
+
+// pollOnce reads the outcomes of up to 1000 pending futures. Only futures
+// whose Submit had succeeded before the read are judged: a task missing
+// then may just not be written yet.
+func (q *Queue) pollOnce(ctx context.Context) {
+	q.mu.Lock()
+	pending := make([]*Future, 0, min(len(q.futures), 1000))
+	for _, f := range q.futures {
+		if len(pending) == cap(pending) {
+			break
+		}
+		if f.submitted.Load() {
 			pending = append(pending, f)
 		}
-		q.mu.Unlock()
-		if len(pending) > 0 {
-			q.pollOutcomes(ctx, pending)
-		}
+	}
+	q.mu.Unlock()
+	if len(pending) > 0 {
+		q.pollOutcomes(ctx, pending)
 	}
 }
 
@@ -185,6 +192,9 @@ func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 		}
 		return
 	}
+	if q.testAfterPollRead != nil {
+		q.testAfterPollRead()
+	}
 	for i, f := range pending {
 		v := cmds[i].Val()
 		if len(v) != 3 {
@@ -193,11 +203,6 @@ func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 		st, _ := v[0].(string)
 		switch {
 		case st == "":
-			// Submit registers the future before its script runs: a
-			// task not written yet is not lost.
-			if q.stillSubmitting(f) {
-				continue
-			}
 			q.forget(f)
 			f.complete(nil, fmt.Errorf("%w: %q", ErrOutcomeLost, f.id))
 		case finished(st):

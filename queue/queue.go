@@ -48,6 +48,8 @@ type Queue struct {
 	closed  bool
 	futures map[string]*Future
 	server  *Server
+
+	testAfterPollRead func() // tests: runs between pollOutcomes' read and its verdicts
 }
 
 // Open joins the queue called name on rdb and returns this process's

@@ -393,3 +393,34 @@ func TestQueueWideSettingsMustAgree(t *testing.T) {
 	adopted := open(t, name)
 	assert.Equal(t, 2*time.Second, adopted.cfg.ttl, "a process that sets nothing adopts the queue's TTL")
 }
+
+// The fallback poll of pending outcomes must not take a task whose Submit
+// is still on its way for a lost one: it read the task before the Submit's
+// script wrote it, and judged after the Submit had returned (seen in the
+// chaos suite as ErrOutcomeLost for a task that then ran).
+func TestPollDoesNotLoseATaskStillBeingSubmitted(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 5*time.Second)
+	f := newFuture("racing")
+	q.mu.Lock()
+	q.futures[f.id] = f // registered by Submit before its script runs
+	q.mu.Unlock()
+	q.testAfterPollRead = func() {
+		// The script runs and Submit returns between the read and the verdict.
+		_, err := submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, f.id, "p", 1, 1000, 0, 1000, "n1")...).Result()
+		require.NoError(t, err)
+		f.submitted.Store(true)
+	}
+	// Another, submitted future makes the poll read Redis at all.
+	other, err := q.Submit(ctx, nil)
+	require.NoError(t, err)
+	q.pollOnce(ctx)
+	select {
+	case <-f.Done():
+		_, err := f.Wait(ctx)
+		t.Fatalf("a task still being submitted was judged: %v", err)
+	default:
+	}
+	assert.NotNil(t, other)
+}

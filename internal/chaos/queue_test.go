@@ -209,7 +209,17 @@ func TestChaosQueue(t *testing.T) {
 	acked.Range(func(k, v any) bool {
 		n++
 		res, err := waitFuture(v.(*queue.Future), 60*time.Second)
-		require.NoError(t, err, "task %s", k)
+		if err != nil {
+			info, ierr := c.sub.Inspect(ctx, k.(string))
+			entries, _ := c.log.Read(ctx)
+			var mine []Entry
+			for _, e := range entries {
+				if e.Key == k.(string) || e.Key == "" {
+					mine = append(mine, e)
+				}
+			}
+			t.Fatalf("task %s: %v; now %+v (%v); its log: %+v", k, err, info, ierr, mine)
+		}
 		stored, err := c.sub.Result(ctx, k.(string))
 		require.NoError(t, err, "task %s", k)
 		assert.Equal(t, string(stored), string(res), "task %s: the future and the stored outcome differ", k)
