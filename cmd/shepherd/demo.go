@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	commands["demo"] = command{summary: "a one-command tour: nodes, workers, a crash, recovery, nothing lost", run: runDemo}
+	commands["demo"] = command{summary: "a one-command tour: nodes, workers, a crash, recovery, nothing lost ('demo queue': the queue's)", run: runDemo}
 }
 
 // demoConfig holds the demo's knobs.
@@ -31,7 +31,10 @@ type demoConfig struct {
 }
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "demo [-jobs N] [-nodes N] [-workers N] [-ttl D] [-redis ADDR]", stderr)
+	if len(args) > 0 && args[0] == "queue" {
+		return runDemoQueue(args[1:], stdout, stderr)
+	}
+	fs := newFlags("demo", "demo [queue] [-jobs N] [-nodes N] [-workers N] [-ttl D] [-redis ADDR]", stderr)
 	addr := redisFlag(fs)
 	var cfg demoConfig
 	fs.IntVar(&cfg.jobs, "jobs", 2000, "how many jobs to dispatch")

@@ -71,3 +71,28 @@ func TestDemoStartsAPrivateRedisServer(t *testing.T) {
 	_, err = os.Stat(r.dir)
 	assert.True(t, os.IsNotExist(err), "the data directory %s is removed", r.dir)
 }
+
+func TestDemoQueueEndToEnd(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	name := redistest.Name(t)
+	code := run([]string{"demo", "queue", "-redis", srv.Addr(), "-queue", name, "-tasks", "120", "-workers", "2", "-ttl", "1s"}, &out, &errOut)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	s := out.String()
+	for _, want := range []string{
+		"started serving process B",
+		"submitted 120 tasks",
+		"crashing process B (SIGKILL)",
+		"were done by A",
+		"succeeded:   119 tasks",
+		"dead letter: 1",
+		`task-0040 "malformed": malformed payload`,
+		"lost:        0 of 120",
+		"left behind: nothing",
+	} {
+		assert.Contains(t, s, want)
+	}
+	left, err := srv.Client().Keys(context.Background(), "shepherd:{"+name+"}:*").Result()
+	require.NoError(t, err)
+	assert.Empty(t, left, "the demo leaves no key behind")
+}

@@ -1,0 +1,385 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+func init() {
+	// Started by "demo queue" as its serving processes; not for direct use.
+	commands["demo-queue-worker"] = command{summary: "(internal) serving process of demo queue", run: runDemoQueueWorker}
+}
+
+// demoQueueConfig holds the knobs of "demo queue".
+type demoQueueConfig struct {
+	tasks   int
+	workers int
+	ttl     time.Duration
+	queue   string
+}
+
+// runDemoQueue is "shepherd demo queue": two serving processes whose
+// workers each own a (pretend) connection, tasks submitted from this
+// process, retries, a dead letter, and one process SIGKILLed with tasks in
+// flight.
+func runDemoQueue(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("demo queue", "demo queue [-tasks N] [-workers N] [-ttl D] [-redis ADDR]", stderr)
+	addr := redisFlag(fs)
+	var cfg demoQueueConfig
+	fs.IntVar(&cfg.tasks, "tasks", 400, "how many tasks to submit")
+	fs.IntVar(&cfg.workers, "workers", 4, "workers per serving process")
+	fs.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "the queue's TTL: how long a silent process lives on before its tasks run elsewhere")
+	fs.StringVar(&cfg.queue, "queue", "", "queue name (default: a fresh shepherd-demo-queue-<random>)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError(fs, stderr, "unexpected arguments %q", fs.Args())
+	case cfg.tasks < 10 || cfg.workers < 1:
+		return usageError(fs, stderr, "-tasks must be at least 10 and -workers at least 1")
+	case cfg.ttl < queue.MinTTL:
+		return usageError(fs, stderr, "-ttl must be at least %v", queue.MinTTL)
+	}
+	if cfg.queue == "" {
+		cfg.queue = "shepherd-demo-queue-" + randomHex(3)
+	}
+	if _, err := redisOptions(*addr); err != nil {
+		return fail(stderr, "demo queue", err)
+	}
+	ctx, cancel := interruptible()
+	defer cancel()
+	r, err := findRedis(ctx, *addr, stdout)
+	if err != nil {
+		return fail(stderr, "demo queue", err)
+	}
+	err = demoQueue(ctx, cfg, r, stdout)
+	if rerr := r.release(); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("releasing Redis: %w", rerr))
+	}
+	if err != nil {
+		return fail(stderr, "demo queue", err)
+	}
+	return exitOK
+}
+
+// demoServer is a serving process of the demo.
+type demoServer struct {
+	label string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan struct{} // closed once it exited and was waited for
+}
+
+func startDemoServer(ctx context.Context, addr string, cfg demoQueueConfig, label string) (*demoServer, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "demo-queue-worker", "-redis", addr, "-queue", cfg.queue,
+		"-workers", fmt.Sprint(cfg.workers), "-ttl", cfg.ttl.String(), "-label", label)
+	cmd.Env = append(os.Environ(), benchChildEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &demoServer{label: label, cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	ready := make(chan bool, 1)
+	go func() { // owned by s: ends when the process exits
+		sc := bufio.NewScanner(stdout)
+		ready <- sc.Scan() && sc.Text() == "ready"
+		for sc.Scan() {
+		}
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	select {
+	case ok := <-ready:
+		if ok {
+			return s, nil
+		}
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	_ = cmd.Process.Kill()
+	<-s.done
+	return nil, fmt.Errorf("serving process %s did not start", label)
+}
+
+// stop asks the process to close its queue (stdin closes) and waits.
+func (s *demoServer) stop() {
+	_ = s.stdin.Close()
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+func demoQueue(ctx context.Context, cfg demoQueueConfig, r *demoRedis, out io.Writer) (err error) {
+	printf := func(format string, args ...any) { fmt.Fprintf(out, format, args...) }
+	opt, err := redisOptions(r.addr)
+	if err != nil {
+		return err
+	}
+	printf("Redis: %s\n", r.origin)
+	printf("queue %q: 2 serving processes x %d workers (each worker owns a connection), TTL %v, %d tasks\n\n",
+		cfg.queue, cfg.workers, cfg.ttl, cfg.tasks)
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, cfg.queue, queue.WithTTL(cfg.ttl), queue.WithLogger(nodeLogger(io.Discard)))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, demoQueueCleanup(q, rdb, cfg, printf)) }()
+
+	var servers []*demoServer
+	defer func() {
+		for _, s := range servers {
+			s.stop()
+		}
+	}()
+	for _, label := range []string{"A", "B"} {
+		s, err := startDemoServer(ctx, r.addr, cfg, label)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, s)
+		printf("started serving process %s (pid %d)\n", label, s.cmd.Process.Pid)
+	}
+
+	// Every 10th task fails its first attempt (retried after a backoff);
+	// one is malformed (a permanent error: a dead letter).
+	futures := make([]*queue.Future, 0, cfg.tasks)
+	begin := time.Now()
+	for i := range cfg.tasks {
+		payload := "ok"
+		switch {
+		case i == cfg.tasks/3:
+			payload = "malformed"
+		case i%10 == 9:
+			payload = "flaky"
+		}
+		f, err := q.Submit(ctx, []byte(payload), queue.WithTaskID(fmt.Sprintf("task-%04d", i)), queue.WithMaxAttempts(5))
+		if err != nil {
+			return fmt.Errorf("submit: %w", err)
+		}
+		futures = append(futures, f)
+	}
+	printf("submitted %d tasks in %v\n", cfg.tasks, time.Since(begin).Round(time.Millisecond))
+
+	// Crash B once it runs tasks.
+	var finished atomic.Int64
+	var wg sync.WaitGroup
+	results := make([]struct {
+		res []byte
+		err error
+		at  time.Time
+	}, len(futures))
+	for i, f := range futures {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i].res, results[i].err = f.Wait(ctx)
+			results[i].at = time.Now()
+			finished.Add(1)
+		}()
+	}
+	victim := servers[1]
+	victimID, err := processID(ctx, q, victim.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	var victimTasks []string
+	for deadline := time.Now().Add(30 * time.Second); len(victimTasks) == 0 || finished.Load() < int64(cfg.tasks/4); {
+		if time.Now().After(deadline) {
+			return errors.New("process B ran no task within 30s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling Redis for the servers' progress
+		active, err := q.Tasks(ctx, queue.StateActive, 0, 1000)
+		if err != nil {
+			return err
+		}
+		victimTasks = victimTasks[:0]
+		for _, t := range active {
+			if t.Process == victimID {
+				victimTasks = append(victimTasks, t.ID)
+			}
+		}
+	}
+	printf("\n%d/%d tasks done; crashing process B (SIGKILL) while it runs %d of them\n", finished.Load(), cfg.tasks, len(victimTasks))
+	crashed := time.Now()
+	if err := victim.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	<-victim.done
+	servers = servers[:1]
+	wg.Wait()
+
+	// What happened.
+	index := map[string]int{}
+	for i, f := range futures {
+		index[f.ID()] = i
+	}
+	var recovered time.Duration
+	for _, id := range victimTasks {
+		if at := results[index[id]].at.Sub(crashed); at > recovered {
+			recovered = at
+		}
+	}
+	if len(victimTasks) > 0 {
+		printf("  B's %d tasks in flight were done by A %v after the crash (TTL %v)\n", len(victimTasks), recovered.Round(time.Millisecond), cfg.ttl)
+	}
+	ok, retried, failed := 0, 0, 0
+	for i := range results {
+		switch {
+		case results[i].err == nil:
+			ok++
+			if !strings.HasSuffix(string(results[i].res), "attempt 1") {
+				retried++
+			}
+		case errors.Is(results[i].err, queue.ErrFailed):
+			failed++
+		default:
+			return fmt.Errorf("task %s: %w", futures[i].ID(), results[i].err)
+		}
+	}
+	printf("\nsummary\n")
+	printf("  succeeded:   %d tasks (%d after more than one attempt: retries and the crash)\n", ok, retried)
+	printf("  dead letter: %d\n", failed)
+	dead, err := q.DeadLetters(ctx, 0, 10)
+	if err != nil {
+		return err
+	}
+	for _, d := range dead {
+		printf("    %s %q: %s\n", d.ID, d.Payload, d.Errors[len(d.Errors)-1].Err)
+	}
+	printf("  lost:        0 of %d (every future completed once)\n", cfg.tasks)
+	if ok+failed != cfg.tasks {
+		return fmt.Errorf("%d of %d tasks have no outcome", cfg.tasks-ok-failed, cfg.tasks)
+	}
+	return nil
+}
+
+// processID returns the queue's id of the serving process with pid.
+func processID(ctx context.Context, q *queue.Queue, pid int) (string, error) {
+	st, err := q.Stats(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range st.Processes {
+		if p.PID == pid {
+			return p.ID, nil
+		}
+	}
+	return "", fmt.Errorf("no process with pid %d serves the queue", pid)
+}
+
+// demoQueueCleanup closes the demo's queue handle and deletes the queue's
+// keys.
+func demoQueueCleanup(q *queue.Queue, rdb *redis.Client, cfg demoQueueConfig, printf func(string, ...any)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := q.Close(ctx)
+	pattern := "shepherd:{" + cfg.queue + "}:*"
+	var keys []string
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	err = errors.Join(err, iter.Err())
+	if len(keys) > 0 {
+		err = errors.Join(err, rdb.Unlink(ctx, keys...).Err())
+	}
+	if err == nil {
+		printf("left behind: nothing (%d keys of queue %s deleted)\n", len(keys), cfg.queue)
+	}
+	return err
+}
+
+// runDemoQueueWorker serves the demo's queue: each worker opens a pretend
+// connection; a task sleeps 5 to 30ms, "flaky" fails its first attempt,
+// "malformed" fails for good. It prints "ready", and closes its queue when
+// its stdin closes.
+func runDemoQueueWorker(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo-queue-worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("redis", "", "Redis address or URL")
+	name := fs.String("queue", "", "queue name")
+	workers := fs.Int("workers", 4, "workers")
+	ttl := fs.Duration("ttl", 2*time.Second, "TTL")
+	label := fs.String("label", "", "the process's label")
+	if err := fs.Parse(args); err != nil || *addr == "" || *name == "" {
+		return exitUsage
+	}
+	opt, err := redisOptions(*addr)
+	if err != nil {
+		return exitUsage
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, *name, queue.WithTTL(*ttl), queue.WithLogger(nodeLogger(stderr)))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	type conn struct{ id string }
+	res := queue.Resource[*conn]{Open: func(ctx context.Context, worker int) (*conn, error) {
+		return &conn{id: fmt.Sprintf("%s%d", *label, worker)}, nil
+	}}
+	_, err = queue.ServeWith(q, res, func(ctx context.Context, c *conn, t *queue.Task) ([]byte, error) {
+		select {
+		case <-time.After(time.Duration(5+rand.IntN(26)) * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		switch string(t.Payload) {
+		case "malformed":
+			return nil, queue.Permanent(errors.New("malformed payload"))
+		case "flaky":
+			if t.Attempt == 1 {
+				return nil, errors.New("the API timed out")
+			}
+		}
+		return []byte(fmt.Sprintf("done on connection %s, attempt %d", c.id, t.Attempt)), nil
+	}, queue.WithWorkers(*workers), queue.WithBackoff(50*time.Millisecond, time.Second))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		_ = q.Close(ctx)
+		return exitError
+	}
+	fmt.Fprintln(stdout, "ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := q.Close(cctx); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	return exitOK
+}
