@@ -77,6 +77,59 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res)
 end
 `
 
+// takeFn is the body of dequeueScript, shared with completeScript.
+const takeFn = `
+-- take gives the live process proc up to n tasks (see dequeueScript).
+local function take(proc, ik, n, promote)
+  local t = now()
+  local exp = redis.call('ZSCORE', K_ALIVE, proc)
+  if not exp then return {'GONE'} end
+  if tonumber(exp) < t then return {'LATE'} end
+  for _, z in ipairs({K_RETRY, K_DELAYED}) do
+    local due = redis.call('ZRANGEBYSCORE', z, '-inf', t, 'LIMIT', 0, promote)
+    if #due > 0 then
+      for i = #due, 1, -1 do
+        redis.call('RPUSH', K_READY, due[i])
+        redis.call('HSET', P_TASK .. due[i], 'st', 'waiting')
+      end
+      redis.call('ZREM', z, unpack(due))
+    end
+  end
+  local out = {'OK', -1}
+  local ids = false
+  if n > 0 then ids = redis.call('RPOP', K_READY, n) end
+  if ids then
+    for _, id in ipairs(ids) do
+      local tk = P_TASK .. id
+      local f = redis.call('HMGET', tk, 'st', 'p', 'att', 'max', 'to', 'enq', 'due')
+      if f[1] == 'waiting' then
+        local att = tonumber(f[3]) + 1
+        redis.call('HSET', tk, 'st', 'active', 'att', att, 'own', proc, 'beg', t)
+        redis.call('HSET', K_ACTIVE, id, proc)
+        redis.call('SADD', ik, id)
+        local waited = t - math.max(tonumber(f[6]), tonumber(f[7]))
+        out[#out + 1] = id
+        out[#out + 1] = f[2]
+        out[#out + 1] = att
+        out[#out + 1] = tonumber(f[4])
+        out[#out + 1] = tonumber(f[5])
+        out[#out + 1] = waited
+      end
+    end
+  end
+  local nd = -1
+  for _, z in ipairs({K_RETRY, K_DELAYED}) do
+    local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
+    if first[2] then
+      local d = math.max(tonumber(first[2]) - t, 0)
+      if nd < 0 or d < nd then nd = d end
+    end
+  end
+  out[2] = nd
+  return out
+end
+`
+
 // submitScript queues a batch of tasks, each on its own: one refused
 // does not stop the others.
 //
@@ -136,68 +189,28 @@ return out
 // since, else {"OK", next, id, payload, attempt, max attempts, timeout
 // ms, waited ms, ...}: next is in how many ms the earliest delayed or
 // retrying task is due (-1: none).
-var dequeueScript = redis.NewScript(prelude + `
-local t = now()
-local exp = redis.call('ZSCORE', K_ALIVE, ARGV[4])
-if not exp then return {'GONE'} end
-if tonumber(exp) < t then return {'LATE'} end
-local n = tonumber(ARGV[5])
-for _, z in ipairs({K_RETRY, K_DELAYED}) do
-  local due = redis.call('ZRANGEBYSCORE', z, '-inf', t, 'LIMIT', 0, tonumber(ARGV[6]))
-  if #due > 0 then
-    for i = #due, 1, -1 do
-      redis.call('RPUSH', K_READY, due[i])
-      redis.call('HSET', P_TASK .. due[i], 'st', 'waiting')
-    end
-    redis.call('ZREM', z, unpack(due))
-  end
-end
-local out = {'OK', -1}
-local ids = redis.call('RPOP', K_READY, n)
-if ids then
-  for _, id in ipairs(ids) do
-    local tk = P_TASK .. id
-    local f = redis.call('HMGET', tk, 'st', 'p', 'att', 'max', 'to', 'enq', 'due')
-    if f[1] == 'waiting' then
-      local att = tonumber(f[3]) + 1
-      redis.call('HSET', tk, 'st', 'active', 'att', att, 'own', ARGV[4], 'beg', t)
-      redis.call('HSET', K_ACTIVE, id, ARGV[4])
-      redis.call('SADD', KEYS[12], id)
-      local waited = t - math.max(tonumber(f[6]), tonumber(f[7]))
-      out[#out + 1] = id
-      out[#out + 1] = f[2]
-      out[#out + 1] = att
-      out[#out + 1] = tonumber(f[4])
-      out[#out + 1] = tonumber(f[5])
-      out[#out + 1] = waited
-    end
-  end
-end
-local nd = -1
-for _, z in ipairs({K_RETRY, K_DELAYED}) do
-  local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
-  if first[2] then
-    local d = math.max(tonumber(first[2]) - t, 0)
-    if nd < 0 or d < nd then nd = d end
-  end
-end
-out[2] = nd
-return out
+var dequeueScript = redis.NewScript(prelude + takeFn + `
+return take(ARGV[4], KEYS[12], tonumber(ARGV[5]), tonumber(ARGV[6]))
 `)
 
 // completeScript records how a batch of attempts ended, each if the
 // attempt is still the process's (the task is active, owned by it, at
-// this attempt): anything else is a late outcome and is refused.
+// this attempt): anything else is a late outcome and is refused. Then it
+// takes up to n tasks for the workers that just finished (as
+// dequeueScript does), so that a busy worker records an outcome and gets
+// its next task in one call.
 //
 //	KEYS[12] the process's inflight set
-//	ARGV[4] process, then per attempt: id, attempt, kind ("ok", "fail",
-//	"perm": no retry, "later": RetryLater, no attempt used, "release":
-//	its process stops, back to ready at once, no attempt used), the
-//	result ("ok") or the error, the delay (ms) of "fail" and "later"
+//	ARGV[4] process, ARGV[5] n, ARGV[6] promotion limit, then per
+//	attempt: id, attempt, kind ("ok", "fail", "perm": no retry, "later":
+//	RetryLater, no attempt used, "release": its process stops, back to
+//	ready at once, no attempt used), the result ("ok") or the error, the
+//	delay (ms) of "fail" and "later"
 //
-// Returns {dead letters dropped, outcome, ...}: one outcome per attempt,
-// "STALE", "done", "cancelled", "dead", "retry", "later" or "released".
-var completeScript = redis.NewScript(prelude + `
+// Returns {dead letters dropped, k, outcome * k, take's reply...}: one
+// outcome per attempt, "STALE", "done", "cancelled", "dead", "retry",
+// "later" or "released", then what dequeueScript returns.
+var completeScript = redis.NewScript(prelude + takeFn + `
 local proc = ARGV[4]
 local function complete(id, attempt, kind, data, delay)
   local tk = P_TASK .. id
@@ -234,14 +247,21 @@ local function complete(id, attempt, kind, data, delay)
   end
   return 'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil)
 end
-local out, dropped, wake = {0}, 0, false
-for i = 5, #ARGV, 5 do
+local out, dropped, wake = {0, 0}, 0, false
+for i = 7, #ARGV, 5 do
   local st, d, w = complete(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
   out[#out + 1] = st
   dropped = dropped + d
   wake = wake or w
 end
 out[1] = dropped
+out[2] = #out - 2
+local n = tonumber(ARGV[5])
+if n > 0 then
+  for _, v in ipairs(take(proc, KEYS[12], n, tonumber(ARGV[6]))) do out[#out + 1] = v end
+end
+-- A task made available again (a retry, a release) may be for another
+-- process's idle workers.
 if wake then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
 return out
 `)

@@ -410,8 +410,16 @@ func (s *Server) dequeue(ctx context.Context, n int) ([]*Task, time.Duration, er
 		return nil, -1, err
 	}
 	out, _ := res.([]any)
+	return s.taken(ctx, out)
+}
+
+// taken reads the reply of take (dequeueScript, or the end of
+// completeScript's): the tasks, now marked as running here, and when the
+// next delayed task is due.
+func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, error) {
+	q := s.q
 	if len(out) < 1 {
-		return nil, -1, fmt.Errorf("queue: dequeue: unexpected reply %v", res)
+		return nil, -1, fmt.Errorf("queue: take: unexpected reply %v", out)
 	}
 	switch out[0] {
 	case "GONE":

@@ -32,7 +32,9 @@ func (s *Server) work(w *worker) {
 	for {
 		select {
 		case t := <-w.tasks:
-			s.runTask(w, t)
+			if s.runTask(w, t) {
+				continue // recordLoop gives it its next task, or back to the dispatcher
+			}
 			if !s.openResource(w) {
 				return
 			}
@@ -66,8 +68,10 @@ func (s *Server) openResource(w *worker) bool {
 	}
 }
 
-// runTask runs one attempt and records how it ended.
-func (s *Server) runTask(w *worker, t *Task) {
+// runTask runs one attempt and hands its end to recordLoop. It reports
+// whether it handed w over too (its resource is fine): recordLoop then
+// gives w its next task, or gives it back to the dispatcher.
+func (s *Server) runTask(w *worker, t *Task) bool {
 	q := s.q
 	ctx, cancel := context.WithTimeout(s.hard, t.timeout)
 	r := &run{cancel: cancel}
@@ -90,7 +94,8 @@ func (s *Server) runTask(w *worker, t *Task) {
 	s.busy.Add(-1)
 	q.m.processing.Record(context.Background(), elapsed.Seconds(), q.m.attrs)
 
-	if panicked || (timedOut && err != nil) {
+	reset := panicked || (timedOut && err != nil)
+	if reset {
 		// The resource may be in any state: reset it before the next task.
 		w.slot.close()
 	}
@@ -99,11 +104,16 @@ func (s *Server) runTask(w *worker, t *Task) {
 		s.mu.Lock()
 		delete(s.running, t.ID)
 		s.mu.Unlock()
-		return
+		return false
 	}
 	kind, data, delay := s.classify(t, res, err, panicked, timedOut, halted, elapsed)
 	q.m.attempts.Add(context.Background(), 1, q.m.attrs, outcomeAttr(kind))
-	s.outcomes <- outcomeReq{t: t, kind: kind, data: data, delay: delay}
+	o := outcomeReq{t: t, kind: kind, data: data, delay: delay}
+	if !reset {
+		o.w = w
+	}
+	s.outcomes <- o
+	return o.w != nil
 }
 
 // call runs the handler, turning a panic into an error.
@@ -168,6 +178,7 @@ type outcomeReq struct {
 	kind  string
 	data  string
 	delay time.Duration
+	w     *worker // waits for its next task; nil: it comes back by itself
 }
 
 // maxRecordBatch bounds the attempts recorded in one script call.
@@ -192,21 +203,40 @@ func (s *Server) recordLoop() {
 				break more
 			}
 		}
-		s.record(batch)
+		var idle []*worker
+		for _, o := range batch {
+			if o.w != nil {
+				idle = append(idle, o.w)
+			}
+		}
+		n := len(idle)
+		if s.isStopping() {
+			n = 0
+		}
+		tasks := s.record(batch, n)
 		s.mu.Lock()
 		for _, o := range batch {
 			delete(s.running, o.t.ID)
 		}
 		s.mu.Unlock()
+		for i, w := range idle {
+			if i < len(tasks) {
+				w.tasks <- tasks[i]
+			} else {
+				s.free <- w
+			}
+		}
 	}
 }
 
-// record runs completeScript for a batch, retrying while Redis does not
-// answer. It gives up when the Queue closes (its deregistration then
-// gives the tasks back).
-func (s *Server) record(batch []outcomeReq) {
+// record runs completeScript for a batch, taking up to n tasks, and
+// returns those; it retries while Redis does not answer (a retry whose
+// first try did run takes tasks again: the first ones are given back by
+// checkOrphans). It gives up when the Queue closes (its deregistration
+// then gives the tasks back).
+func (s *Server) record(batch []outcomeReq, n int) []*Task {
 	q := s.q
-	args := q.lay.commonArgs(q.proc)
+	args := q.lay.commonArgs(q.proc, n, promoteLimit)
 	for _, o := range batch {
 		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds())
 	}
@@ -216,21 +246,30 @@ func (s *Server) record(batch []outcomeReq) {
 		cancel()
 		if err == nil {
 			out, _ := res.([]any)
-			for i, st := range out {
-				if st == "STALE" && i-1 < len(batch) {
-					o := batch[i-1]
+			if len(out) < 2+len(batch) {
+				q.logger.Error("recording outcomes: unexpected reply", "reply", res)
+				return nil
+			}
+			for i, st := range out[2 : 2+len(batch)] {
+				if st == "STALE" {
+					o := batch[i]
 					q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", o.t.ID, "attempt", o.t.Attempt)
 				}
 			}
-			if len(out) > 0 {
-				if n, _ := out[0].(int64); n > 0 {
-					q.droppedDead(context.Background(), n)
-				}
+			if d, _ := out[0].(int64); d > 0 {
+				q.droppedDead(context.Background(), d)
 			}
-			return
+			if n == 0 {
+				return nil
+			}
+			tasks, _, err := s.taken(context.Background(), out[2+len(batch):])
+			if err != nil && !errors.Is(err, errGone) {
+				q.logger.Debug("taking tasks with the outcomes failed", "error", err)
+			}
+			return tasks
 		}
 		if q.tasks.Context().Err() != nil {
-			return
+			return nil
 		}
 		if fails == 0 || fails%20 == 0 {
 			q.logger.Warn("recording outcomes failed; retrying", "tasks", len(batch), "error", err, "failures", fails+1)
@@ -238,7 +277,7 @@ func (s *Server) record(batch []outcomeReq) {
 		select {
 		case <-time.After(min(time.Duration(fails+1)*50*time.Millisecond, time.Second)):
 		case <-q.tasks.Context().Done():
-			return
+			return nil
 		}
 	}
 }
