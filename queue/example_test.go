@@ -149,3 +149,43 @@ func ExampleQueue_Result() {
 	// true
 	// sent <nil>
 }
+
+// An operator's view, without joining the queue: depth by state, the
+// tasks waiting, and a cancellation.
+func ExampleClient() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-client")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+	for _, id := range []string{"a", "b"} {
+		if _, err := q.Submit(ctx, nil, queue.WithTaskID(id), queue.WithDelay(time.Hour)); err != nil {
+			panic(err)
+		}
+	}
+
+	c, err := queue.NewClient(rdb, "example-client") // registers no process
+	if err != nil {
+		panic(err)
+	}
+	ok, _ := c.Exists(ctx)
+	st, _ := c.Stats(ctx)
+	fmt.Println(ok, st.Delayed, "delayed,", st.Workers, "workers")
+	delayed, _ := c.Tasks(ctx, queue.StateDelayed, 0, 10)
+	for _, t := range delayed {
+		fmt.Println(t.ID, t.State)
+	}
+	if err := c.Cancel(ctx, "a"); err != nil {
+		panic(err)
+	}
+	_, err = c.Result(ctx, "a")
+	fmt.Println(errors.Is(err, queue.ErrCancelled))
+	// Output:
+	// true 2 delayed, 0 workers
+	// a delayed
+	// b delayed
+	// true
+}
