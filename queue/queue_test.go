@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,6 +51,14 @@ func TestSubmitWaitAndResultFromAnotherProcess(t *testing.T) {
 	assert.Zero(t, st.Available+st.Delayed+st.Retrying+st.InFlight+st.Dead)
 	assert.Len(t, st.Processes, 2)
 	assert.EqualValues(t, 2, st.Workers)
+
+	// Every key is under the queue's hash tag and kind: a pool of the same
+	// name (kind "pool", "stream", "map"...) never shares one.
+	all := scanKeys(t, srv.Client(), "*"+name+"*")
+	require.NotEmpty(t, all)
+	for _, k := range all {
+		assert.True(t, strings.HasPrefix(k, "shepherd:{"+name+"}:queue:"), k)
+	}
 }
 
 func TestEmptyPayloadRuns(t *testing.T) {
