@@ -365,7 +365,11 @@ func (s *Server) dispatch() {
 		case err != nil:
 			fails++
 			wait = min(time.Duration(fails)*100*time.Millisecond, 2*time.Second)
-			if ctx.Err() == nil && fails <= 3 || fails%20 == 0 {
+			switch {
+			case errors.Is(err, errGone) || errors.Is(err, errLate):
+				// The keep-alive says what happened, once.
+				s.q.logger.Debug("not taking tasks until the process is registered again", "error", err)
+			case ctx.Err() == nil && fails <= 3 || fails%20 == 0:
 				s.q.logger.Warn("taking tasks failed", "error", err, "failures", fails)
 			}
 		case len(tasks) == len(idle):
@@ -396,7 +400,10 @@ func (s *Server) dispatch() {
 // promoteLimit bounds how many due tasks one dequeue moves to ready.
 const promoteLimit = 500
 
-var errGone = errors.New("queue: this process is not registered (declared dead, or Redis lost its state); registering again")
+var (
+	errGone = errors.New("queue: this process is not registered (declared dead, or Redis lost its state); registering again")
+	errLate = errors.New("queue: this process's lease ran out; keeping alive first")
+)
 
 // dequeue takes up to n tasks; next is when the next delayed task is due
 // (-1: none).
@@ -427,7 +434,7 @@ func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, 
 		return nil, -1, errGone
 	case "LATE":
 		q.kickKeepAlive()
-		return nil, -1, errors.New("queue: this process's lease ran out; keeping alive first")
+		return nil, -1, errLate
 	}
 	next := time.Duration(-1)
 	if ms, ok := out[1].(int64); ok && ms >= 0 {
