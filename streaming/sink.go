@@ -40,6 +40,12 @@ type Sink struct {
 	// closer for writing.
 	outMu     sync.RWMutex
 	outClosed bool
+
+	// ownDone is closed once readLoop has read this consumer's own
+	// pending entries: TakeOver waits for it, or an entry it claims for
+	// this consumer would be delivered by both (see TakeOver).
+	ownDone chan struct{}
+	ownOnce sync.Once
 }
 
 // NewSink creates the consumer group (and the stream) if they do not
@@ -76,11 +82,12 @@ func NewSink(ctx context.Context, stream *Stream, group string, opts ...SinkOpti
 		return nil, err
 	}
 	s := &Sink{
-		stream: stream,
-		group:  group,
-		cfg:    cfg,
-		token:  randomHex(16),
-		out:    make(chan *Event, cfg.bufferSize),
+		stream:  stream,
+		group:   group,
+		cfg:     cfg,
+		token:   randomHex(16),
+		out:     make(chan *Event, cfg.bufferSize),
+		ownDone: make(chan struct{}),
 		rep: reporter{logger: cfg.logger, onError: cfg.onError, attrs: []any{
 			slog.String("stream", stream.Name()), slog.String("group", group), slog.String("consumer", cfg.consumer),
 		}},

@@ -74,6 +74,7 @@ func (s *Sink) readOnce(own *string) error {
 	if *own != "" {
 		if len(msgs) == 0 {
 			*own = ""
+			s.ownOnce.Do(func() { close(s.ownDone) })
 			return nil
 		}
 		*own = msgs[len(msgs)-1].ID

@@ -75,10 +75,23 @@ return {0, claimed}
 // (at least once, as ever). It returns how many entries it delivered;
 // ctx's error or the Redis error that stopped it (what was claimed before
 // is delivered). A missing group or stream is no error. Taking over the
-// sink's own consumer is an error wrapping ErrInvalidOption.
+// sink's own consumer is an error wrapping ErrInvalidOption. It first
+// waits until the sink has read its own pending entries (its first read,
+// at once unless Redis is unavailable), so that nothing it claims is
+// delivered twice by this sink.
 func (s *Sink) TakeOver(ctx context.Context, consumer string) (int, error) {
 	if consumer == "" || consumer == s.cfg.consumer {
 		return 0, fmt.Errorf("%w: cannot take over consumer %q", ErrInvalidOption, consumer)
+	}
+	// The sink first reads its own pending entries (a restart under the
+	// same name); what this claims becomes its own pending entries too,
+	// so that read would deliver it a second time, without Reclaimed.
+	select {
+	case <-s.ownDone:
+	case <-s.life.done:
+		return 0, nil // closing
+	case <-ctx.Done():
+		return 0, ctx.Err()
 	}
 	delivered := 0
 	for {
