@@ -117,6 +117,8 @@ local function take(proc, ik, n, promote)
       end
     end
   end
+  -- The next due time matters only to a process left with idle workers.
+  if (#out - 2) / 6 >= n then return out end
   local nd = -1
   for _, z in ipairs({K_RETRY, K_DELAYED}) do
     local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
@@ -212,13 +214,13 @@ return take(ARGV[4], KEYS[12], tonumber(ARGV[5]), tonumber(ARGV[6]))
 // "later" or "released", then what dequeueScript returns.
 var completeScript = redis.NewScript(prelude + takeFn + `
 local proc = ARGV[4]
+local t = now()
 local function complete(id, attempt, kind, data, delay)
   local tk = P_TASK .. id
   local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx')
   if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
   redis.call('HDEL', K_ACTIVE, id)
   redis.call('SREM', KEYS[12], id)
-  local t = now()
   local att = tonumber(f[3])
   if kind == 'ok' then
     return 'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, data)
