@@ -119,23 +119,40 @@ func finished(state string) bool { return state == "done" || state == "dead" || 
 // ErrTaskNotFound when the queue does not know it (never submitted, or its
 // retention is over).
 func (q *Client) Result(ctx context.Context, id string) ([]byte, error) {
-	if id == "" || len(id) > MaxTaskIDSize {
-		return nil, invalid("task id must be 1 to %d bytes, got %d", MaxTaskIDSize, len(id))
+	if err := validID(id); err != nil {
+		return nil, err
 	}
-	v, err := q.rdb.HMGet(ctx, q.lay.task(id), "st", "errs", "res").Result()
+	v, err := q.rdb.HMGet(ctx, q.lay.task(id), outcomeFields...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: result: %w", err)
 	}
-	st, _ := v[0].(string)
-	if st == "" {
+	st, res, err := storedOutcome(id, v)
+	switch {
+	case st == "":
 		return nil, fmt.Errorf("%w: %q", ErrTaskNotFound, id)
-	}
-	if !finished(st) {
+	case !finished(st):
 		return nil, fmt.Errorf("%w: %q is %s", ErrNotFinished, id, st)
 	}
+	return res, err
+}
+
+// outcomeFields are the task fields storedOutcome reads.
+var outcomeFields = []string{"st", "errs", "res"}
+
+// storedOutcome reads the task's state from its outcomeFields and, once
+// it is finished, what Wait returns. st is "" for a missing task.
+func storedOutcome(id string, v []any) (st string, res []byte, err error) {
+	if len(v) != len(outcomeFields) {
+		return "", nil, nil
+	}
+	st, _ = v[0].(string)
+	if !finished(st) {
+		return st, nil, nil
+	}
 	errs, _ := v[1].(string)
-	res, _ := v[2].(string)
-	return outcome(id, st, errs, res)
+	r, _ := v[2].(string)
+	res, err = outcome(id, st, errs, r)
+	return st, res, err
 }
 
 // pollEvery is how often a process reads the outcomes of its pending
@@ -184,7 +201,7 @@ func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(pending))
 	for i, f := range pending {
-		cmds[i] = pipe.HMGet(cctx, q.lay.task(f.id), "st", "errs", "res")
+		cmds[i] = pipe.HMGet(cctx, q.lay.task(f.id), outcomeFields...)
 	}
 	if _, err := pipe.Exec(cctx); err != nil && !errors.Is(err, redis.Nil) {
 		if ctx.Err() == nil {
@@ -197,19 +214,17 @@ func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 	}
 	for i, f := range pending {
 		v := cmds[i].Val()
-		if len(v) != 3 {
+		if len(v) != len(outcomeFields) {
 			continue
 		}
-		st, _ := v[0].(string)
+		st, res, err := storedOutcome(f.id, v)
 		switch {
 		case st == "":
 			q.forget(f)
 			f.complete(nil, fmt.Errorf("%w: %q", ErrOutcomeLost, f.id))
 		case finished(st):
 			q.forget(f)
-			errs, _ := v[1].(string)
-			res, _ := v[2].(string)
-			f.complete(outcome(f.id, st, errs, res))
+			f.complete(res, err)
 		}
 	}
 }

@@ -160,8 +160,8 @@ func defaultSubmitConfig() submitConfig {
 // Submit safe. Defaults to a random id.
 func WithTaskID(id string) SubmitOption {
 	return func(c *submitConfig) error {
-		if id == "" || len(id) > MaxTaskIDSize {
-			return invalid("task id must be 1 to %d bytes, got %d", MaxTaskIDSize, len(id))
+		if err := validID(id); err != nil {
+			return err
 		}
 		c.id = id
 		return nil
