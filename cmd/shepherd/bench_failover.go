@@ -1,13 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -109,82 +104,15 @@ func scenarioFailover(ctx context.Context, b *bench, _ int) (result, error) {
 	return r, nil
 }
 
-// childProc is a bench-worker process.
-type childProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan struct{} // closed when its stdout ended
-}
-
 // startChild starts a bench-worker process that reports its starts and
 // stops into log as worker idx, and waits until it is ready.
 func startChild(ctx context.Context, addr, poolName string, idx int, log *startLog) (*childProc, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, "bench-worker", "-redis", addr, "-pool", poolName,
-		"-workers", "4", "-ttl", failoverTTL.String())
-	cmd.Env = append(os.Environ(), benchChildEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c := &childProc{cmd: cmd, stdin: stdin, done: make(chan struct{})}
-	ready := make(chan struct{})
-	go func() { // owned by c: ends when the child's stdout closes, which stop waits for
-		defer close(c.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) == 1 && f[0] == "ready" {
-				close(ready)
-				continue
-			}
-			if len(f) != 3 {
-				continue
-			}
-			ns, _ := strconv.ParseInt(f[2], 10, 64)
-			log.record(startEvent{key: f[1], worker: idx, at: time.Unix(0, ns), stop: f[0] == "X"})
+	return startSelf(ctx, func(line string) {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return
 		}
-	}()
-	select {
-	case <-ready:
-		return c, nil
-	case <-c.done:
-		c.stop()
-		return nil, errors.New("bench-worker exited before it was ready")
-	case <-time.After(30 * time.Second):
-		c.stop()
-		return nil, errors.New("bench-worker not ready after 30s")
-	case <-ctx.Done():
-		c.stop()
-		return nil, ctx.Err()
-	}
-}
-
-// kill sends SIGKILL: the process dies without a word to Redis.
-func (c *childProc) kill() error {
-	return c.cmd.Process.Kill()
-}
-
-// stop asks the child to leave (its stdin closes), kills it if it has not
-// left after a while, and waits for it.
-func (c *childProc) stop() {
-	_ = c.stdin.Close()
-	select {
-	case <-c.done:
-	case <-time.After(10 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
-	_ = c.cmd.Wait()
+		ns, _ := strconv.ParseInt(f[2], 10, 64)
+		log.record(startEvent{key: f[1], worker: idx, at: time.Unix(0, ns), stop: f[0] == "X"})
+	}, "bench-worker", "-redis", addr, "-pool", poolName, "-workers", "4", "-ttl", failoverTTL.String())
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,6 +166,39 @@ func scenarioQueueThroughput(ctx context.Context, b *bench, _ int) (result, erro
 	return r, nil
 }
 
+// submitAll submits n tasks of 64 bytes from as many goroutines, and
+// returns their futures; it stops at the first error.
+func submitAll(ctx context.Context, q *queue.Queue, n, goroutines int, opts ...queue.SubmitOption) ([]*queue.Future, error) {
+	var (
+		mu       sync.Mutex
+		futures  []*queue.Future
+		wg       sync.WaitGroup
+		next     atomic.Int64
+		firstErr atomic.Value
+	)
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				f, err := q.Submit(ctx, payload64, opts...)
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				mu.Lock()
+				futures = append(futures, f)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		return nil, e.(error)
+	}
+	return futures, nil
+}
+
 // scenarioQueueLatency is T2: one submitter, 2,000 sequential Submit →
 // Wait round trips on the same queue as T1.
 func scenarioQueueLatency(ctx context.Context, b *bench, _ int) (result, error) {
@@ -218,30 +249,9 @@ func scenarioQueueDelayed(ctx context.Context, b *bench, _ int) (result, error) 
 	}
 	defer bq.close()
 	due := time.Now().Add(time.Second + time.Duration(tasks)*200*time.Microsecond)
-	var futures []*queue.Future
-	var wg sync.WaitGroup
-	var fmu sync.Mutex
-	var next atomic.Int64
-	var firstErr atomic.Value
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(tasks) {
-				f, err := bq.submit.Submit(ctx, payload64, queue.WithDueAt(due))
-				if err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				fmu.Lock()
-				futures = append(futures, f)
-				fmu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if e := firstErr.Load(); e != nil {
-		return r, e.(error)
+	futures, err := submitAll(ctx, bq.submit, tasks, 16, queue.WithDueAt(due))
+	if err != nil {
+		return r, err
 	}
 	if time.Now().After(due) {
 		return r, errors.New("submitting took longer than the time left before the due time")
@@ -278,44 +288,12 @@ func scenarioQueueRecovery(ctx context.Context, b *bench, _ int) (result, error)
 	r := newResult()
 	tasks := b.scaled(400, 8)
 	name := fmt.Sprintf("bench-t4-%d-%d", time.Now().UnixNano(), queueSeq.Add(1))
-	exe, err := os.Executable()
-	if err != nil {
-		return r, err
-	}
-	cmd := exec.Command(exe, "bench-queue-worker", "-redis", b.addr, "-queue", name,
+	child, err := startSelf(ctx, nil, "bench-queue-worker", "-redis", b.addr, "-queue", name,
 		"-workers", fmt.Sprint(tasks), "-ttl", queueRecoveryTTL.String())
-	cmd.Env = append(os.Environ(), benchChildEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return r, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return r, err
-	}
-	if err := cmd.Start(); err != nil {
-		return r, err
-	}
-	defer func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	ready := make(chan bool, 1)
-	go func() { // ends when the child's stdout closes
-		sc := bufio.NewScanner(stdout)
-		ready <- sc.Scan() && sc.Text() == "ready"
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			return r, errors.New("bench-queue-worker failed to start")
-		}
-	case <-time.After(30 * time.Second):
-		return r, errors.New("bench-queue-worker not ready after 30s")
-	}
+	defer child.stop()
 	bq, err := b.newQueue(ctx, "t4-survivor", 0, 0, nil, queue.WithTTL(queueRecoveryTTL))
 	if err != nil {
 		return r, err
@@ -350,7 +328,7 @@ func scenarioQueueRecovery(ctx context.Context, b *bench, _ int) (result, error)
 		time.Sleep(5 * time.Millisecond) // polling Redis for the child's progress
 	}
 	killed := time.Now()
-	if err := cmd.Process.Kill(); err != nil {
+	if err := child.kill(); err != nil {
 		return r, err
 	}
 	if _, err := q.Serve(noop, queue.WithWorkers(64)); err != nil {
@@ -421,31 +399,10 @@ func scenarioQueueMemory(ctx context.Context, b *bench, _ int) (result, error) {
 			bq.close()
 			return r, err
 		}
-		var futures []*queue.Future
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		var next atomic.Int64
-		var firstErr atomic.Value
-		for range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for next.Add(1) <= int64(n) {
-					f, err := bq.submit.Submit(ctx, payload64)
-					if err != nil {
-						firstErr.CompareAndSwap(nil, err)
-						return
-					}
-					mu.Lock()
-					futures = append(futures, f)
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		if e := firstErr.Load(); e != nil {
+		futures, err := submitAll(ctx, bq.submit, n, 32)
+		if err != nil {
 			bq.close()
-			return r, e.(error)
+			return r, err
 		}
 		waiting, err := b.usedMemory(ctx)
 		if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,66 +76,10 @@ func runDemoQueue(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// demoServer is a serving process of the demo.
-type demoServer struct {
-	label string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan struct{} // closed once it exited and was waited for
-}
-
-func startDemoServer(ctx context.Context, addr string, cfg demoQueueConfig, label string) (*demoServer, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, "demo-queue-worker", "-redis", addr, "-queue", cfg.queue,
+// startDemoServer starts a serving process of the demo.
+func startDemoServer(ctx context.Context, addr string, cfg demoQueueConfig, label string) (*childProc, error) {
+	return startSelf(ctx, nil, "demo-queue-worker", "-redis", addr, "-queue", cfg.queue,
 		"-workers", fmt.Sprint(cfg.workers), "-ttl", cfg.ttl.String(), "-label", label)
-	cmd.Env = append(os.Environ(), benchChildEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &demoServer{label: label, cmd: cmd, stdin: stdin, done: make(chan struct{})}
-	ready := make(chan bool, 1)
-	go func() { // owned by s: ends when the process exits
-		sc := bufio.NewScanner(stdout)
-		ready <- sc.Scan() && sc.Text() == "ready"
-		for sc.Scan() {
-		}
-		_ = cmd.Wait()
-		close(s.done)
-	}()
-	select {
-	case ok := <-ready:
-		if ok {
-			return s, nil
-		}
-	case <-time.After(30 * time.Second):
-	case <-ctx.Done():
-	}
-	_ = cmd.Process.Kill()
-	<-s.done
-	return nil, fmt.Errorf("serving process %s did not start", label)
-}
-
-// stop asks the process to close its queue (stdin closes) and waits.
-func (s *demoServer) stop() {
-	_ = s.stdin.Close()
-	select {
-	case <-s.done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
 }
 
 func demoQueue(ctx context.Context, cfg demoQueueConfig, r *demoRedis, out io.Writer) (err error) {
@@ -157,7 +99,7 @@ func demoQueue(ctx context.Context, cfg demoQueueConfig, r *demoRedis, out io.Wr
 	}
 	defer func() { err = errors.Join(err, demoQueueCleanup(q, rdb, cfg, printf)) }()
 
-	var servers []*demoServer
+	var servers []*childProc
 	defer func() {
 		for _, s := range servers {
 			s.stop()
@@ -166,7 +108,7 @@ func demoQueue(ctx context.Context, cfg demoQueueConfig, r *demoRedis, out io.Wr
 	for _, label := range []string{"A", "B"} {
 		s, err := startDemoServer(ctx, r.addr, cfg, label)
 		if err != nil {
-			return err
+			return fmt.Errorf("serving process %s: %w", label, err)
 		}
 		servers = append(servers, s)
 		printf("started serving process %s (pid %d)\n", label, s.cmd.Process.Pid)
@@ -233,10 +175,10 @@ func demoQueue(ctx context.Context, cfg demoQueueConfig, r *demoRedis, out io.Wr
 	}
 	printf("\n%d/%d tasks done; crashing process B (SIGKILL) while it runs %d of them\n", finished.Load(), cfg.tasks, len(victimTasks))
 	crashed := time.Now()
-	if err := victim.cmd.Process.Kill(); err != nil {
+	if err := victim.kill(); err != nil {
 		return err
 	}
-	<-victim.done
+	victim.stop()
 	servers = servers[:1]
 	wg.Wait()
 
