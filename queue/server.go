@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shepherd-go/shepherd/internal/backoff"
 	"github.com/shepherd-go/shepherd/internal/group"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
@@ -330,6 +331,7 @@ func (s *Server) dispatch() {
 	ctx := s.q.tasks.Context()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 	fails := 0
 	for {
 		var idle []*worker
@@ -360,11 +362,15 @@ func (s *Server) dispatch() {
 		for _, w := range idle[len(tasks):] {
 			s.free <- w
 		}
+		if err == nil {
+			fails = 0
+			bo.Reset()
+		}
 		wait := safetyPoll
 		switch {
 		case err != nil:
 			fails++
-			wait = min(time.Duration(fails)*100*time.Millisecond, 2*time.Second)
+			wait = bo.Next()
 			switch {
 			case errors.Is(err, errGone) || errors.Is(err, errLate):
 				// The keep-alive says what happened, once.
@@ -373,13 +379,9 @@ func (s *Server) dispatch() {
 				s.q.logger.Warn("taking tasks failed", "error", err, "failures", fails)
 			}
 		case len(tasks) == len(idle):
-			fails = 0
 			continue
 		case next >= 0 && next < wait:
-			fails = 0
 			wait = next
-		default:
-			fails = 0
 		}
 		timer.Reset(wait)
 		select {

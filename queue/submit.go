@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shepherd-go/shepherd/internal/backoff"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
@@ -233,6 +234,7 @@ func (q *Queue) withdraw(r *submitReq) {
 	f := r.f
 	started := q.withdrawals.Go(func() {
 		ctx := q.withdrawals.Context()
+		bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 		for fails := 0; ; fails++ {
 			cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 			res, err := script.Run(cctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", q.lay.common(),
@@ -251,10 +253,7 @@ func (q *Queue) withdraw(r *submitReq) {
 			if fails == 0 {
 				q.logger.Warn("withdrawing a failed Submit's task failed; retrying", "task", f.id, "error", err)
 			}
-			select {
-			case <-time.After(min(time.Duration(fails+1)*100*time.Millisecond, 2*time.Second)):
-			case <-ctx.Done():
-			}
+			backoff.Sleep(bo.Next(), ctx.Done())
 		}
 	})
 	if !started {

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/shepherd-go/shepherd/internal/backoff"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
@@ -54,15 +55,14 @@ func (s *Server) work(w *worker) {
 // openResource opens w's resource, retrying with a backoff; it reports
 // false when the server stops first.
 func (s *Server) openResource(w *worker) bool {
-	for fails := 0; ; fails++ {
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	for fails := 1; ; fails++ {
 		err := w.slot.open(s.hard)
 		if err == nil {
 			return true
 		}
-		s.q.logger.Warn("opening a worker's resource failed", "worker", w.idx, "error", err, "failures", fails+1)
-		select {
-		case <-time.After(min(time.Duration(fails+1)*100*time.Millisecond, 5*time.Second)):
-		case <-s.stopping:
+		s.q.logger.Warn("opening a worker's resource failed", "worker", w.idx, "error", err, "failures", fails)
+		if !backoff.Sleep(bo.Next(), s.stopping) {
 			return false
 		}
 	}
@@ -240,6 +240,7 @@ func (s *Server) record(batch []outcomeReq, n int) []*Task {
 	for _, o := range batch {
 		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds())
 	}
+	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for fails := 0; ; fails++ {
 		ctx, cancel := context.WithTimeout(q.tasks.Context(), loopCallTimeout)
 		res, err := script.Run(ctx, q.rdb, completeScript, "queue: record outcomes", q.lay.common(q.lay.inflight(q.proc)), args...)
@@ -274,9 +275,7 @@ func (s *Server) record(batch []outcomeReq, n int) []*Task {
 		if fails == 0 || fails%20 == 0 {
 			q.logger.Warn("recording outcomes failed; retrying", "tasks", len(batch), "error", err, "failures", fails+1)
 		}
-		select {
-		case <-time.After(min(time.Duration(fails+1)*50*time.Millisecond, time.Second)):
-		case <-q.tasks.Context().Done():
+		if !backoff.Sleep(bo.Next(), q.tasks.Context().Done()) {
 			return nil
 		}
 	}

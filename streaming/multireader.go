@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/backoff"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
@@ -216,18 +217,18 @@ func (r *MultiReader) snapshot() (keys, ids []string) {
 }
 
 func (r *MultiReader) readLoop() {
-	bo := backoff{min: r.cfg.minBackoff, max: r.cfg.maxBackoff}
+	bo := backoff.Backoff{Min: r.cfg.minBackoff, Max: r.cfg.maxBackoff}
 	for !r.life.stopping() {
 		err := r.readOnce()
 		if err == nil {
-			bo.reset()
+			bo.Reset()
 			continue
 		}
 		if r.life.stopping() {
 			return
 		}
 		r.rep.report("streaming: reader read failed; retrying", fmt.Errorf("streaming: read: %w", err))
-		sleep(bo.next(), r.life.done)
+		backoff.Sleep(bo.Next(), r.life.done)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/backoff"
 )
 
 // readLoop reads new entries for this consumer until the sink stops. It
@@ -12,12 +14,12 @@ import (
 // restarted under the same consumer name was delivered before but did
 // not acknowledge, then new ones (">").
 func (s *Sink) readLoop() {
-	bo := backoff{min: s.cfg.minBackoff, max: s.cfg.maxBackoff}
+	bo := backoff.Backoff{Min: s.cfg.minBackoff, Max: s.cfg.maxBackoff}
 	own := "0" // next own pending ID to read after; "" once they are done
 	for !s.life.stopping() {
 		err := s.readOnce(&own)
 		if err == nil {
-			bo.reset()
+			bo.Reset()
 			continue
 		}
 		if s.life.stopping() {
@@ -33,7 +35,7 @@ func (s *Sink) readLoop() {
 			s.rep.report("streaming: sink read failed; retrying",
 				fmt.Errorf("streaming: read %s/%s: %w", s.stream.Name(), s.group, err))
 		}
-		sleep(bo.next(), s.life.done)
+		backoff.Sleep(bo.Next(), s.life.done)
 	}
 }
 
