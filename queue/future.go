@@ -59,27 +59,41 @@ func (f *Future) complete(res []byte, err error) {
 	})
 }
 
-// outcomeMessage completes a future from a message on the done channel:
-// "id\nstate\nattempts\nlen(errs)\n" then errs and the result.
+// outcomeMessage completes the futures of a message on the done
+// channel: one record per outcome, each "len(id)\nstate\nattempts\n
+// len(errs)\nlen(result)\n" then the id, the errors and the result.
 func (q *Queue) outcomeMessage(msg string) {
-	parts := strings.SplitN(msg, "\n", 5)
-	if len(parts) != 5 {
-		q.logger.Warn("malformed outcome message", "message", msg)
-		return
+	for msg != "" {
+		var head [5]string
+		rest := msg
+		for i := range head {
+			nl := strings.IndexByte(rest, '\n')
+			if nl < 0 {
+				q.logger.Warn("malformed outcome message", "message", msg)
+				return
+			}
+			head[i], rest = rest[:nl], rest[nl+1:]
+		}
+		idLen, err1 := strconv.Atoi(head[0])
+		errsLen, err2 := strconv.Atoi(head[3])
+		resLen, err3 := strconv.Atoi(head[4])
+		if err1 != nil || err2 != nil || err3 != nil || idLen < 0 || errsLen < 0 || resLen < 0 ||
+			idLen+errsLen+resLen > len(rest) {
+			q.logger.Warn("malformed outcome message", "message", msg)
+			return
+		}
+		id := rest[:idLen]
+		errs := rest[idLen : idLen+errsLen]
+		res := rest[idLen+errsLen : idLen+errsLen+resLen]
+		msg = rest[idLen+errsLen+resLen:]
+		q.mu.Lock()
+		f := q.futures[id]
+		delete(q.futures, id)
+		q.mu.Unlock()
+		if f != nil {
+			f.complete(outcome(id, head[1], errs, res))
+		}
 	}
-	n, err := strconv.Atoi(parts[3])
-	if err != nil || n > len(parts[4]) {
-		q.logger.Warn("malformed outcome message", "message", msg)
-		return
-	}
-	q.mu.Lock()
-	f := q.futures[parts[0]]
-	delete(q.futures, parts[0])
-	q.mu.Unlock()
-	if f == nil {
-		return
-	}
-	f.complete(outcome(parts[0], parts[1], parts[4][:n], parts[4][n:]))
 }
 
 // outcome turns a finished task's fields into what Wait returns.

@@ -20,11 +20,13 @@ import (
 //	alive         zset: process → keep-alive expiry (ms, Redis's clock)
 //	procs         hash: process → its record (JSON)
 //	withdrawn     zset: nonces of failed Submits withdrawn, by time (ms)
+//	idle          set: processes whose last take left workers idle (the
+//	              ones a new task must wake)
 //	task:ID       hash: the task (fields in scripts.go)
 //	inflight:PROC set: the ids a process runs
 //	chan:wake, chan:done:PROC, chan:cancel:PROC   pub/sub channels
 type layout struct {
-	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn string
+	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 
 	taskPrefix, inflightPrefix, chanPrefix string
 }
@@ -47,6 +49,7 @@ func newLayout(name string) (layout, error) {
 		alive:          k("alive"),
 		procs:          k("procs"),
 		withdrawn:      k("withdrawn"),
+		idle:           k("idle"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
 		chanPrefix:     k("chan:"),
@@ -63,12 +66,12 @@ func (l layout) cancelChannel(proc string) string {
 	return l.chanPrefix + "cancel:" + proc
 }
 
-// common returns the keys every script takes first (KEYS[1] to KEYS[11])
+// common returns the keys every script takes first (KEYS[1] to KEYS[12])
 // followed by extra, and the arguments every script takes first (ARGV[1]
 // to ARGV[3]).
 func (l layout) common(extra ...string) []string {
-	k := make([]string, 0, 11+len(extra))
-	k = append(k, l.settings, l.ready, l.delayed, l.retry, l.active, l.dead, l.count, l.deadDropped, l.alive, l.procs, l.withdrawn)
+	k := make([]string, 0, 12+len(extra))
+	k = append(k, l.settings, l.ready, l.delayed, l.retry, l.active, l.dead, l.count, l.deadDropped, l.alive, l.procs, l.withdrawn, l.idle)
 	return append(k, extra...)
 }
 

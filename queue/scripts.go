@@ -6,7 +6,7 @@ import "github.com/redis/go-redis/v9"
 //
 //	KEYS[1] settings, KEYS[2] ready, KEYS[3] delayed, KEYS[4] retry,
 //	KEYS[5] active, KEYS[6] dead, KEYS[7] count, KEYS[8] deaddropped,
-//	KEYS[9] alive, KEYS[10] procs, KEYS[11] withdrawn
+//	KEYS[9] alive, KEYS[10] procs, KEYS[11] withdrawn, KEYS[12] idle
 //	ARGV[1] task key prefix, ARGV[2] inflight key prefix, ARGV[3] channel
 //	prefix
 //
@@ -26,12 +26,18 @@ import "github.com/redis/go-redis/v9"
 const prelude = `
 local K_SETTINGS, K_READY, K_DELAYED, K_RETRY, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local K_WITHDRAWN = KEYS[11]
+local K_WITHDRAWN, K_IDLE = KEYS[11], KEYS[12]
 local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
 
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- wake tells the processes left with idle workers by their last take
+-- that tasks may be available.
+local function wake()
+  if redis.call('EXISTS', K_IDLE) == 1 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
 end
 
 -- adderr appends an attempt's error to the task's list and returns it.
@@ -44,15 +50,27 @@ local function adderr(tk, errs, att, msg, t)
   return s
 end
 
--- finish records a final outcome (done, dead or cancelled) and tells the
--- submitting process on its done channel. A dead letter is kept (with its
--- payload, for replay) in the dead set, whose oldest entries are dropped
--- beyond the max_dead setting; other outcomes expire after the task's
--- retention. Returns how many dead letters were dropped.
+-- bulk runs cmd on key with the list's items as arguments, in chunks
+-- (unpack has a limit).
+local function bulk(cmd, key, list)
+  for i = 1, #list, 1000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+
+-- finish records a final outcome (done, dead or cancelled). A dead letter
+-- is kept (with its payload, for replay) in the dead set, whose oldest
+-- entries are dropped beyond the max_dead setting; other outcomes expire
+-- after the task's retention. The submitting process is told by flush,
+-- which every script that calls finish runs before it returns. Returns
+-- how many dead letters were dropped.
+local notes, nfinished = {}, 0
 local function finish(tk, id, st, t, sub, ret, att, errs, res)
-  redis.call('HSET', tk, 'st', st, 'fin', t, 'own', '')
-  if res then redis.call('HSET', tk, 'res', res) end
-  redis.call('DECR', K_COUNT)
+  local f = {'HSET', tk, 'st', st, 'fin', t, 'own', ''}
+  if res then f[#f + 1] = 'res'; f[#f + 1] = res end
+  if st ~= 'dead' then f[#f + 1] = 'p'; f[#f + 1] = '' end
+  redis.call(unpack(f))
+  nfinished = nfinished + 1
   local dropped = 0
   if st == 'dead' then
     redis.call('ZADD', K_DEAD, t, id)
@@ -67,13 +85,22 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res)
       end
     end
   else
-    redis.call('HDEL', tk, 'p')
     redis.call('PEXPIRE', tk, ret)
   end
-  errs = errs or ''
-  redis.call('PUBLISH', P_CHAN .. 'done:' .. sub,
-    id .. '\n' .. st .. '\n' .. att .. '\n' .. #errs .. '\n' .. errs .. (res or ''))
+  errs, res = errs or '', res or ''
+  local n = notes[sub]
+  if not n then n = {}; notes[sub] = n end
+  n[#n + 1] = #id .. '\n' .. st .. '\n' .. att .. '\n' .. #errs .. '\n' .. #res .. '\n' .. id .. errs .. res
   return dropped
+end
+
+-- flush counts the finished tasks out and sends each submitting process
+-- one message with its outcomes (see Queue.outcomeMessage).
+local function flush()
+  if nfinished > 0 then redis.call('INCRBY', K_COUNT, -nfinished) end
+  for sub, n in pairs(notes) do
+    redis.call('PUBLISH', P_CHAN .. 'done:' .. sub, table.concat(n))
+  end
 end
 `
 
@@ -85,28 +112,38 @@ local function take(proc, ik, n, promote)
   local exp = redis.call('ZSCORE', K_ALIVE, proc)
   if not exp then return {'GONE'} end
   if tonumber(exp) < t then return {'LATE'} end
+  -- The earliest delayed and retrying tasks: the due ones go to the
+  -- front of ready (the first due is taken first).
+  local firsts = {}
   for _, z in ipairs({K_RETRY, K_DELAYED}) do
-    local due = redis.call('ZRANGEBYSCORE', z, '-inf', t, 'LIMIT', 0, promote)
-    if #due > 0 then
+    local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
+    if first[2] and tonumber(first[2]) <= t then
+      local due = redis.call('ZRANGEBYSCORE', z, '-inf', t, 'LIMIT', 0, promote)
+      local back = {}
       for i = #due, 1, -1 do
-        redis.call('RPUSH', K_READY, due[i])
+        back[#back + 1] = due[i]
         redis.call('HSET', P_TASK .. due[i], 'st', 'waiting')
       end
-      redis.call('ZREM', z, unpack(due))
+      bulk('RPUSH', K_READY, back)
+      bulk('ZREM', z, due)
+      first = false -- changed: looked up again if needed
     end
+    firsts[z] = first
   end
   local out = {'OK', -1}
   local ids = false
   if n > 0 then ids = redis.call('RPOP', K_READY, n) end
   if ids then
+    local mine, owners = {}, {}
     for _, id in ipairs(ids) do
       local tk = P_TASK .. id
       local f = redis.call('HMGET', tk, 'st', 'p', 'att', 'max', 'to', 'enq', 'due')
       if f[1] == 'waiting' then
         local att = tonumber(f[3]) + 1
         redis.call('HSET', tk, 'st', 'active', 'att', att, 'own', proc, 'beg', t)
-        redis.call('HSET', K_ACTIVE, id, proc)
-        redis.call('SADD', ik, id)
+        mine[#mine + 1] = id
+        owners[#owners + 1] = id
+        owners[#owners + 1] = proc
         local waited = t - math.max(tonumber(f[6]), tonumber(f[7]))
         out[#out + 1] = id
         out[#out + 1] = f[2]
@@ -116,12 +153,20 @@ local function take(proc, ik, n, promote)
         out[#out + 1] = waited
       end
     end
+    bulk('HSET', K_ACTIVE, owners)
+    bulk('SADD', ik, mine)
   end
-  -- The next due time matters only to a process left with idle workers.
-  if (#out - 2) / 6 >= n then return out end
+  -- The next due time matters only to a process left with idle workers,
+  -- and only such a process needs to be woken when tasks come.
+  if (#out - 2) / 6 >= n then
+    redis.call('SREM', K_IDLE, proc)
+    return out
+  end
+  redis.call('SADD', K_IDLE, proc)
   local nd = -1
   for _, z in ipairs({K_RETRY, K_DELAYED}) do
-    local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
+    local first = firsts[z]
+    if not first then first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES') end
     if first[2] then
       local d = math.max(tonumber(first[2]) - t, 0)
       if nd < 0 or d < nd then nd = d end
@@ -146,11 +191,12 @@ var submitScript = redis.NewScript(prelude + `
 local t = now()
 local count = tonumber(redis.call('GET', K_COUNT) or '0')
 local limit = tonumber(ARGV[5])
-local out, queued = {}, 0
+local withdrawn = redis.call('EXISTS', K_WITHDRAWN) == 1
+local out, ready, delayed, queued = {}, {}, {}, 0
 for i = 6, #ARGV, 7 do
   local id = ARGV[i]
   local tk = P_TASK .. id
-  if redis.call('ZSCORE', K_WITHDRAWN, ARGV[i + 6]) then
+  if withdrawn and redis.call('ZSCORE', K_WITHDRAWN, ARGV[i + 6]) then
     out[#out + 1] = 'WITHDRAWN'
   elseif redis.call('EXISTS', tk) == 1 then
     out[#out + 1] = 'DUP'
@@ -165,16 +211,19 @@ for i = 6, #ARGV, 7 do
     redis.call('HSET', tk, 'p', ARGV[i + 1], 'st', st, 'att', 0, 'max', ARGV[i + 2], 'to', ARGV[i + 3],
       'sub', ARGV[4], 'ret', ARGV[i + 5], 'enq', t, 'due', t + delay, 'n', ARGV[i + 6])
     if delay > 0 then
-      redis.call('ZADD', K_DELAYED, t + delay, id)
+      delayed[#delayed + 1] = t + delay
+      delayed[#delayed + 1] = id
     else
-      redis.call('LPUSH', K_READY, id)
+      ready[#ready + 1] = id
     end
     out[#out + 1] = 'OK'
   end
 end
 if queued > 0 then
+  bulk('LPUSH', K_READY, ready)
+  bulk('ZADD', K_DELAYED, delayed)
   redis.call('INCRBY', K_COUNT, queued)
-  redis.call('PUBLISH', P_CHAN .. 'wake', '')
+  wake()
 end
 return out
 `)
@@ -183,7 +232,7 @@ return out
 // due delayed and retrying tasks (up to ARGV[6] of each) to the front of
 // ready, then takes from there.
 //
-//	KEYS[12] the process's inflight set
+//	KEYS[13] the process's inflight set
 //	ARGV[4] process, ARGV[5] n, ARGV[6] promotion limit
 //
 // Returns {"GONE"} when the process was declared dead (or never
@@ -192,7 +241,7 @@ return out
 // ms, waited ms, ...}: next is in how many ms the earliest delayed or
 // retrying task is due (-1: none).
 var dequeueScript = redis.NewScript(prelude + takeFn + `
-return take(ARGV[4], KEYS[12], tonumber(ARGV[5]), tonumber(ARGV[6]))
+return take(ARGV[4], KEYS[13], tonumber(ARGV[5]), tonumber(ARGV[6]))
 `)
 
 // completeScript records how a batch of attempts ended, each if the
@@ -202,7 +251,7 @@ return take(ARGV[4], KEYS[12], tonumber(ARGV[5]), tonumber(ARGV[6]))
 // dequeueScript does), so that a busy worker records an outcome and gets
 // its next task in one call.
 //
-//	KEYS[12] the process's inflight set
+//	KEYS[13] the process's inflight set
 //	ARGV[4] process, ARGV[5] n, ARGV[6] promotion limit, then per
 //	attempt: id, attempt, kind ("ok", "fail", "perm": no retry, "later":
 //	RetryLater, no attempt used, "release": its process stops, back to
@@ -215,12 +264,12 @@ return take(ARGV[4], KEYS[12], tonumber(ARGV[5]), tonumber(ARGV[6]))
 var completeScript = redis.NewScript(prelude + takeFn + `
 local proc = ARGV[4]
 local t = now()
+local ended = {} -- attempts no longer in flight
 local function complete(id, attempt, kind, data, delay)
   local tk = P_TASK .. id
   local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx')
   if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
-  redis.call('HDEL', K_ACTIVE, id)
-  redis.call('SREM', KEYS[12], id)
+  ended[#ended + 1] = id
   local att = tonumber(f[3])
   if kind == 'ok' then
     return 'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, data)
@@ -249,22 +298,25 @@ local function complete(id, attempt, kind, data, delay)
   end
   return 'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil)
 end
-local out, dropped, wake = {0, 0}, 0, false
+local out, dropped, again = {0, 0}, 0, false
 for i = 7, #ARGV, 5 do
   local st, d, w = complete(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
   out[#out + 1] = st
   dropped = dropped + d
-  wake = wake or w
+  again = again or w
 end
+bulk('HDEL', K_ACTIVE, ended)
+bulk('SREM', KEYS[13], ended)
+flush()
 out[1] = dropped
 out[2] = #out - 2
 local n = tonumber(ARGV[5])
 if n > 0 then
-  for _, v in ipairs(take(proc, KEYS[12], n, tonumber(ARGV[6]))) do out[#out + 1] = v end
+  for _, v in ipairs(take(proc, KEYS[13], n, tonumber(ARGV[6]))) do out[#out + 1] = v end
 end
 -- A task made available again (a retry, a release) may be for another
 -- process's idle workers.
-if wake then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
+if again then wake() end
 return out
 `)
 
@@ -352,8 +404,10 @@ for _, p in ipairs(procs) do
   redis.call('DEL', ik)
   redis.call('ZREM', K_ALIVE, p)
   redis.call('HDEL', K_PROCS, p)
+  redis.call('SREM', K_IDLE, p)
 end
-if requeued > 0 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
+flush()
+if requeued > 0 then wake() end
 return {#procs, requeued, finished, dropped}
 `)
 
@@ -363,7 +417,7 @@ return {#procs, requeued, finished, dropped}
 // dequeue reply was lost). They go back to ready at once without using
 // an attempt. With ARGV[5] "1" it also removes the process (Close).
 //
-//	KEYS[12] the process's inflight set
+//	KEYS[13] the process's inflight set
 //	ARGV[4] process, ARGV[5] "1" to remove it, ARGV[6...] ids (none: all)
 //
 // Returns how many tasks went back.
@@ -371,7 +425,7 @@ var deregisterScript = redis.NewScript(prelude + `
 local ids = {}
 for i = 6, #ARGV do ids[#ids + 1] = ARGV[i] end
 local all = #ids == 0
-if all then ids = redis.call('SMEMBERS', KEYS[12]) end
+if all then ids = redis.call('SMEMBERS', KEYS[13]) end
 local back = 0
 for _, id in ipairs(ids) do
   local tk = P_TASK .. id
@@ -382,13 +436,14 @@ for _, id in ipairs(ids) do
     redis.call('RPUSH', K_READY, id)
     back = back + 1
   end
-  redis.call('SREM', KEYS[12], id)
+  redis.call('SREM', KEYS[13], id)
 end
 if ARGV[5] == '1' then
   redis.call('ZREM', K_ALIVE, ARGV[4])
   redis.call('HDEL', K_PROCS, ARGV[4])
+  redis.call('SREM', K_IDLE, ARGV[4])
 end
-if back > 0 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
+if back > 0 then wake() end
 return back
 `)
 
@@ -429,12 +484,12 @@ return 'CANCELLED'
 // ctx (the outcome is recorded when the attempt ends; a success still
 // wins).
 //
-//	KEYS[12] task key
+//	KEYS[13] task key
 //	ARGV[4] id
 //
 // Returns "NOTFOUND", "FINISHED", "REQUESTED" or "CANCELLED".
 var cancelScript = redis.NewScript(prelude + `
-local tk, id = KEYS[12], ARGV[4]
+local tk, id = KEYS[13], ARGV[4]
 local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'errs')
 if not f[1] then return 'NOTFOUND' end
 local st = f[1]
@@ -452,13 +507,14 @@ else
   redis.call('ZREM', K_RETRY, id)
 end
 finish(tk, id, 'cancelled', now(), f[4], f[5], tonumber(f[3]), f[6], nil)
+flush()
 return 'CANCELLED'
 `)
 
 // replayScript queues a dead letter again, with its attempts and errors
 // reset.
 //
-//	KEYS[12] task key
+//	KEYS[13] task key
 //	ARGV[4] id
 //
 // Returns "OK", "NOTDEAD" or "FULL" (the queue's max_queued setting).
@@ -469,10 +525,10 @@ local limit = tonumber(redis.call('HGET', K_SETTINGS, 'max_queued') or '0')
 if limit > 0 and tonumber(redis.call('GET', K_COUNT) or '0') >= limit then return 'FULL' end
 redis.call('ZREM', K_DEAD, id)
 redis.call('INCR', K_COUNT)
-redis.call('HDEL', KEYS[12], 'errs', 'fin', 'res', 'cx', 'lerr')
-redis.call('HSET', KEYS[12], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
+redis.call('HDEL', KEYS[13], 'errs', 'fin', 'res', 'cx', 'lerr')
+redis.call('HSET', KEYS[13], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
 redis.call('LPUSH', K_READY, id)
-redis.call('PUBLISH', P_CHAN .. 'wake', '')
+wake()
 return 'OK'
 `)
 

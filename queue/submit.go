@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -153,6 +154,8 @@ func (q *Queue) submitLoop() {
 		case <-ctx.Done():
 			return
 		}
+		// Let the other Submits being called now join this batch.
+		runtime.Gosched()
 	more:
 		for len(batch) < maxSubmitBatch {
 			select {
