@@ -32,7 +32,8 @@
 //     declared dead by the others within TTL + 250ms, and its tasks in
 //     flight run elsewhere; when it comes back it learns so, abandons them
 //     and registers again. Nothing is routed to a process: each takes
-//     tasks itself, so a paused one holds only what it was running.
+//     tasks itself, so a paused one holds only what it was running (and
+//     what it took ahead, with WithPrefetch).
 //   - No dead time. Workers are woken by a pub/sub message when work
 //     arrives, and sleep until the next due time of a delayed task; they
 //     also look every second, in case a message was lost.
@@ -49,9 +50,11 @@
 // those not due yet in two sorted sets (delayed, retrying) by due time;
 // every transition is one Lua script, with times from Redis TIME (one
 // clock). Each process registers with a lease (keep-alives every TTL/3)
-// and runs one dispatcher: when it has idle workers it takes as many due
-// tasks in one script call, which marks them in flight on the process;
-// outcomes are recorded in batches, fenced by process and attempt. Every
+// and one goroutine that talks to Redis for its workers: in one script
+// call it records a batch of attempts' ends (fenced by process and
+// attempt) and takes as many due tasks as workers are idle (plus the
+// prefetch, WithPrefetch), which marks them in flight on the process; the
+// first idle worker starts each. Every
 // process looks for processes whose lease ran out and gives their tasks
 // back. Submits of a process are sent in batches, one script call each.
 // The queue's keys are under its own hash tag ("shepherd:{NAME}:queue:…"),

@@ -189,3 +189,46 @@ func ExampleClient() {
 	// b delayed
 	// true
 }
+
+// Many tiny tasks: each worker has the next task at hand when it ends one
+// (up to 8 taken ahead for the process), and the process talks to Redis
+// in bigger batches.
+func ExampleWithPrefetch() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-prefetch")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+
+	s, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		return t.Payload, nil
+	}, queue.WithWorkers(4), queue.WithPrefetch(8))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop(ctx) // tasks taken ahead and not started go back
+
+	var fs []*queue.Future
+	for i := range 100 {
+		f, err := q.Submit(ctx, []byte(fmt.Sprint(i)))
+		if err != nil {
+			panic(err)
+		}
+		fs = append(fs, f)
+	}
+	sum := 0
+	for _, f := range fs {
+		res, err := f.Wait(ctx)
+		if err != nil {
+			panic(err)
+		}
+		var n int
+		fmt.Sscan(string(res), &n)
+		sum += n
+	}
+	fmt.Println(sum)
+	// Output: 4950
+}

@@ -75,7 +75,8 @@ func TestBadCallsAreRefusedAtOnceAndWriteNothing(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOption)
 	_, err = ServeWith[int](nil, Resource[int]{}, func(context.Context, int, *Task) ([]byte, error) { return nil, nil })
 	assert.ErrorIs(t, err, ErrInvalidOption)
-	for _, o := range []ServeOption{nil, WithWorkers(0), WithBackoff(0, time.Second), WithBackoff(time.Second, time.Millisecond)} {
+	for _, o := range []ServeOption{nil, WithWorkers(0), WithBackoff(0, time.Second), WithBackoff(time.Second, time.Millisecond),
+		WithPrefetch(-1), WithPrefetch(MaxPrefetch + 1)} {
 		_, err = q.Serve(echo, o)
 		assert.ErrorIs(t, err, ErrInvalidOption)
 	}

@@ -237,6 +237,7 @@ type ServeOption func(*serveConfig) error
 
 type serveConfig struct {
 	workers     int
+	prefetch    int
 	backoffBase time.Duration
 	backoffCap  time.Duration
 }
@@ -258,6 +259,38 @@ func WithWorkers(n int) ServeOption {
 			return invalid("workers must be at least 1, got %d", n)
 		}
 		c.workers = n
+		return nil
+	}
+}
+
+// MaxPrefetch bounds WithPrefetch.
+const MaxPrefetch = 10000
+
+// WithPrefetch lets the process take up to n tasks ahead of its workers
+// (0, the default: a task is taken only for an idle worker). A task taken
+// ahead waits in the process for the first worker that ends its attempt,
+// which starts it without a round trip to Redis; and the attempts' ends
+// and the takes go in bigger batches. With many short tasks that is
+// faster (see BENCHMARKS.md, scenario T1); the costs:
+//
+//   - a task taken ahead is in flight for the rest of the cluster: an
+//     idle worker elsewhere does not get it, and Inspect shows it running;
+//   - its attempt counts from the take: if the process dies or is paused
+//     past its TTL, that attempt counts as failed like the ones running
+//     (Redis cannot tell which had started; a task that kills its process
+//     must not come back forever), and the task goes to another process
+//     after the TTL;
+//   - Stop, and a task cancelled before it started, give it back (or end
+//     it) without running it.
+//
+// Use it for short, numerous tasks; leave it at 0 for long or costly
+// ones. n must be 0 to MaxPrefetch.
+func WithPrefetch(n int) ServeOption {
+	return func(c *serveConfig) error {
+		if n < 0 || n > MaxPrefetch {
+			return invalid("prefetch must be 0 to %d, got %d", MaxPrefetch, n)
+		}
+		c.prefetch = n
 		return nil
 	}
 }

@@ -327,7 +327,7 @@ func (q *Queue) droppedDead(ctx context.Context, n int64) {
 // listen handles the process's pub/sub messages: wake-ups, outcomes of
 // the tasks it submitted, and cancellations of tasks it runs. go-redis
 // resubscribes after a reconnect; what was published meanwhile is lost,
-// which is why the dispatcher also looks for work every second and
+// which is why an idle server also looks for work every second and
 // pollFutures reads pending outcomes every second.
 func (q *Queue) listen(msgs <-chan *redis.Message) {
 	done, cancel := q.lay.doneChannel(q.proc), q.lay.cancelChannel(q.proc)

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shepherd-go/shepherd/internal/backoff"
 	"github.com/shepherd-go/shepherd/internal/group"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
@@ -48,20 +47,26 @@ type Resource[R any] struct {
 
 // Server runs this process's workers for a queue: made by Serve or
 // ServeWith, ended by Stop or Halt (or the Queue's Close).
+//
+// One goroutine (feed) talks to Redis for the workers: it records the
+// attempts' ends and takes tasks in the same script call, up to the
+// workers with an open resource plus the prefetch, and puts them in
+// ready, where the first idle worker picks each up.
 type Server struct {
 	q        *Queue
 	cfg      serveConfig
 	workers  []*worker
-	free     chan *worker
-	loops    *group.Group // the dispatcher and the workers
+	ready    chan *Task    // taken, not started; capacity workers + prefetch
+	avail    atomic.Int64  // workers with an open resource
+	availed  chan struct{} // capacity 1: avail grew
+	loops    *group.Group  // the workers
 	hard     context.Context
 	halt     context.CancelFunc // cancels every handler's ctx
-	stopping chan struct{}      // closed when Stop begins: no more dequeues
-	dispDone chan struct{}      // closed when the dispatcher returned
+	stopping chan struct{}      // closed when Stop begins: no more takes
 	stopOnce sync.Once
 	busy     atomic.Int64
-	outcomes chan outcomeReq // to recordLoop; closed once the workers returned
-	recorded chan struct{}   // closed when recordLoop returned
+	outcomes chan outcomeReq // to feed; closed once the workers returned
+	fed      chan struct{}   // closed when feed returned
 	endOnce  sync.Once
 
 	mu      sync.Mutex
@@ -156,21 +161,20 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 	s := &Server{
 		q:        q,
 		cfg:      cfg,
-		free:     make(chan *worker, cfg.workers),
+		ready:    make(chan *Task, cfg.workers+cfg.prefetch),
+		availed:  make(chan struct{}, 1),
 		loops:    group.New(context.Background()),
 		stopping: make(chan struct{}),
-		dispDone: make(chan struct{}),
 		running:  make(map[string]*run),
 		suspect:  make(map[string]bool),
-		outcomes: make(chan outcomeReq, 4*cfg.workers),
-		recorded: make(chan struct{}),
+		outcomes: make(chan outcomeReq, 4*cfg.workers+cfg.prefetch),
+		fed:      make(chan struct{}),
 	}
 	s.hard, s.halt = context.WithCancel(context.Background())
 	for i := 0; i < cfg.workers; i++ {
 		s.workers = append(s.workers, &worker{
-			idx:   i,
-			tasks: make(chan *Task, 1),
-			slot:  &resourceSlot[R]{idx: i, res: res, h: h},
+			idx:  i,
+			slot: &resourceSlot[R]{idx: i, res: res, h: h},
 		})
 	}
 	q.mu.Lock()
@@ -184,8 +188,7 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 	}
 	q.server = s
 	q.mu.Unlock()
-	s.loops.Go(s.dispatch)
-	go s.recordLoop() // owned by the server: Stop closes its input and waits for it
+	go s.feed() // owned by the server: Stop closes its input and waits for it
 	for _, w := range s.workers {
 		s.loops.Go(func() { s.work(w) })
 	}
@@ -207,7 +210,7 @@ func (s *Server) isStopping() bool {
 // Stop stops taking tasks and waits for those in flight to finish, until
 // ctx ends; then it cancels their ctx (a hard stop, as Halt), and the
 // tasks that do not succeed go back to the queue at once without using
-// an attempt. It returns when every worker has returned and closed its
+// an attempt, as do the tasks taken ahead (WithPrefetch) not started. It returns when every worker has returned and closed its
 // resource: ctx's error if it had to cancel tasks, else nil. Stop is
 // idempotent; the Queue can Serve again afterwards.
 func (s *Server) Stop(ctx context.Context) error {
@@ -220,7 +223,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	s.halt()
 	s.endOnce.Do(func() { close(s.outcomes) })
-	<-s.recorded
+	<-s.fed
 	// Nothing runs now: what is still marked in flight (an outcome that
 	// could not be recorded, a dequeue whose reply was lost) goes back.
 	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loopCallTimeout)
@@ -316,88 +319,9 @@ func (s *Server) checkOrphans(ctx context.Context) {
 	q.logger.Warn("gave back tasks marked as running here that this process never got (a lost reply)", "tasks", n)
 }
 
-// safetyPoll bounds how long an idle dispatcher trusts that a wake-up
-// would have come: pub/sub messages published during a reconnect are
-// lost.
+// safetyPoll bounds how long an idle feed trusts that a wake-up would
+// have come: pub/sub messages published during a reconnect are lost.
 const safetyPoll = time.Second
-
-// dispatch is the process's only dequeuer: when workers are idle it takes
-// as many tasks in one script call and hands them out, then sleeps until
-// a wake-up, the next due time or a worker frees up after a full take.
-func (s *Server) dispatch() {
-	defer close(s.dispDone)
-	// Not s.hard: a dequeue cut off by Halt would leave tasks marked in
-	// flight that nobody runs (Stop gives them back, but only then).
-	ctx := s.q.tasks.Context()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
-	fails := 0
-	for {
-		var idle []*worker
-		select {
-		case w := <-s.free:
-			idle = append(idle, w)
-		case <-s.stopping:
-			return
-		}
-	more:
-		for {
-			select {
-			case w := <-s.free:
-				idle = append(idle, w)
-			default:
-				break more
-			}
-		}
-		// A wake-up that came before this take is answered by it.
-		select {
-		case <-s.q.wake:
-		default:
-		}
-		tasks, next, err := s.dequeue(ctx, len(idle))
-		for i, t := range tasks {
-			idle[i].tasks <- t
-		}
-		for _, w := range idle[len(tasks):] {
-			s.free <- w
-		}
-		if err == nil {
-			fails = 0
-			bo.Reset()
-		}
-		wait := safetyPoll
-		switch {
-		case err != nil:
-			fails++
-			wait = bo.Next()
-			switch {
-			case errors.Is(err, errGone) || errors.Is(err, errLate):
-				// The keep-alive says what happened, once.
-				s.q.logger.Debug("not taking tasks until the process is registered again", "error", err)
-			case ctx.Err() == nil && fails <= 3 || fails%20 == 0:
-				s.q.logger.Warn("taking tasks failed", "error", err, "failures", fails)
-			}
-		case len(tasks) == len(idle):
-			continue
-		case next >= 0 && next < wait:
-			wait = next
-		}
-		timer.Reset(wait)
-		select {
-		case <-s.q.wake:
-		case <-timer.C:
-		case <-s.stopping:
-			return
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}
-}
 
 // promoteLimit bounds how many due tasks one dequeue moves to ready.
 const promoteLimit = 500

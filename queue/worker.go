@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -14,39 +15,40 @@ import (
 
 // worker runs one task at a time with its own resource.
 type worker struct {
-	idx   int
-	tasks chan *Task // capacity 1: filled only while the worker is idle
-	slot  slot
+	idx  int
+	slot slot
 }
 
 // maxErrorSize bounds an attempt's error text as stored.
 const maxErrorSize = 2048
 
 // work is a worker's goroutine: it opens its resource, then runs the
-// tasks the dispatcher hands it until the dispatcher has returned.
+// tasks it picks from ready until the server stops (a task picked up
+// after that is not started: Stop gives it back), reopening its resource
+// after a handler broke it.
 func (s *Server) work(w *worker) {
 	defer w.slot.close()
-	if !s.openResource(w) {
-		return
-	}
-	s.free <- w
-	for {
+	for s.openResource(w) {
+		s.avail.Add(1)
 		select {
-		case t := <-w.tasks:
-			if s.runTask(w, t) {
-				continue // recordLoop gives it its next task, or back to the dispatcher
-			}
-			if !s.openResource(w) {
-				return
-			}
-			s.free <- w
-		case <-s.dispDone:
-			// No more hand-outs: run what was handed out last.
+		case s.availed <- struct{}{}:
+		default:
+		}
+		fine := true
+		for fine {
 			select {
-			case t := <-w.tasks:
-				s.runTask(w, t)
-			default:
+			case t := <-s.ready:
+				if s.isStopping() {
+					fine = false
+					break
+				}
+				fine = s.runTask(w, t)
+			case <-s.stopping:
+				fine = false
 			}
+		}
+		s.avail.Add(-1)
+		if s.isStopping() {
 			return
 		}
 	}
@@ -68,19 +70,26 @@ func (s *Server) openResource(w *worker) bool {
 	}
 }
 
-// runTask runs one attempt and hands its end to recordLoop. It reports
-// whether it handed w over too (its resource is fine): recordLoop then
-// gives w its next task, or gives it back to the dispatcher.
+// runTask runs one attempt and hands its end to feed. It reports whether
+// w's resource is still fine (else w resets it).
 func (s *Server) runTask(w *worker, t *Task) bool {
 	q := s.q
+	s.mu.Lock()
+	prev := s.running[t.ID]
+	s.mu.Unlock()
+	switch {
+	case prev != nil && prev.lost.Load():
+		// Declared dead between take and now: another process has it.
+		s.outcomes <- outcomeReq{t: t, lost: true}
+		return true
+	case prev != nil && prev.cancelled.Load():
+		// Cancelled between take and now (Redis marked it): not run.
+		s.outcomes <- outcomeReq{t: t, kind: "fail", data: "cancelled before it started"}
+		return true
+	}
 	ctx, cancel := context.WithTimeout(s.hard, t.timeout)
 	r := &run{cancel: cancel}
 	s.mu.Lock()
-	if prev := s.running[t.ID]; prev != nil && (prev.lost.Load() || prev.cancelled.Load()) {
-		// Declared dead, or cancelled, between hand-out and now.
-		r.lost.Store(prev.lost.Load())
-		cancel()
-	}
 	s.running[t.ID] = r
 	s.mu.Unlock()
 	s.busy.Add(1)
@@ -101,19 +110,13 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	}
 	if r.lost.Load() {
 		// The process was declared dead: another process has the task.
-		s.mu.Lock()
-		delete(s.running, t.ID)
-		s.mu.Unlock()
-		return false
+		s.outcomes <- outcomeReq{t: t, lost: true}
+		return !reset
 	}
 	kind, data, delay := s.classify(t, res, err, panicked, timedOut, halted, elapsed)
 	q.m.attempts.Add(context.Background(), 1, q.m.attrs, outcomeAttr(kind))
-	o := outcomeReq{t: t, kind: kind, data: data, delay: delay}
-	if !reset {
-		o.w = w
-	}
-	s.outcomes <- o
-	return o.w != nil
+	s.outcomes <- outcomeReq{t: t, kind: kind, data: data, delay: delay}
+	return !reset
 }
 
 // call runs the handler, turning a panic into an error.
@@ -178,24 +181,83 @@ type outcomeReq struct {
 	kind  string
 	data  string
 	delay time.Duration
-	w     *worker // waits for its next task; nil: it comes back by itself
+	lost  bool // the process was declared dead: not recorded
 }
 
 // maxRecordBatch bounds the attempts recorded in one script call.
 const maxRecordBatch = 128
 
-// recordLoop records the attempts' ends in batches, one script call
-// each, until the workers have returned and every end is recorded.
-func (s *Server) recordLoop() {
-	defer close(s.recorded)
-	batch := make([]outcomeReq, 0, maxRecordBatch)
-	for first := range s.outcomes {
-		batch = append(batch[:0], first)
-	more:
-		for len(batch) < maxRecordBatch {
+// feed is the process's only taker of tasks: it records the attempts'
+// ends in batches and takes tasks for the workers in the same script
+// call, and takes with no end to record when workers are idle, a task
+// may have come (a wake-up), the next delayed task is due, or after
+// safetyPoll. It returns when the workers have returned and every end
+// is recorded.
+func (s *Server) feed() {
+	defer close(s.fed)
+	// Not s.hard: a take cut off by Halt would leave tasks marked in
+	// flight that nobody runs (Stop gives them back, but only then).
+	ctx := s.q.tasks.Context()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
+	var (
+		fails       int
+		outstanding int    // taken, their end not recorded yet
+		canTake     = true // false after a take that got fewer than asked or failed: until a wake-up, the timer or an end
+		stopping    = s.stopping
+		open        = true // s.outcomes
+		batch       = make([]outcomeReq, 0, maxRecordBatch)
+	)
+	want := func() int {
+		if stopping == nil {
+			return 0
+		}
+		n := int(s.avail.Load())
+		if n > 0 {
+			n += s.cfg.prefetch
+		}
+		return max(n-outstanding, 0)
+	}
+	for open || len(batch) > 0 {
+		if len(batch) == 0 && (!canTake || want() == 0) {
+			var wake <-chan struct{}
+			var tick <-chan time.Time
+			if want() > 0 {
+				wake, tick = s.q.wake, timer.C
+			}
 			select {
 			case o, ok := <-s.outcomes:
 				if !ok {
+					open = false
+					continue
+				}
+				batch = append(batch, o)
+			case <-wake:
+				canTake = true
+				continue
+			case <-tick:
+				canTake = true
+				continue
+			case <-s.availed:
+				continue
+			case <-stopping:
+				stopping = nil
+				continue
+			}
+		}
+		if len(batch) > 0 {
+			// Let the workers about to end an attempt (those just given a
+			// short task) do so, and join this batch.
+			runtime.Gosched()
+		}
+	more:
+		for open && len(batch) < maxRecordBatch {
+			select {
+			case o, ok := <-s.outcomes:
+				if !ok {
+					open = false
 					break more
 				}
 				batch = append(batch, o)
@@ -203,53 +265,101 @@ func (s *Server) recordLoop() {
 				break more
 			}
 		}
-		var idle []*worker
+		var ends []outcomeReq
 		for _, o := range batch {
-			if o.w != nil {
-				idle = append(idle, o.w)
+			outstanding--
+			if !o.lost {
+				ends = append(ends, o)
 			}
 		}
-		n := len(idle)
-		if s.isStopping() {
-			n = 0
+		n := want()
+		var (
+			tasks []*Task
+			next  time.Duration
+			err   error
+		)
+		if n > 0 {
+			// A wake-up that came before this take is answered by it.
+			select {
+			case <-s.q.wake:
+			default:
+			}
 		}
-		tasks := s.record(batch, n)
+		if len(ends) > 0 || n > 0 {
+			tasks, next, err = s.record(ctx, ends, n)
+		}
+		// Only now: until recorded, an attempt must not look like a task
+		// marked in flight here that nobody runs (checkOrphans).
 		s.mu.Lock()
 		for _, o := range batch {
 			delete(s.running, o.t.ID)
 		}
 		s.mu.Unlock()
-		for i, w := range idle {
-			if i < len(tasks) {
-				w.tasks <- tasks[i]
-			} else {
-				s.free <- w
-			}
+		batch = batch[:0]
+		outstanding += len(tasks)
+		for _, t := range tasks {
+			s.ready <- t // never blocks: outstanding <= cap(s.ready)
 		}
+		if len(tasks) == n {
+			if n > 0 {
+				canTake = true // there may be more
+			}
+			if err == nil {
+				fails = 0
+				bo.Reset()
+			}
+			continue
+		}
+		canTake = false
+		wait := safetyPoll
+		switch {
+		case err != nil:
+			fails++
+			wait = bo.Next()
+			switch {
+			case errors.Is(err, errGone) || errors.Is(err, errLate):
+				// The keep-alive says what happened, once.
+				s.q.logger.Debug("not taking tasks until the process is registered again", "error", err)
+			case ctx.Err() == nil && fails <= 3 || fails%20 == 0:
+				s.q.logger.Warn("taking tasks failed", "error", err, "failures", fails)
+			}
+		case next >= 0 && next < wait:
+			fails = 0
+			bo.Reset()
+			wait = next
+		default:
+			fails = 0
+			bo.Reset()
+		}
+		timer.Reset(wait)
 	}
 }
 
-// record runs completeScript for a batch, taking up to n tasks, and
-// returns those; it retries while Redis does not answer (a retry whose
-// first try did run takes tasks again: the first ones are given back by
-// checkOrphans). It gives up when the Queue closes (its deregistration
-// then gives the tasks back).
-func (s *Server) record(batch []outcomeReq, n int) []*Task {
+// record records the ends of a batch of attempts and takes up to n
+// tasks, in one script call; with no ends it is a take alone
+// (dequeueScript), tried once. Ends are retried while Redis does not
+// answer (a retry whose first try did run takes tasks again: the first
+// ones are given back by checkOrphans), until the Queue closes (its
+// deregistration then gives the tasks back). It returns the tasks taken
+// and in how long the next delayed task is due (-1: none).
+func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task, time.Duration, error) {
 	q := s.q
+	if len(batch) == 0 {
+		return s.dequeue(ctx, n)
+	}
 	args := q.lay.commonArgs(q.proc, n, promoteLimit)
 	for _, o := range batch {
 		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds())
 	}
 	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for fails := 0; ; fails++ {
-		ctx, cancel := context.WithTimeout(q.tasks.Context(), loopCallTimeout)
-		res, err := script.Run(ctx, q.rdb, completeScript, "queue: record outcomes", q.lay.common(q.lay.inflight(q.proc)), args...)
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		res, err := script.Run(cctx, q.rdb, completeScript, "queue: record outcomes", q.lay.common(q.lay.inflight(q.proc)), args...)
 		cancel()
 		if err == nil {
 			out, _ := res.([]any)
 			if len(out) < 2+len(batch) {
-				q.logger.Error("recording outcomes: unexpected reply", "reply", res)
-				return nil
+				return nil, -1, fmt.Errorf("queue: recording outcomes: unexpected reply %v", res)
 			}
 			for i, st := range out[2 : 2+len(batch)] {
 				if st == "STALE" {
@@ -261,22 +371,18 @@ func (s *Server) record(batch []outcomeReq, n int) []*Task {
 				q.droppedDead(context.Background(), d)
 			}
 			if n == 0 {
-				return nil
+				return nil, -1, nil
 			}
-			tasks, _, err := s.taken(context.Background(), out[2+len(batch):])
-			if err != nil && !errors.Is(err, errGone) {
-				q.logger.Debug("taking tasks with the outcomes failed", "error", err)
-			}
-			return tasks
+			return s.taken(ctx, out[2+len(batch):])
 		}
-		if q.tasks.Context().Err() != nil {
-			return nil
+		if ctx.Err() != nil {
+			return nil, -1, err
 		}
 		if fails == 0 || fails%20 == 0 {
 			q.logger.Warn("recording outcomes failed; retrying", "tasks", len(batch), "error", err, "failures", fails+1)
 		}
-		if !backoff.Sleep(bo.Next(), q.tasks.Context().Done()) {
-			return nil
+		if !backoff.Sleep(bo.Next(), ctx.Done()) {
+			return nil, -1, err
 		}
 	}
 }

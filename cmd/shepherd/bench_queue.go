@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +20,12 @@ import (
 // The queue's scenarios: T1 throughput, T2 latency, T3 delayed tasks due
 // at once, T4 recovery after SIGKILL, TM Redis memory per task.
 func init() {
-	benchScenarios["T1"] = scenarioQueueThroughput
+	benchScenarios["T1"] = func(ctx context.Context, b *bench, _ int) (result, error) {
+		return scenarioQueueThroughput(ctx, b, "t1")
+	}
+	benchScenarios["T1P"] = func(ctx context.Context, b *bench, _ int) (result, error) {
+		return scenarioQueueThroughput(ctx, b, "t1p", queue.WithPrefetch(4))
+	}
 	benchScenarios["T2"] = scenarioQueueLatency
 	benchScenarios["T3"] = scenarioQueueDelayed
 	benchScenarios["T4"] = scenarioQueueRecovery
@@ -39,6 +45,11 @@ type benchQueue struct {
 }
 
 func (b *bench) newQueue(ctx context.Context, scenario string, procs, workers int, h queue.Handler, opts ...queue.Option) (*benchQueue, error) {
+	return b.newQueueServing(ctx, scenario, procs, h, opts, queue.WithWorkers(workers))
+}
+
+// newQueueServing is newQueue with serve options.
+func (b *bench) newQueueServing(ctx context.Context, scenario string, procs int, h queue.Handler, opts []queue.Option, serve ...queue.ServeOption) (*benchQueue, error) {
 	bq := &benchQueue{name: fmt.Sprintf("bench-%s-%d-%d", scenario, time.Now().UnixNano(), queueSeq.Add(1))}
 	openOne := func() (*queue.Queue, error) {
 		c := b.client(128)
@@ -56,7 +67,7 @@ func (b *bench) newQueue(ctx context.Context, scenario string, procs, workers in
 			bq.close()
 			return nil, err
 		}
-		if _, err := q.Serve(h, queue.WithWorkers(workers)); err != nil {
+		if _, err := q.Serve(h, serve...); err != nil {
 			bq.close()
 			return nil, err
 		}
@@ -78,9 +89,16 @@ func (bq *benchQueue) close() {
 	}
 	if len(bq.clients) > 0 {
 		c := bq.clients[0]
+		var batch []string
 		iter := c.Scan(ctx, 0, "shepherd:{"+bq.name+"}:*", 1000).Iterator()
 		for iter.Next(ctx) {
-			_ = c.Unlink(ctx, iter.Val()).Err()
+			if batch = append(batch, iter.Val()); len(batch) == 1000 {
+				_ = c.Unlink(ctx, batch...).Err()
+				batch = batch[:0]
+			}
+		}
+		if len(batch) > 0 {
+			_ = c.Unlink(ctx, batch...).Err()
 		}
 	}
 	for _, c := range bq.clients {
@@ -95,10 +113,11 @@ var payload64 = make([]byte, 64)
 // scenarioQueueThroughput is T1: 2 processes × 4 workers, 64 submitters,
 // 20,000 tasks of 64 bytes, a no-op handler: tasks/s from the first
 // Submit until the last future completed, and Submit → result latency.
-func scenarioQueueThroughput(ctx context.Context, b *bench, _ int) (result, error) {
+// T1P is the same with serve options (WithPrefetch).
+func scenarioQueueThroughput(ctx context.Context, b *bench, name string, serve ...queue.ServeOption) (result, error) {
 	r := newResult()
 	tasks := b.scaled(20000, 100)
-	bq, err := b.newQueue(ctx, "t1", 2, 4, noop)
+	bq, err := b.newQueueServing(ctx, name, 2, noop, nil, append([]queue.ServeOption{queue.WithWorkers(4)}, serve...)...)
 	if err != nil {
 		return r, err
 	}
@@ -153,7 +172,7 @@ func scenarioQueueThroughput(ctx context.Context, b *bench, _ int) (result, erro
 	wg.Wait()
 	elapsed := time.Since(start)
 	if e := firstErr.Load(); e != nil {
-		fmt.Fprintf(b.stderr, "scenario T1: %d errors, first: %v\n", errs.Load(), e)
+		fmt.Fprintf(b.stderr, "scenario %s: %d errors, first: %v\n", strings.ToUpper(name), errs.Load(), e)
 	}
 	r.set("tasks", float64(tasks))
 	r.set("tasks_per_s", float64(tasks-int(errs.Load()))/elapsed.Seconds())

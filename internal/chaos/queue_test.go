@@ -69,9 +69,12 @@ func (c *queueCluster) spawn() string {
 	c.mu.Lock()
 	c.seq++
 	name := fmt.Sprintf("q%d", c.seq)
+	// Every other process takes tasks ahead of its workers: those must
+	// survive its faults too.
+	prefetch := 3 * (c.seq % 2)
 	c.mu.Unlock()
 	cmd := exec.Command(queueBin, "-addr", c.srv.Addr(), "-queue", c.name, "-log", c.key, "-name", name,
-		"-workers", "3", "-ttl", queueTTL.String(), fmt.Sprintf("-v=%v", *chaosVerbose))
+		"-workers", "3", "-prefetch", fmt.Sprint(prefetch), "-ttl", queueTTL.String(), fmt.Sprintf("-v=%v", *chaosVerbose))
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(c.t, err)
 	p := &queueProc{cmd: cmd, done: make(chan struct{}), stderr: &lockedBuffer{}}

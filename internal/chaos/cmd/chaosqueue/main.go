@@ -37,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logKey := fs.String("log", "", "Redis key of the event log")
 	proc := fs.String("name", "", "process name in the log")
 	workers := fs.Int("workers", 3, "workers")
+	prefetch := fs.Int("prefetch", 0, "tasks taken ahead of the workers (queue.WithPrefetch)")
 	ttl := fs.Duration("ttl", time.Second, "TTL")
 	verbose := fs.Bool("v", false, "log the queue's warnings to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -81,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return nil, err
 		}
 		return []byte(*proc + "/" + att), nil
-	}, queue.WithWorkers(*workers), queue.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
+	}, queue.WithWorkers(*workers), queue.WithPrefetch(*prefetch), queue.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
 	if err != nil {
 		fmt.Fprintln(stderr, "chaosqueue:", err)
 		_ = q.Close(context.Background())
