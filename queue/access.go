@@ -13,5 +13,5 @@ package queue
 const ACLCommands = "+ping +hello +auth +time +evalsha +eval +subscribe +unsubscribe +publish " +
 	"+get +incr +incrby +decr +exists +del +pexpire " +
 	"+hset +hget +hmget +hgetall +hdel +hlen " +
-	"+lpush +rpush +rpop +lrem +llen +sadd +srem +smembers " +
+	"+lpush +rpush +lpop +rpop +lrem +llen +sadd +srem +smembers +hincrby " +
 	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zrevrange +zpopmin +zremrangebyscore"

@@ -41,6 +41,15 @@ var (
 	// deleted by hand).
 	ErrOutcomeLost = errors.New("queue: task lost without an outcome")
 
+	// ErrUnknownTenant is returned by Submit, Replay and Acquire for a
+	// tenant that is not registered (SetTenant), and by the tenant calls
+	// for one that is not. Nothing is written: a made-up tenant id
+	// creates no state and takes no capacity.
+	ErrUnknownTenant = errors.New("queue: unknown tenant")
+	// ErrTenantBusy is returned by Acquire when the tenant stayed at its
+	// capacity for the whole wait (WithAcquireWait).
+	ErrTenantBusy = errors.New("queue: tenant at capacity")
+
 	// ErrFailed matches (errors.Is) every *TaskError of a task that
 	// failed finally: a dead letter.
 	ErrFailed = errors.New("queue: task failed")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -231,4 +233,106 @@ func ExampleWithPrefetch() {
 	}
 	fmt.Println(sum)
 	// Output: 4950
+}
+
+// Tenants: each gets a capacity, and takes turns with the others.
+func ExampleClient_SetTenant() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-tenants")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+
+	if err := q.SetTenant(ctx, "acme", 2); err != nil { // at most 2 of acme's tasks at once
+		panic(err)
+	}
+	_, err = q.Submit(ctx, []byte("x"), queue.WithTenant("made-up"))
+	fmt.Println(errors.Is(err, queue.ErrUnknownTenant))
+
+	s, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		return t.Payload, nil
+	}, queue.WithWorkers(4))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop(ctx)
+	f, err := q.Submit(ctx, []byte("report"), queue.WithTenant("acme"))
+	if err != nil {
+		panic(err)
+	}
+	res, err := f.Wait(ctx)
+	fmt.Println(string(res), err)
+	tenants, err := q.Tenants(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, t := range tenants {
+		fmt.Printf("%s: capacity %d, load %d\n", t.ID, t.Capacity, t.Load)
+	}
+	// Output:
+	// true
+	// report <nil>
+	// acme: capacity 2, load 0
+}
+
+// Acquire takes a tenant's capacity for work outside the queue.
+func ExampleQueue_Acquire() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-acquire", queue.WithAcquireWait(10*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+	if err := q.SetTenant(ctx, "acme", 1); err != nil {
+		panic(err)
+	}
+
+	slot, err := q.Acquire(ctx, "acme")
+	if err != nil {
+		panic(err)
+	}
+	_, err = q.Acquire(ctx, "acme") // the only slot is taken
+	fmt.Println(errors.Is(err, queue.ErrTenantBusy))
+	if err := slot.Release(ctx); err != nil {
+		panic(err)
+	}
+	slot, err = q.Acquire(ctx, "acme")
+	fmt.Println(err)
+	_ = slot.Release(ctx)
+	// Output:
+	// true
+	// <nil>
+}
+
+// Middleware guards an HTTP handler with the request's tenant's capacity.
+func ExampleQueue_Middleware() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-middleware")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+	if err := q.SetTenant(ctx, "acme", 10); err != nil {
+		panic(err)
+	}
+	h := q.Middleware(func(r *http.Request) string { return r.Header.Get("X-Tenant") },
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "rendered") }))
+
+	for _, tenant := range []string{"acme", "made-up"} {
+		req := httptest.NewRequest(http.MethodGet, "/render", nil)
+		req.Header.Set("X-Tenant", tenant)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		fmt.Println(tenant, rec.Code)
+	}
+	// Output:
+	// acme 200
+	// made-up 403
 }

@@ -50,6 +50,12 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if ten := os.Getenv("CHILD_ACQUIRE"); ten != "" {
+		if _, err := q.Acquire(ctx, ten); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent goes away
 	return 0
@@ -61,12 +67,13 @@ type child struct {
 	logPath string
 }
 
-func startChild(t *testing.T, queue string, ttl time.Duration, workers int, sleep time.Duration) *child {
+func startChild(t *testing.T, queue string, ttl time.Duration, workers int, sleep time.Duration, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "CHILD_ADDR="+srv.Addr(), "CHILD_QUEUE="+queue,
 		fmt.Sprint("CHILD_TTL_MS=", ttl.Milliseconds()), fmt.Sprint("CHILD_WORKERS=", workers),
 		fmt.Sprint("CHILD_SLEEP_MS=", sleep.Milliseconds()))
+	cmd.Env = append(cmd.Env, env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	// A file, not a pipe: a child must never block on its log.
@@ -296,9 +303,61 @@ func TestLateSubmitAfterItsWithdrawalIsRefused(t *testing.T) {
 	res, err := withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs("late", "nonce-1", withdrawnTTL.Milliseconds())...).Result()
 	require.NoError(t, err)
 	assert.Equal(t, "ABSENT", res)
-	res, err = submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, "late", "p", 1, 1000, 0, 1000, "nonce-1")...).Result()
+	res, err = submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, "late", "p", 1, 1000, 0, 1000, "nonce-1", "")...).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []any{"WITHDRAWN"}, res)
 	_, err = q.Inspect(ctx, "late")
 	assert.ErrorIs(t, err, ErrTaskNotFound, "a withdrawn Submit wrote its task")
+}
+
+// A killed process's tenant tasks and Acquire slots give their capacity
+// back within its TTL, and the capacity holds throughout.
+func TestKilledProcessGivesBackTenantCapacity(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	name := redistest.Name(t)
+	q := open(t, name, WithTTL(ttl), WithAcquireWait(10*time.Second))
+	ctx := testCtx(t, 30*time.Second)
+	require.NoError(t, q.SetTenant(ctx, "a", 3))
+	c := startChild(t, name, ttl, 4, 10*time.Second, "CHILD_ACQUIRE=a")
+	var futures []*Future
+	for range 4 {
+		f, err := q.Submit(ctx, nil, WithTenant("a"), WithMaxAttempts(3))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	// One slot held by Acquire, two tasks running: the capacity of 3.
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.InFlight == 2
+	}, 10*time.Second, 5*time.Millisecond, "the child never took its tasks")
+	assert.Never(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.InFlight > 2
+	}, 200*time.Millisecond, 10*time.Millisecond, "the child ran more than the capacity allows")
+	assert.Equal(t, int64(3), tenantOf(t, q, "a").Load)
+
+	faultAt := time.Now()
+	require.NoError(t, c.cmd.Process.Kill())
+	slot, err := q.Acquire(ctx, "a")
+	require.NoError(t, err)
+	t.Logf("a slot of the killed process came back %v after the kill (TTL %v)", time.Since(faultAt), ttl)
+	assert.LessOrEqual(t, time.Since(faultAt), ttl+time.Second, "a dead process's slot was held hostage")
+	require.NoError(t, slot.Release(ctx))
+
+	p := newPeak()
+	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
+		p.enter("a")
+		defer p.leave("a")
+		time.Sleep(20 * time.Millisecond)
+		return []byte("survivor"), nil
+	}, WithWorkers(4))
+	for _, f := range futures {
+		res, err := wait(t, f, ttl+5*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, "survivor", string(res))
+	}
+	t.Logf("every task ran elsewhere %v after the kill", time.Since(faultAt))
+	assert.LessOrEqual(t, p.peakOf("a"), 3)
+	assert.Zero(t, tenantOf(t, q, "a").Load, "capacity left taken")
 }

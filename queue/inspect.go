@@ -61,11 +61,7 @@ func (q *Client) Tasks(ctx context.Context, state State, offset, limit int) ([]T
 	var err error
 	switch state {
 	case StateWaiting:
-		// Taken from the right: the oldest is last.
-		ids, err = q.rdb.LRange(ctx, q.lay.ready, int64(-offset-limit), int64(-offset-1)).Result()
-		for i, j := 0, len(ids)-1; i < j; i, j = i+1, j-1 {
-			ids[i], ids[j] = ids[j], ids[i]
-		}
+		ids, err = q.waiting(ctx, offset, limit)
 	case StateDelayed:
 		ids, err = q.rdb.ZRange(ctx, q.lay.delayed, int64(offset), int64(offset+limit-1)).Result()
 	case StateRetrying:
@@ -86,6 +82,43 @@ func (q *Client) Tasks(ctx context.Context, state State, offset, limit int) ([]T
 		return nil, fmt.Errorf("queue: tasks: %w", err)
 	}
 	return q.infos(ctx, ids)
+}
+
+// waiting lists waiting tasks: the untenanted ones, then each tenant's
+// (by tenant id), each list in the order it is taken.
+func (q *Client) waiting(ctx context.Context, offset, limit int) ([]string, error) {
+	tenants, err := q.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lists := []string{q.lay.ready}
+	for _, t := range tenants {
+		lists = append(lists, q.lay.tenantReady(t.ID))
+	}
+	var ids []string
+	for _, key := range lists {
+		n, err := q.rdb.LLen(ctx, key).Result()
+		if err != nil {
+			return nil, err
+		}
+		if int64(offset) >= n {
+			offset -= int(n)
+			continue
+		}
+		// Taken from the right: the oldest is last.
+		part, err := q.rdb.LRange(ctx, key, -int64(offset)-int64(limit-len(ids)), -int64(offset)-1).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i := len(part) - 1; i >= 0; i-- {
+			ids = append(ids, part[i])
+		}
+		offset = 0
+		if len(ids) >= limit {
+			break
+		}
+	}
+	return ids, nil
 }
 
 func (q *Client) infos(ctx context.Context, ids []string) ([]TaskInfo, error) {
@@ -119,6 +152,7 @@ type Stats struct {
 	DeadDropped int64 // dead letters dropped at MaxDeadLetters, ever
 	Workers     int64 // workers of the live processes
 	Busy        int64 // of which running a task
+	Tenants     []TenantInfo
 	Processes   []ProcessInfo
 }
 
@@ -148,6 +182,10 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Stats{}, fmt.Errorf("queue: stats: %w", err)
 	}
+	tenants, err := q.Tenants(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
 	st := Stats{
 		Available: available.Val(),
 		Delayed:   delayed.Val(),
@@ -155,6 +193,10 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 		InFlight:  inflight.Val(),
 		Dead:      dead.Val(),
 	}
+	for _, t := range tenants {
+		st.Available += t.Waiting
+	}
+	st.Tenants = tenants
 	st.DeadDropped, _ = strconv.ParseInt(dropped.Val(), 10, 64)
 	nowMs := now.Val().UnixMilli()
 	for _, z := range alive.Val() {
@@ -192,6 +234,7 @@ const (
 type TaskInfo struct {
 	ID          string
 	State       State
+	Tenant      string // "" for none
 	Payload     []byte // kept until the task finishes; dead letters keep it
 	Attempt     int    // attempts begun
 	MaxAttempts int
@@ -205,7 +248,7 @@ type TaskInfo struct {
 	Result      []byte
 }
 
-var taskFields = []string{"st", "p", "att", "max", "to", "own", "enq", "due", "fin", "errs", "lerr", "res"}
+var taskFields = []string{"st", "p", "att", "max", "to", "own", "enq", "due", "fin", "errs", "lerr", "res", "ten"}
 
 func parseTask(id string, v []any) (TaskInfo, bool) {
 	s := make([]string, len(v))
@@ -224,7 +267,7 @@ func parseTask(id string, v []any) (TaskInfo, bool) {
 	}
 	t := TaskInfo{ID: id, State: State(s[0]), Attempt: int(num(s[2])), MaxAttempts: int(num(s[3])),
 		Timeout: time.Duration(num(s[4])) * time.Millisecond, Process: s[5], Submitted: ms(s[6]), Due: ms(s[7]),
-		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10]}
+		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12]}
 	if s[1] != "" {
 		t.Payload = []byte(s[1])
 	}
@@ -293,7 +336,7 @@ func (q *Client) Cancel(ctx context.Context, id string) error {
 // Replay queues the dead letter id again, with its attempts and errors
 // reset, as a new task with the same id and payload. It returns
 // ErrTaskNotFound when id is not a dead letter, ErrQueueFull at the
-// bound.
+// bound, ErrUnknownTenant when its tenant was removed.
 func (q *Client) Replay(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
@@ -308,6 +351,8 @@ func (q *Client) Replay(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %q is not a dead letter", ErrTaskNotFound, id)
 	case "FULL":
 		return fmt.Errorf("%w: MaxQueued unfinished tasks", ErrQueueFull)
+	case "UNKNOWN":
+		return fmt.Errorf("%w: task %q's tenant was removed", ErrUnknownTenant, id)
 	}
 	return nil
 }

@@ -22,11 +22,19 @@ import (
 //	withdrawn     zset: nonces of failed Submits withdrawn, by time (ms)
 //	idle          set: processes whose last take left workers idle (the
 //	              ones a new task must wake)
+//	tenants       hash: per tenant its capacity, load and unfinished
+//	              tasks (fields in scripts.go)
+//	ready:TENANT  list: a tenant's waiting tasks, as ready
+//	turns         list: tenants with waiting tasks, in take's round-robin
+//	              order ("" for untenanted tasks)
+//	parked        set: tenants with waiting tasks found at capacity
+//	holds         hash: Acquire token → "process\ntenant"
 //	task:ID       hash: the task (fields in scripts.go)
 //	inflight:PROC set: the ids a process runs
 //	chan:wake, chan:done:PROC, chan:cancel:PROC   pub/sub channels
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
+	tenants, turns, parked, holds                                                                    string
 
 	taskPrefix, inflightPrefix, chanPrefix string
 }
@@ -50,13 +58,23 @@ func newLayout(name string) (layout, error) {
 		procs:          k("procs"),
 		withdrawn:      k("withdrawn"),
 		idle:           k("idle"),
+		tenants:        k("tenants"),
+		turns:          k("turns"),
+		parked:         k("parked"),
+		holds:          k("holds"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
 		chanPrefix:     k("chan:"),
 	}, nil
 }
 
-func (l layout) task(id string) string       { return l.taskPrefix + id }
+func (l layout) task(id string) string { return l.taskPrefix + id }
+func (l layout) tenantReady(ten string) string {
+	if ten == "" {
+		return l.ready
+	}
+	return l.ready + ":" + ten
+}
 func (l layout) inflight(proc string) string { return l.inflightPrefix + proc }
 func (l layout) wakeChannel() string         { return l.chanPrefix + "wake" }
 func (l layout) doneChannel(proc string) string {
@@ -66,12 +84,13 @@ func (l layout) cancelChannel(proc string) string {
 	return l.chanPrefix + "cancel:" + proc
 }
 
-// common returns the keys every script takes first (KEYS[1] to KEYS[12])
+// common returns the keys every script takes first (KEYS[1] to KEYS[16])
 // followed by extra, and the arguments every script takes first (ARGV[1]
 // to ARGV[3]).
 func (l layout) common(extra ...string) []string {
-	k := make([]string, 0, 12+len(extra))
-	k = append(k, l.settings, l.ready, l.delayed, l.retry, l.active, l.dead, l.count, l.deadDropped, l.alive, l.procs, l.withdrawn, l.idle)
+	k := make([]string, 0, 16+len(extra))
+	k = append(k, l.settings, l.ready, l.delayed, l.retry, l.active, l.dead, l.count, l.deadDropped, l.alive, l.procs, l.withdrawn, l.idle,
+		l.tenants, l.turns, l.parked, l.holds)
 	return append(k, extra...)
 }
 

@@ -27,13 +27,15 @@ const (
 	MetricDepth            = "shepherd.queue.depth"
 	MetricWorkers          = "shepherd.queue.workers"
 	MetricDepthOverWorkers = "shepherd.queue.depth_over_workers"
+	MetricTenant           = "shepherd.queue.tenant"
+	MetricTenantRefused    = "shepherd.queue.tenant.refused"
 )
 
 type metrics struct {
 	attrs metric.MeasurementOption // queue=<name>
 
-	submitted, attempts, requeued, procsDead, deadDropped, revived, stateLost metric.Int64Counter
-	submitDuration, processing, queueWait                                     metric.Float64Histogram
+	submitted, attempts, requeued, procsDead, deadDropped, revived, stateLost, refused metric.Int64Counter
+	submitDuration, processing, queueWait                                              metric.Float64Histogram
 
 	reg metric.Registration
 
@@ -77,6 +79,7 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 	m.deadDropped = counter(MetricDeadDropped, "{task}", "Dead letters dropped at MaxDeadLetters by this process.")
 	m.revived = counter(MetricRevived, "{event}", "Times this process found it had been declared dead and registered again.")
 	m.stateLost = counter(MetricStateLost, "{event}", "Times this process found that Redis had lost the queue's state.")
+	m.refused = counter(MetricTenantRefused, "{call}", "Submits and Acquires refused in this process, by reason: unknown (tenant), busy (Acquire's wait ran out).")
 	m.submitDuration = histogram(MetricSubmitDuration, "Submit calls that queued a task.")
 	m.processing = histogram(MetricProcessing, "Handler calls in this process.")
 	m.queueWait = histogram(MetricQueueWait, "From when a task was due to when an attempt began.")
@@ -88,8 +91,10 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 	over, err3 := meter.Float64ObservableGauge(MetricDepthOverWorkers,
 		metric.WithDescription("How long the available tasks have stayed at or above the live workers; 0 while below. Alert when it grows."),
 		metric.WithUnit("s"))
-	if errors.Join(err1, err2, err3) != nil {
-		q.logger.Warn("queue gauges unavailable", "error", errors.Join(err1, err2, err3))
+	tenant, err4 := meter.Int64ObservableGauge(MetricTenant,
+		metric.WithDescription("Per tenant: its capacity, load (tasks in flight and Acquire slots) and waiting tasks."), metric.WithUnit("{task}"))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		q.logger.Warn("queue gauges unavailable", "error", err)
 		return m
 	}
 	state := func(s string) metric.ObserveOption {
@@ -114,8 +119,16 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 		o.ObserveInt64(depth, st.InFlight, state("in_flight"))
 		o.ObserveInt64(depth, st.Dead, state("dead"))
 		o.ObserveFloat64(over, m.observe(time.Now(), st.Available, st.Workers).Seconds(), metric.WithAttributes(attribute.String("queue", q.name)))
+		for _, t := range st.Tenants {
+			of := func(what string) metric.ObserveOption {
+				return metric.WithAttributes(attribute.String("queue", q.name), attribute.String("tenant", t.ID), attribute.String("of", what))
+			}
+			o.ObserveInt64(tenant, t.Capacity, of("capacity"))
+			o.ObserveInt64(tenant, t.Load, of("load"))
+			o.ObserveInt64(tenant, t.Waiting, of("waiting"))
+		}
 		return nil
-	}, depth, workers, over)
+	}, depth, workers, over, tenant)
 	if err != nil {
 		q.logger.Warn("queue gauges unavailable", "error", err)
 		return m
@@ -138,6 +151,10 @@ func (m *metrics) observe(now time.Time, available, workers int64) time.Duration
 		m.overSince = now
 	}
 	return now.Sub(m.overSince)
+}
+
+func (m *metrics) tenantRefused(ctx context.Context, reason string) {
+	m.refused.Add(ctx, 1, m.attrs, metric.WithAttributes(attribute.String("reason", reason)))
 }
 
 func (m *metrics) close() {

@@ -40,6 +40,7 @@ type config struct {
 	maxQueued      int
 	maxDead        int
 	maxPayloadSize int
+	acquireWait    time.Duration
 	meterProvider  metric.MeterProvider
 
 	// set records the queue-wide settings given explicitly: they must
@@ -53,6 +54,7 @@ func defaultConfig() config {
 		ttl:            DefaultTTL,
 		maxQueued:      DefaultMaxQueued,
 		maxDead:        DefaultMaxDeadLetters,
+		acquireWait:    DefaultAcquireWait,
 		maxPayloadSize: DefaultMaxPayloadSize,
 	}
 }
@@ -127,6 +129,18 @@ func WithMaxPayloadSize(n int) Option {
 	}
 }
 
+// WithAcquireWait sets how long Acquire waits for a slot of a tenant at
+// capacity before it fails with ErrTenantBusy. Defaults to 5s.
+func WithAcquireWait(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return invalid("acquire wait must not be negative, got %v", d)
+		}
+		c.acquireWait = d
+		return nil
+	}
+}
+
 // WithMeterProvider reports the queue's metrics (see metrics.go) through
 // mp. Defaults to none.
 func WithMeterProvider(mp metric.MeterProvider) Option {
@@ -144,6 +158,7 @@ type SubmitOption func(*submitConfig) error
 
 type submitConfig struct {
 	id          string
+	tenant      string
 	delay       time.Duration
 	dueAt       time.Time
 	maxAttempts int
@@ -166,6 +181,31 @@ func WithTaskID(id string) SubmitOption {
 		c.id = id
 		return nil
 	}
+}
+
+// MaxTenantIDSize bounds a tenant id.
+const MaxTenantIDSize = 256
+
+// WithTenant submits the task for a tenant: it runs only while the
+// tenant has fewer tasks in flight (and Acquire slots held) than its
+// capacity, and tenants with waiting tasks take turns. The tenant must be
+// registered (SetTenant), else Submit fails with ErrUnknownTenant and
+// writes nothing. Defaults to none: the task is not capped.
+func WithTenant(id string) SubmitOption {
+	return func(c *submitConfig) error {
+		if err := validTenant(id); err != nil {
+			return err
+		}
+		c.tenant = id
+		return nil
+	}
+}
+
+func validTenant(id string) error {
+	if id == "" || len(id) > MaxTenantIDSize {
+		return invalid("tenant id must be 1 to %d bytes, got %d", MaxTenantIDSize, len(id))
+	}
+	return nil
 }
 
 // WithDelay makes the task available d after Submit, by Redis's clock.

@@ -6,7 +6,8 @@ import "github.com/redis/go-redis/v9"
 //
 //	KEYS[1] settings, KEYS[2] ready, KEYS[3] delayed, KEYS[4] retry,
 //	KEYS[5] active, KEYS[6] dead, KEYS[7] count, KEYS[8] deaddropped,
-//	KEYS[9] alive, KEYS[10] procs, KEYS[11] withdrawn, KEYS[12] idle
+//	KEYS[9] alive, KEYS[10] procs, KEYS[11] withdrawn, KEYS[12] idle,
+//	KEYS[13] tenants, KEYS[14] turns, KEYS[15] parked, KEYS[16] holds
 //	ARGV[1] task key prefix, ARGV[2] inflight key prefix, ARGV[3] channel
 //	prefix
 //
@@ -20,13 +21,24 @@ import "github.com/redis/go-redis/v9"
 // process running it, ret retention (ms), enq submitted at, due due at,
 // beg last attempt began at, fin finished at (ms, Redis's clock), errs
 // the attempts' errors (JSON list of {a, e, t}), lerr the last
-// RetryLater error, res the result, cx "1" once cancelled while running.
+// RetryLater error, res the result, cx "1" once cancelled while running,
+// ten the tenant ("" for none).
+//
+// Tenants (layout.go): the tenants hash holds per tenant "c:ID" its
+// capacity, "g:ID" the capacity of a removed tenant whose tasks are still
+// unfinished, "l:ID" its load (tasks in flight and slots held by
+// Acquire) and "n:ID" its unfinished tasks. Its waiting tasks are in its
+// own list (ready:ID; the untenanted ones in ready). A tenant with
+// waiting tasks is either in the turns list (round-robin order of take)
+// or, when take found it at capacity, in the parked set, until its load
+// goes down.
 //
 // Every time comes from Redis TIME: one clock for due times and leases.
 const prelude = `
 local K_SETTINGS, K_READY, K_DELAYED, K_RETRY, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_WITHDRAWN, K_IDLE = KEYS[11], KEYS[12]
+local K_TEN, K_TURNS, K_PARKED, K_HOLDS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
 
 local function now()
@@ -36,7 +48,10 @@ end
 
 -- wake tells the processes left with idle workers by their last take
 -- that tasks may be available.
+local woke = false
 local function wake()
+  if woke then return end
+  woke = true
   if redis.call('EXISTS', K_IDLE) == 1 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
 end
 
@@ -58,6 +73,78 @@ local function bulk(cmd, key, list)
   end
 end
 
+-- readyKey is the list of a tenant's waiting tasks.
+local function readyKey(ten)
+  if ten == '' then return K_READY end
+  return K_READY .. ':' .. ten
+end
+
+-- pushReady puts ids in a tenant's waiting list, on the left (taken
+-- last, in order) or on the right (taken first, the last id first), and
+-- gives the tenant a turn if it had no waiting task.
+local function pushReady(ten, ids, left)
+  if #ids == 0 then return end
+  local key = readyKey(ten)
+  local before = redis.call('LLEN', key)
+  if left then bulk('LPUSH', key, ids) else bulk('RPUSH', key, ids) end
+  if before == 0 then redis.call('RPUSH', K_TURNS, ten) end
+end
+
+-- unready removes a waiting task from its tenant's list; a tenant left
+-- with none loses its turn.
+local function unready(ten, id)
+  local key = readyKey(ten)
+  redis.call('LREM', key, 1, id)
+  if redis.call('LLEN', key) == 0 then
+    redis.call('LREM', K_TURNS, 0, ten)
+    redis.call('SREM', K_PARKED, ten)
+  end
+end
+
+-- capOf is a tenant's capacity (a removed one's last while it drains),
+-- nil for untenanted tasks (no cap).
+local function capOf(ten)
+  if ten == '' then return nil end
+  local c = redis.call('HGET', K_TEN, 'c:' .. ten) or redis.call('HGET', K_TEN, 'g:' .. ten)
+  return tonumber(c or '0')
+end
+
+-- settle forgets a removed tenant once nothing of it is left.
+local function settle(ten)
+  if ten == '' or not redis.call('HGET', K_TEN, 'g:' .. ten) then return end
+  local f = redis.call('HMGET', K_TEN, 'l:' .. ten, 'n:' .. ten)
+  if tonumber(f[1] or '0') <= 0 and tonumber(f[2] or '0') <= 0 then
+    redis.call('HDEL', K_TEN, 'g:' .. ten, 'l:' .. ten, 'n:' .. ten)
+  end
+end
+
+-- unload takes d from a tenant's load; a parked tenant gets its turn
+-- back (take parks it again if it is still at capacity).
+local function unload(ten, d)
+  if ten == '' then return end
+  redis.call('HINCRBY', K_TEN, 'l:' .. ten, -d)
+  if redis.call('SREM', K_PARKED, ten) == 1 then
+    redis.call('RPUSH', K_TURNS, ten)
+    wake()
+  end
+  settle(ten)
+end
+
+-- releaseHolds gives back the Acquire slots held by the processes procs
+-- (declared dead, or closing).
+local function releaseHolds(procs)
+  local gone = {}
+  for _, p in ipairs(procs) do gone[p] = true end
+  local all = redis.call('HGETALL', K_HOLDS)
+  for i = 1, #all, 2 do
+    local p, ten = string.match(all[i + 1], '^([^\n]*)\n(.*)$')
+    if p and gone[p] then
+      redis.call('HDEL', K_HOLDS, all[i])
+      unload(ten, 1)
+    end
+  end
+end
+
 -- finish records a final outcome (done, dead or cancelled). A dead letter
 -- is kept (with its payload, for replay) in the dead set, whose oldest
 -- entries are dropped beyond the max_dead setting; other outcomes expire
@@ -65,7 +152,11 @@ end
 -- which every script that calls finish runs before it returns. Returns
 -- how many dead letters were dropped.
 local notes, nfinished = {}, 0
-local function finish(tk, id, st, t, sub, ret, att, errs, res)
+local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
+  if ten and ten ~= '' then
+    redis.call('HINCRBY', K_TEN, 'n:' .. ten, -1)
+    settle(ten)
+  end
   local f = {'HSET', tk, 'st', st, 'fin', t, 'own', ''}
   if res then f[#f + 1] = 'res'; f[#f + 1] = res end
   if st ~= 'dead' then f[#f + 1] = 'p'; f[#f + 1] = '' end
@@ -106,56 +197,80 @@ end
 
 // takeFn is the body of dequeueScript, shared with completeScript.
 const takeFn = `
--- take gives the live process proc up to n tasks (see dequeueScript).
+-- take gives the live process proc up to n tasks (see dequeueScript):
+-- tenants with waiting tasks take turns, one task a turn (all it may have
+-- when it is the only one), and a tenant at capacity is parked until its
+-- load goes down.
 local function take(proc, ik, n, promote)
   local t = now()
   local exp = redis.call('ZSCORE', K_ALIVE, proc)
   if not exp then return {'GONE'} end
   if tonumber(exp) < t then return {'LATE'} end
   -- The earliest delayed and retrying tasks: the due ones go to the
-  -- front of ready (the first due is taken first).
+  -- front of their tenant's list (the first due is taken first).
   local firsts = {}
   for _, z in ipairs({K_RETRY, K_DELAYED}) do
     local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
     if first[2] and tonumber(first[2]) <= t then
       local due = redis.call('ZRANGEBYSCORE', z, '-inf', t, 'LIMIT', 0, promote)
-      local back = {}
+      local back, order = {}, {}
       for i = #due, 1, -1 do
-        back[#back + 1] = due[i]
-        redis.call('HSET', P_TASK .. due[i], 'st', 'waiting')
+        local tk = P_TASK .. due[i]
+        local ten = redis.call('HGET', tk, 'ten') or ''
+        redis.call('HSET', tk, 'st', 'waiting')
+        if not back[ten] then back[ten] = {}; order[#order + 1] = ten end
+        back[ten][#back[ten] + 1] = due[i]
       end
-      bulk('RPUSH', K_READY, back)
+      for _, ten in ipairs(order) do pushReady(ten, back[ten], false) end
       bulk('ZREM', z, due)
       first = false -- changed: looked up again if needed
     end
     firsts[z] = first
   end
   local out = {'OK', -1}
-  local ids = false
-  if n > 0 then ids = redis.call('RPOP', K_READY, n) end
-  if ids then
-    local mine, owners = {}, {}
-    for _, id in ipairs(ids) do
-      local tk = P_TASK .. id
-      local f = redis.call('HMGET', tk, 'st', 'p', 'att', 'max', 'to', 'enq', 'due')
-      if f[1] == 'waiting' then
-        local att = tonumber(f[3]) + 1
-        redis.call('HSET', tk, 'st', 'active', 'att', att, 'own', proc, 'beg', t)
-        mine[#mine + 1] = id
-        owners[#owners + 1] = id
-        owners[#owners + 1] = proc
-        local waited = t - math.max(tonumber(f[6]), tonumber(f[7]))
-        out[#out + 1] = id
-        out[#out + 1] = f[2]
-        out[#out + 1] = att
-        out[#out + 1] = tonumber(f[4])
-        out[#out + 1] = tonumber(f[5])
-        out[#out + 1] = waited
-      end
+  local got = 0
+  local mine, owners = {}, {}
+  while got < n do
+    local ten = redis.call('LPOP', K_TURNS)
+    if not ten then break end
+    local room = n - got
+    local cap = capOf(ten)
+    if cap then
+      room = math.min(room, cap - tonumber(redis.call('HGET', K_TEN, 'l:' .. ten) or '0'))
     end
-    bulk('HSET', K_ACTIVE, owners)
-    bulk('SADD', ik, mine)
+    if room <= 0 then
+      redis.call('SADD', K_PARKED, ten)
+    else
+      if redis.call('LLEN', K_TURNS) > 0 then room = 1 end
+      local key = readyKey(ten)
+      local ids = redis.call('RPOP', key, room) or {}
+      local took = 0
+      for _, id in ipairs(ids) do
+        local tk = P_TASK .. id
+        local f = redis.call('HMGET', tk, 'st', 'p', 'att', 'max', 'to', 'enq', 'due')
+        if f[1] == 'waiting' then
+          local att = tonumber(f[3]) + 1
+          redis.call('HSET', tk, 'st', 'active', 'att', att, 'own', proc, 'beg', t)
+          took = took + 1
+          mine[#mine + 1] = id
+          owners[#owners + 1] = id
+          owners[#owners + 1] = proc
+          local waited = t - math.max(tonumber(f[6]), tonumber(f[7]))
+          out[#out + 1] = id
+          out[#out + 1] = f[2]
+          out[#out + 1] = att
+          out[#out + 1] = tonumber(f[4])
+          out[#out + 1] = tonumber(f[5])
+          out[#out + 1] = waited
+        end
+      end
+      got = got + took
+      if cap and took > 0 then redis.call('HINCRBY', K_TEN, 'l:' .. ten, took) end
+      if redis.call('LLEN', key) > 0 then redis.call('RPUSH', K_TURNS, ten) end
+    end
   end
+  bulk('HSET', K_ACTIVE, owners)
+  bulk('SADD', ik, mine)
   -- The next due time matters only to a process left with idle workers,
   -- and only such a process needs to be woken when tasks come.
   if (#out - 2) / 6 >= n then
@@ -182,22 +297,25 @@ end
 //
 //	ARGV[4] submitting process, ARGV[5] max queued, then per task: id,
 //	payload, max attempts, timeout (ms), delay (ms, 0: now), retention
-//	(ms), the Submit's nonce
+//	(ms), the Submit's nonce, the tenant ("" for none)
 //
-// Returns one status per task: "OK", "DUP" (the id is known), "FULL" or
-// "WITHDRAWN" (its Submit failed and withdrew it before it got here); a
-// refused task writes nothing.
+// Returns one status per task: "OK", "DUP" (the id is known), "FULL",
+// "UNKNOWN" (the tenant is not registered) or "WITHDRAWN" (its Submit
+// failed and withdrew it before it got here); a refused task writes
+// nothing.
 var submitScript = redis.NewScript(prelude + `
 local t = now()
 local count = tonumber(redis.call('GET', K_COUNT) or '0')
 local limit = tonumber(ARGV[5])
 local withdrawn = redis.call('EXISTS', K_WITHDRAWN) == 1
-local out, ready, delayed, queued = {}, {}, {}, 0
-for i = 6, #ARGV, 7 do
-  local id = ARGV[i]
+local out, ready, order, delayed, queued = {}, {}, {}, {}, 0
+for i = 6, #ARGV, 8 do
+  local id, ten = ARGV[i], ARGV[i + 7]
   local tk = P_TASK .. id
   if withdrawn and redis.call('ZSCORE', K_WITHDRAWN, ARGV[i + 6]) then
     out[#out + 1] = 'WITHDRAWN'
+  elseif ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then
+    out[#out + 1] = 'UNKNOWN'
   elseif redis.call('EXISTS', tk) == 1 then
     out[#out + 1] = 'DUP'
   elseif count >= limit then
@@ -209,18 +327,20 @@ for i = 6, #ARGV, 7 do
     local st = 'waiting'
     if delay > 0 then st = 'delayed' end
     redis.call('HSET', tk, 'p', ARGV[i + 1], 'st', st, 'att', 0, 'max', ARGV[i + 2], 'to', ARGV[i + 3],
-      'sub', ARGV[4], 'ret', ARGV[i + 5], 'enq', t, 'due', t + delay, 'n', ARGV[i + 6])
+      'sub', ARGV[4], 'ret', ARGV[i + 5], 'enq', t, 'due', t + delay, 'n', ARGV[i + 6], 'ten', ten)
+    if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
     if delay > 0 then
       delayed[#delayed + 1] = t + delay
       delayed[#delayed + 1] = id
     else
-      ready[#ready + 1] = id
+      if not ready[ten] then ready[ten] = {}; order[#order + 1] = ten end
+      ready[ten][#ready[ten] + 1] = id
     end
     out[#out + 1] = 'OK'
   end
 end
 if queued > 0 then
-  bulk('LPUSH', K_READY, ready)
+  for _, ten in ipairs(order) do pushReady(ten, ready[ten], true) end
   bulk('ZADD', K_DELAYED, delayed)
   redis.call('INCRBY', K_COUNT, queued)
   wake()
@@ -232,7 +352,7 @@ return out
 // due delayed and retrying tasks (up to ARGV[6] of each) to the front of
 // ready, then takes from there.
 //
-//	KEYS[13] the process's inflight set
+//	KEYS[17] the process's inflight set
 //	ARGV[4] process, ARGV[5] n, ARGV[6] promotion limit
 //
 // Returns {"GONE"} when the process was declared dead (or never
@@ -241,7 +361,7 @@ return out
 // ms, waited ms, ...}: next is in how many ms the earliest delayed or
 // retrying task is due (-1: none).
 var dequeueScript = redis.NewScript(prelude + takeFn + `
-return take(ARGV[4], KEYS[13], tonumber(ARGV[5]), tonumber(ARGV[6]))
+return take(ARGV[4], KEYS[17], tonumber(ARGV[5]), tonumber(ARGV[6]))
 `)
 
 // completeScript records how a batch of attempts ended, each if the
@@ -251,7 +371,7 @@ return take(ARGV[4], KEYS[13], tonumber(ARGV[5]), tonumber(ARGV[6]))
 // dequeueScript does), so that a busy worker records an outcome and gets
 // its next task in one call.
 //
-//	KEYS[13] the process's inflight set
+//	KEYS[17] the process's inflight set
 //	ARGV[4] process, ARGV[5] n, ARGV[6] promotion limit, then per
 //	attempt: id, attempt, kind ("ok", "fail", "perm": no retry, "later":
 //	RetryLater, no attempt used, "release": its process stops, back to
@@ -265,23 +385,25 @@ var completeScript = redis.NewScript(prelude + takeFn + `
 local proc = ARGV[4]
 local t = now()
 local ended = {} -- attempts no longer in flight
+local unloads = {} -- tenant → how many of them
 local function complete(id, attempt, kind, data, delay)
   local tk = P_TASK .. id
-  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx')
+  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx', 'ten')
   if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
   ended[#ended + 1] = id
-  local att = tonumber(f[3])
+  local att, ten = tonumber(f[3]), f[9] or ''
+  if ten ~= '' then unloads[ten] = (unloads[ten] or 0) + 1 end
   if kind == 'ok' then
-    return 'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, data)
+    return 'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, data, ten)
   end
   if f[8] == '1' then
     local errs = f[7]
     if kind ~= 'release' then errs = adderr(tk, f[7], att, data, t) end
-    return 'cancelled', finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil)
+    return 'cancelled', finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil, ten)
   end
   if kind == 'release' then
     redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', att - 1)
-    redis.call('RPUSH', K_READY, id)
+    pushReady(ten, {id}, false)
     return 'released', 0, true
   end
   local due = t + tonumber(delay)
@@ -296,7 +418,7 @@ local function complete(id, attempt, kind, data, delay)
     redis.call('ZADD', K_RETRY, due, id)
     return 'retry', 0, true
   end
-  return 'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil)
+  return 'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil, ten)
 end
 local out, dropped, again = {0, 0}, 0, false
 for i = 7, #ARGV, 5 do
@@ -306,13 +428,14 @@ for i = 7, #ARGV, 5 do
   again = again or w
 end
 bulk('HDEL', K_ACTIVE, ended)
-bulk('SREM', KEYS[13], ended)
+bulk('SREM', KEYS[17], ended)
+for ten, d in pairs(unloads) do unload(ten, d) end
 flush()
 out[1] = dropped
 out[2] = #out - 2
 local n = tonumber(ARGV[5])
 if n > 0 then
-  for _, v in ipairs(take(proc, KEYS[13], n, tonumber(ARGV[6]))) do out[#out + 1] = v end
+  for _, v in ipairs(take(proc, KEYS[17], n, tonumber(ARGV[6]))) do out[#out + 1] = v end
 end
 -- A task made available again (a retry, a release) may be for another
 -- process's idle workers.
@@ -383,22 +506,23 @@ for _, p in ipairs(procs) do
   local ik = P_INFLIGHT .. p
   for _, id in ipairs(redis.call('SMEMBERS', ik)) do
     local tk = P_TASK .. id
-    local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx')
+    local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx', 'ten')
     if f[1] == 'active' and f[2] == p then
       redis.call('HDEL', K_ACTIVE, id)
-      local att = tonumber(f[3])
+      local att, ten = tonumber(f[3]), f[9] or ''
       local errs = adderr(tk, f[7], att, 'process ' .. p .. ' stopped answering (died, paused or cut off) during the attempt', t)
       if f[8] == '1' then
-        dropped = dropped + finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil)
+        dropped = dropped + finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil, ten)
         finished = finished + 1
       elseif att >= tonumber(f[4]) then
-        dropped = dropped + finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil)
+        dropped = dropped + finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil, ten)
         finished = finished + 1
       else
         redis.call('HSET', tk, 'st', 'waiting', 'own', '')
-        redis.call('RPUSH', K_READY, id)
+        pushReady(ten, {id}, false)
         requeued = requeued + 1
       end
+      unload(ten, 1)
     end
   end
   redis.call('DEL', ik)
@@ -406,6 +530,7 @@ for _, p in ipairs(procs) do
   redis.call('HDEL', K_PROCS, p)
   redis.call('SREM', K_IDLE, p)
 end
+if #procs > 0 then releaseHolds(procs) end
 flush()
 if requeued > 0 then wake() end
 return {#procs, requeued, finished, dropped}
@@ -417,7 +542,7 @@ return {#procs, requeued, finished, dropped}
 // dequeue reply was lost). They go back to ready at once without using
 // an attempt. With ARGV[5] "1" it also removes the process (Close).
 //
-//	KEYS[13] the process's inflight set
+//	KEYS[17] the process's inflight set
 //	ARGV[4] process, ARGV[5] "1" to remove it, ARGV[6...] ids (none: all)
 //
 // Returns how many tasks went back.
@@ -425,23 +550,26 @@ var deregisterScript = redis.NewScript(prelude + `
 local ids = {}
 for i = 6, #ARGV do ids[#ids + 1] = ARGV[i] end
 local all = #ids == 0
-if all then ids = redis.call('SMEMBERS', KEYS[13]) end
+if all then ids = redis.call('SMEMBERS', KEYS[17]) end
 local back = 0
 for _, id in ipairs(ids) do
   local tk = P_TASK .. id
-  local f = redis.call('HMGET', tk, 'st', 'own', 'att')
+  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'ten')
   if f[1] == 'active' and f[2] == ARGV[4] then
+    local ten = f[4] or ''
     redis.call('HDEL', K_ACTIVE, id)
     redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', tonumber(f[3]) - 1)
-    redis.call('RPUSH', K_READY, id)
+    pushReady(ten, {id}, false)
+    unload(ten, 1)
     back = back + 1
   end
-  redis.call('SREM', KEYS[13], id)
+  redis.call('SREM', KEYS[17], id)
 end
 if ARGV[5] == '1' then
   redis.call('ZREM', K_ALIVE, ARGV[4])
   redis.call('HDEL', K_PROCS, ARGV[4])
   redis.call('SREM', K_IDLE, ARGV[4])
+  releaseHolds({ARGV[4]})
 end
 if back > 0 then wake() end
 return back
@@ -462,14 +590,19 @@ local t = now()
 redis.call('ZADD', K_WITHDRAWN, t, nonce)
 redis.call('ZREMRANGEBYSCORE', K_WITHDRAWN, '-inf', t - tonumber(ARGV[6]))
 local tk = P_TASK .. id
-local f = redis.call('HMGET', tk, 'st', 'n', 'own')
+local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten')
 if not f[1] or f[2] ~= nonce then return 'ABSENT' end
 if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
-  redis.call('LREM', K_READY, 1, id)
+  local ten = f[4] or ''
+  if f[1] == 'waiting' then unready(ten, id) end
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_RETRY, id)
   redis.call('DEL', tk)
   redis.call('DECR', K_COUNT)
+  if ten ~= '' then
+    redis.call('HINCRBY', K_TEN, 'n:' .. ten, -1)
+    settle(ten)
+  end
   return 'WITHDRAWN'
 end
 if f[1] == 'active' then
@@ -484,13 +617,13 @@ return 'CANCELLED'
 // ctx (the outcome is recorded when the attempt ends; a success still
 // wins).
 //
-//	KEYS[13] task key
+//	KEYS[17] task key
 //	ARGV[4] id
 //
 // Returns "NOTFOUND", "FINISHED", "REQUESTED" or "CANCELLED".
 var cancelScript = redis.NewScript(prelude + `
-local tk, id = KEYS[13], ARGV[4]
-local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'errs')
+local tk, id = KEYS[17], ARGV[4]
+local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'errs', 'ten')
 if not f[1] then return 'NOTFOUND' end
 local st = f[1]
 if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
@@ -500,13 +633,13 @@ if st == 'active' then
   return 'REQUESTED'
 end
 if st == 'waiting' then
-  redis.call('LREM', K_READY, 1, id)
+  unready(f[7] or '', id)
 elseif st == 'delayed' then
   redis.call('ZREM', K_DELAYED, id)
 else
   redis.call('ZREM', K_RETRY, id)
 end
-finish(tk, id, 'cancelled', now(), f[4], f[5], tonumber(f[3]), f[6], nil)
+finish(tk, id, 'cancelled', now(), f[4], f[5], tonumber(f[3]), f[6], nil, f[7] or '')
 flush()
 return 'CANCELLED'
 `)
@@ -514,20 +647,24 @@ return 'CANCELLED'
 // replayScript queues a dead letter again, with its attempts and errors
 // reset.
 //
-//	KEYS[13] task key
+//	KEYS[17] task key
 //	ARGV[4] id
 //
-// Returns "OK", "NOTDEAD" or "FULL" (the queue's max_queued setting).
+// Returns "OK", "NOTDEAD", "FULL" (the queue's max_queued setting) or
+// "UNKNOWN" (its tenant is no longer registered).
 var replayScript = redis.NewScript(prelude + `
 local id = ARGV[4]
 if not redis.call('ZSCORE', K_DEAD, id) then return 'NOTDEAD' end
 local limit = tonumber(redis.call('HGET', K_SETTINGS, 'max_queued') or '0')
 if limit > 0 and tonumber(redis.call('GET', K_COUNT) or '0') >= limit then return 'FULL' end
+local ten = redis.call('HGET', KEYS[17], 'ten') or ''
+if ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN' end
 redis.call('ZREM', K_DEAD, id)
 redis.call('INCR', K_COUNT)
-redis.call('HDEL', KEYS[13], 'errs', 'fin', 'res', 'cx', 'lerr')
-redis.call('HSET', KEYS[13], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
-redis.call('LPUSH', K_READY, id)
+if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
+redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr')
+redis.call('HSET', KEYS[17], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
+pushReady(ten, {id}, true)
 wake()
 return 'OK'
 `)
@@ -541,4 +678,69 @@ var purgeScript = redis.NewScript(prelude + `
 local old = redis.call('ZPOPMIN', K_DEAD, tonumber(ARGV[4]))
 for i = 1, #old, 2 do redis.call('DEL', P_TASK .. old[i]) end
 return #old / 2
+`)
+
+// setTenantScript registers a tenant, or changes its capacity (at once:
+// a lower one admits nothing more until its load is below it, a higher
+// one lets its waiting tasks in).
+//
+//	ARGV[4] tenant, ARGV[5] capacity
+var setTenantScript = redis.NewScript(prelude + `
+local ten = ARGV[4]
+redis.call('HSET', K_TEN, 'c:' .. ten, ARGV[5])
+redis.call('HDEL', K_TEN, 'g:' .. ten)
+if redis.call('SREM', K_PARKED, ten) == 1 then redis.call('RPUSH', K_TURNS, ten) end
+if redis.call('LLEN', readyKey(ten)) > 0 then wake() end
+return 'OK'
+`)
+
+// removeTenantScript takes a tenant off the allow-list: Submit, Replay
+// and Acquire refuse it from now on; its unfinished tasks still run,
+// within its last capacity, and it is forgotten when the last finishes.
+//
+//	ARGV[4] tenant
+//
+// Returns "OK" or "NOTFOUND".
+var removeTenantScript = redis.NewScript(prelude + `
+local ten = ARGV[4]
+local c = redis.call('HGET', K_TEN, 'c:' .. ten)
+if not c then return 'NOTFOUND' end
+redis.call('HDEL', K_TEN, 'c:' .. ten)
+redis.call('HSET', K_TEN, 'g:' .. ten, c)
+settle(ten)
+return 'OK'
+`)
+
+// acquireScript takes one slot of a tenant's capacity for the live
+// process ARGV[4], held under the token ARGV[6] until released or the
+// process is declared dead.
+//
+//	ARGV[4] process, ARGV[5] tenant, ARGV[6] token
+//
+// Returns "OK", "BUSY" (at capacity), "UNKNOWN", "GONE" or "LATE" (the
+// process is not registered, or its lease ran out).
+var acquireScript = redis.NewScript(prelude + `
+local proc, ten = ARGV[4], ARGV[5]
+local exp = redis.call('ZSCORE', K_ALIVE, proc)
+if not exp then return 'GONE' end
+if tonumber(exp) < now() then return 'LATE' end
+local c = redis.call('HGET', K_TEN, 'c:' .. ten)
+if not c then return 'UNKNOWN' end
+if tonumber(redis.call('HGET', K_TEN, 'l:' .. ten) or '0') >= tonumber(c) then return 'BUSY' end
+redis.call('HINCRBY', K_TEN, 'l:' .. ten, 1)
+redis.call('HSET', K_HOLDS, ARGV[6], proc .. '\n' .. ten)
+return 'OK'
+`)
+
+// releaseScript gives back the slot held under the token ARGV[4].
+//
+// Returns "OK", or "GONE" (released already, or its process was declared
+// dead and its slots given back).
+var releaseScript = redis.NewScript(prelude + `
+local v = redis.call('HGET', K_HOLDS, ARGV[4])
+if not v then return 'GONE' end
+redis.call('HDEL', K_HOLDS, ARGV[4])
+local _, ten = string.match(v, '^([^\n]*)\n(.*)$')
+unload(ten, 1)
+return 'OK'
 `)

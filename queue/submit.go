@@ -21,7 +21,7 @@ import (
 //
 // Errors: ErrInvalidOption (a bad option), ErrPayloadTooLarge,
 // ErrDuplicateTask (WithTaskID of a task the queue still knows),
-// ErrQueueFull, ErrClosed, or the Redis or ctx error of the call. A
+// ErrUnknownTenant (WithTenant of a tenant not registered), ErrQueueFull, ErrClosed, or the Redis or ctx error of the call. A
 // Submit that fails does not queue its task: when the failure came after
 // Redis may have received it (a lost reply, ctx ending meanwhile), the
 // Submit is withdrawn in the background until Redis answers, and if it
@@ -182,7 +182,7 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	args := q.lay.commonArgs(q.proc, q.cfg.maxQueued)
 	for _, r := range taken {
 		args = append(args, r.f.id, r.payload, r.sc.maxAttempts, r.sc.timeout.Milliseconds(),
-			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce)
+			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce, r.sc.tenant)
 	}
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	res, err := script.Run(cctx, q.rdb, submitScript, "queue: submit", q.lay.common(), args...)
@@ -201,6 +201,9 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 			rerr = fmt.Errorf("%w: %q", ErrDuplicateTask, r.f.id)
 		case out[i] == "FULL":
 			rerr = fmt.Errorf("%w: %d unfinished tasks", ErrQueueFull, q.cfg.maxQueued)
+		case out[i] == "UNKNOWN":
+			q.m.tenantRefused(ctx, "unknown")
+			rerr = fmt.Errorf("%w: %q", ErrUnknownTenant, r.sc.tenant)
 		case out[i] == "WITHDRAWN":
 			rerr = context.Canceled // its Submit gave up; nobody waits for this
 		default:

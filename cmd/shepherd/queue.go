@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,9 +15,13 @@ import (
 
 func init() {
 	commands["queue"] = command{summary: "inspect a queue: stats, ls, dead, replay, cancel, purge-dead", run: runQueue}
+	commands["tenants"] = command{summary: "a queue's tenants: ls, set ID CAPACITY, rm ID", run: runTenants}
 }
 
-const queueSynopsis = "queue stats|ls|dead|replay|cancel|purge-dead -queue NAME [flags] [ID...]"
+const (
+	queueSynopsis   = "queue stats|ls|dead|replay|cancel|purge-dead -queue NAME [flags] [ID...]"
+	tenantsSynopsis = "tenants ls|set|rm -queue NAME [flags] [ID [CAPACITY]]"
+)
 
 // queueSubcommands maps a queue subcommand to what it does with a Client
 // of an existing queue.
@@ -38,19 +43,46 @@ type queueOpts struct {
 	ids            []string
 }
 
+// tenantsSubcommands maps a tenants subcommand to what it does.
+var tenantsSubcommands = map[string]func(ctx context.Context, c *queue.Client, o queueOpts) error{
+	"ls":  tenantsList,
+	"set": tenantsSet,
+	"rm":  tenantsRemove,
+}
+
 // runQueue runs "shepherd queue SUB": it reads the queue through a
 // queue.Client, which registers no process.
 func runQueue(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || queueSubcommands[args[0]] == nil {
+	return runClientCommand("queue", queueSynopsis, queueSubcommands, args, stdout, stderr)
+}
+
+// runTenants runs "shepherd tenants SUB", as runQueue.
+func runTenants(args []string, stdout, stderr io.Writer) int {
+	return runClientCommand("tenants", tenantsSynopsis, tenantsSubcommands, args, stdout, stderr)
+}
+
+// wantArgs is how many arguments each subcommand takes (at least, at
+// most: -1 for any), and what to say when some are missing.
+var wantArgs = map[string]struct {
+	min, max int
+	missing  string
+}{
+	"queue replay": {1, -1, "missing task id"}, "queue cancel": {1, -1, "missing task id"},
+	"tenants set": {2, 2, "want a tenant id and a capacity"}, "tenants rm": {1, -1, "missing tenant id"},
+}
+
+func runClientCommand(cmd, synopsis string, subs map[string]func(ctx context.Context, c *queue.Client, o queueOpts) error,
+	args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || subs[args[0]] == nil {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-			fmt.Fprintf(stderr, "usage: shepherd %s\n", queueSynopsis)
+			fmt.Fprintf(stderr, "usage: shepherd %s\n", synopsis)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "usage: shepherd %s\n", queueSynopsis)
+		fmt.Fprintf(stderr, "usage: shepherd %s\n", synopsis)
 		return exitUsage
 	}
 	sub := args[0]
-	fs := newFlags("queue "+sub, queueSynopsis, stderr)
+	fs := newFlags(cmd+" "+sub, synopsis, stderr)
 	addr := redisFlag(fs)
 	name := fs.String("queue", "", "the queue's `name` (required)")
 	o := queueOpts{stdout: stdout, stderr: stderr}
@@ -70,10 +102,10 @@ func runQueue(args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "-timeout must be positive")
 	case o.limit < 1:
 		return usageError(fs, stderr, "-limit must be at least 1")
-	case (sub == "replay" || sub == "cancel") && len(o.ids) == 0:
-		return usageError(fs, stderr, "missing task id")
-	case sub != "replay" && sub != "cancel" && len(o.ids) > 0:
-		return usageError(fs, stderr, "unexpected arguments %q", o.ids)
+	case len(o.ids) < wantArgs[cmd+" "+sub].min:
+		return usageError(fs, stderr, "%s", wantArgs[cmd+" "+sub].missing)
+	case wantArgs[cmd+" "+sub].max >= 0 && len(o.ids) > wantArgs[cmd+" "+sub].max:
+		return usageError(fs, stderr, "unexpected arguments %q", o.ids[wantArgs[cmd+" "+sub].max:])
 	}
 	ctx, cancel := interruptible()
 	defer cancel()
@@ -93,7 +125,7 @@ func runQueue(args []string, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("queue %q not found", *name)
 	}
 	if err == nil {
-		err = queueSubcommands[sub](ctx, c, o)
+		err = subs[sub](ctx, c, o)
 	}
 	if err != nil {
 		return fail(stderr, fs.Name(), err)
@@ -224,4 +256,43 @@ func queuePurge(ctx context.Context, c *queue.Client, o queueOpts) error {
 	}
 	fmt.Fprintf(o.stdout, "deleted %d dead letters\n", n)
 	return nil
+}
+
+func tenantsList(ctx context.Context, c *queue.Client, o queueOpts) error {
+	tenants, err := c.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if tenants == nil {
+			tenants = []queue.TenantInfo{}
+		}
+		return json.NewEncoder(o.stdout).Encode(tenants)
+	}
+	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tCAPACITY\tLOAD\tWAITING\tUNFINISHED")
+	for _, t := range tenants {
+		id := t.ID
+		if t.Removed {
+			id += " (removed)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", id, t.Capacity, t.Load, t.Waiting, t.Unfinished)
+	}
+	return tw.Flush()
+}
+
+func tenantsSet(ctx context.Context, c *queue.Client, o queueOpts) error {
+	capacity, err := strconv.Atoi(o.ids[1])
+	if err != nil {
+		return fmt.Errorf("%w: capacity %q is not a number", errUsage, o.ids[1])
+	}
+	if err := c.SetTenant(ctx, o.ids[0], capacity); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.stdout, "%s: capacity %d\n", o.ids[0], capacity)
+	return nil
+}
+
+func tenantsRemove(ctx context.Context, c *queue.Client, o queueOpts) error {
+	return eachID(o, "removed (its unfinished tasks still run)", func(id string) error { return c.RemoveTenant(ctx, id) })
 }

@@ -114,3 +114,48 @@ func TestQueueCommandErrors(t *testing.T) {
 	}
 	assert.Empty(t, srv.Client().Keys(context.Background(), "shepherd:{missing-queue}:*").Val(), "a command created the queue")
 }
+
+func TestTenantsCommands(t *testing.T) {
+	t.Parallel()
+	name := redistest.Name(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queue.Open(ctx, srv.Client(), name)
+	require.NoError(t, err)
+	defer q.Close(context.Background())
+	r := func(args ...string) (int, string, string) {
+		return runCmd(append(append([]string{"tenants"}, args...), "-queue", name, "-redis", srv.Addr())...)
+	}
+
+	code, out, errOut := r("set", "acme", "3")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "acme: capacity 3\n", out)
+	_, err = q.Submit(ctx, []byte("x"), queue.WithTenant("acme"))
+	require.NoError(t, err)
+	code, out, errOut = r("ls")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "TENANT")
+	assert.Regexp(t, `acme\s+3\s+0\s+1\s+1`, out)
+	code, out, errOut = r("ls", "-json")
+	require.Equal(t, exitOK, code, errOut)
+	var ts []queue.TenantInfo
+	require.NoError(t, json.Unmarshal([]byte(out), &ts))
+	require.Len(t, ts, 1)
+	assert.Equal(t, queue.TenantInfo{ID: "acme", Capacity: 3, Waiting: 1, Unfinished: 1}, ts[0])
+
+	code, out, _ = r("rm", "acme", "nobody")
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, out, "acme: removed")
+	assert.Contains(t, out, "nobody: queue: unknown tenant")
+	code, out, errOut = r("ls")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "acme (removed)")
+
+	for _, bad := range [][]string{{"set", "acme"}, {"set", "acme", "x"}, {"set", "acme", "-1"}, {"rm"}, {"ls", "extra"}, {"nope"}} {
+		code, _, errOut = r(bad...)
+		assert.NotEqual(t, exitOK, code, "%v: %s", bad, errOut)
+	}
+	code, _, errOut = runCmd("tenants", "ls", "-queue", "no-such-queue-"+name, "-redis", srv.Addr())
+	assert.Equal(t, exitError, code)
+	assert.Contains(t, errOut, "not found")
+}
