@@ -30,6 +30,7 @@ func TestBenchSmoke(t *testing.T) {
 		"T2":  {"result_p50_ms", "result_p99_ms"},
 		"T3":  {"first_start_late_ms", "start_late_p99_ms"},
 		"T4":  {"recovery_ms"},
+		"T5":  {"b_wait_p50_ms", "b_wait_p99_ms", "run_ms", "a_waiting_when_b_done"},
 		"TM":  {"bytes_per_waiting_task_1000", "bytes_per_outcome_1000"},
 	}
 	seen := map[string]bool{}
