@@ -36,6 +36,9 @@ var (
 	// ErrAlreadyServing is returned by Serve on a Queue that serves
 	// already.
 	ErrAlreadyServing = errors.New("queue: already serving")
+	// ErrStopped is returned by Server.SetMode once the server is
+	// stopping or stopped.
+	ErrStopped = errors.New("queue: server stopped")
 	// ErrOutcomeLost is returned by Wait when the task disappeared from
 	// Redis without an outcome (Redis restarted empty, or the key was
 	// deleted by hand).

@@ -336,3 +336,70 @@ func ExampleQueue_Middleware() {
 	// acme 200
 	// made-up 403
 }
+
+// The seed's controllers: a document controller drains its queue and
+// feeds two download queues that serve until told; when it is done, they
+// are switched to drain, and the program ends when all three are done.
+func ExampleServer_SetMode() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	open := func(name string) *queue.Queue {
+		q, err := queue.Open(ctx, rdb, name)
+		if err != nil {
+			panic(err)
+		}
+		return q
+	}
+	docs, images, fonts := open("example-docs"), open("example-images"), open("example-fonts")
+	defer docs.Close(ctx)
+	defer images.Close(ctx)
+	defer fonts.Close(ctx)
+
+	fetch := func(ctx context.Context, t *queue.Task) ([]byte, error) { return nil, nil }
+	imageSrv, err := images.Serve(fetch, queue.WithWorkers(2))
+	if err != nil {
+		panic(err)
+	}
+	fontSrv, err := fonts.Serve(fetch, queue.WithWorkers(1))
+	if err != nil {
+		panic(err)
+	}
+	// Each document needs two images and a font.
+	for i := range 5 {
+		if _, err := docs.Submit(ctx, []byte(fmt.Sprint("doc", i))); err != nil {
+			panic(err)
+		}
+	}
+	docSrv, err := docs.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		for _, q := range []*queue.Queue{images, images, fonts} {
+			if _, err := q.Submit(ctx, t.Payload); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}, queue.WithWorkers(2), queue.WithMode(queue.ModeDrain))
+	if err != nil {
+		panic(err)
+	}
+
+	<-docSrv.Done() // the documents are done: the downloads finish what they have
+	for _, s := range []*queue.Server{imageSrv, fontSrv} {
+		if err := s.SetMode(queue.ModeDrain); err != nil {
+			panic(err)
+		}
+	}
+	<-imageSrv.Done()
+	<-fontSrv.Done()
+	for _, q := range []*queue.Queue{docs, images, fonts} {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(q.Name(), "left:", st.Available+st.InFlight)
+	}
+	// Output:
+	// example-docs left: 0
+	// example-images left: 0
+	// example-fonts left: 0
+}

@@ -278,6 +278,7 @@ type ServeOption func(*serveConfig) error
 type serveConfig struct {
 	workers     int
 	prefetch    int
+	mode        Mode
 	backoffBase time.Duration
 	backoffCap  time.Duration
 }
@@ -299,6 +300,18 @@ func WithWorkers(n int) ServeOption {
 			return invalid("workers must be at least 1, got %d", n)
 		}
 		c.workers = n
+		return nil
+	}
+}
+
+// WithMode sets how the server ends: ModeServe (the default) or
+// ModeDrain. Server.SetMode changes it while the server runs.
+func WithMode(m Mode) ServeOption {
+	return func(c *serveConfig) error {
+		if m != ModeServe && m != ModeDrain {
+			return invalid("unknown mode %d", int32(m))
+		}
+		c.mode = m
 		return nil
 	}
 }

@@ -68,6 +68,10 @@ type Server struct {
 	outcomes chan outcomeReq // to feed; closed once the workers returned
 	fed      chan struct{}   // closed when feed returned
 	endOnce  sync.Once
+	mode     atomic.Int32  // Mode
+	modeSet  chan struct{} // capacity 1: the mode changed
+	done     chan struct{} // closed when Stop has finished
+	doneOnce sync.Once
 
 	mu      sync.Mutex
 	running map[string]*run // by task id, from hand-out to outcome
@@ -169,7 +173,10 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		suspect:  make(map[string]bool),
 		outcomes: make(chan outcomeReq, 4*cfg.workers+cfg.prefetch),
 		fed:      make(chan struct{}),
+		modeSet:  make(chan struct{}, 1),
+		done:     make(chan struct{}),
 	}
+	s.mode.Store(int32(cfg.mode))
 	s.hard, s.halt = context.WithCancel(context.Background())
 	for i := 0; i < cfg.workers; i++ {
 		s.workers = append(s.workers, &worker{
@@ -239,8 +246,60 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	s.q.mu.Unlock()
 	s.q.kickKeepAlive()
+	s.doneOnce.Do(func() { close(s.done) })
 	return err
 }
+
+// Mode is how a Server ends: ModeServe waits for tasks until stopped;
+// ModeDrain runs what it can take now, then stops by itself.
+type Mode int32
+
+const (
+	// ModeServe takes tasks as they come, until Stop, Halt or Close.
+	ModeServe Mode = iota
+	// ModeDrain takes tasks while some are available to it; once a take
+	// finds none it may run now and none of its tasks is in flight, the
+	// server stops (as Stop) and Done closes. Tasks not due yet, waiting
+	// for a retry, or held back by their tenant's capacity are left to
+	// other servers.
+	ModeDrain
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeServe:
+		return "serve"
+	case ModeDrain:
+		return "drain"
+	}
+	return fmt.Sprintf("Mode(%d)", int32(m))
+}
+
+// SetMode switches the server to m at once, in either direction, while
+// it runs: a server switched to ModeDrain stops when nothing is left for
+// it (at once if it is idle). It returns ErrStopped once the server is
+// stopping or stopped.
+func (s *Server) SetMode(m Mode) error {
+	if m != ModeServe && m != ModeDrain {
+		return invalid("unknown mode %d", int32(m))
+	}
+	if s.isStopping() {
+		return ErrStopped
+	}
+	s.mode.Store(int32(m))
+	select {
+	case s.modeSet <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Mode returns the server's mode.
+func (s *Server) Mode() Mode { return Mode(s.mode.Load()) }
+
+// Done is closed when the server has stopped: drained (ModeDrain), by
+// Stop or Halt, or by the Queue's Close.
+func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Halt is a hard stop: it cancels the ctx of every task in flight at once
 // and returns when the workers have returned; see Stop.

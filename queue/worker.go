@@ -242,6 +242,9 @@ func (s *Server) feed() {
 				continue
 			case <-s.availed:
 				continue
+			case <-s.modeSet:
+				canTake = true // a server switched to drain looks once more, then stops
+				continue
 			case <-stopping:
 				stopping = nil
 				continue
@@ -299,6 +302,12 @@ func (s *Server) feed() {
 		outstanding += len(tasks)
 		for _, t := range tasks {
 			s.ready <- t // never blocks: outstanding <= cap(s.ready)
+		}
+		if err == nil && n > 0 && len(tasks) < n && outstanding == 0 && stopping != nil && s.Mode() == ModeDrain {
+			// Drained: nothing it may run now, nothing in flight.
+			stopping = nil
+			s.stopOnce.Do(func() { close(s.stopping) }) // SetMode says ErrStopped from now on
+			go func() { _ = s.Stop(context.Background()) }()
 		}
 		if len(tasks) == n {
 			if n > 0 {

@@ -128,11 +128,27 @@ func (c *queueCluster) record(ctx context.Context, event, proc string) {
 	require.NoError(c.t, c.log.AppendRetry(ctx, event, proc, "", ""))
 }
 
+// maxPendingPerSubmitter bounds a submitter's unfinished tasks: the
+// submitters outpace the workers (about 1,000 Submits/s against 300
+// tasks/s here), and an unbounded backlog makes a long run's final
+// drain outlast the test's wait for each future.
+const maxPendingPerSubmitter = 100
+
 // submitter submits tasks until stop, a third of them failing or
 // panicking on their first attempt, into acked; the ids of failed Submits
 // go to failed, with whether Redis was down (killed and restarting) then.
+// It keeps at most maxPendingPerSubmitter of its tasks unfinished.
 func (c *queueCluster) submitter(ctx context.Context, stop <-chan struct{}, id int, acked, failed *sync.Map, redisDown *atomic.Bool) {
+	var pending []*queue.Future
 	for i := 0; ; i++ {
+		for len(pending) >= maxPendingPerSubmitter {
+			select {
+			case <-pending[0].Done():
+				pending = pending[1:]
+			case <-stop:
+				return
+			}
+		}
 		select {
 		case <-stop:
 			return
@@ -149,6 +165,7 @@ func (c *queueCluster) submitter(ctx context.Context, stop <-chan struct{}, id i
 			continue
 		}
 		acked.Store(taskID, f)
+		pending = append(pending, f)
 	}
 }
 
@@ -206,6 +223,9 @@ func TestChaosQueue(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	if st, err := c.sub.Stats(ctx); err == nil {
+		t.Logf("after the faults: %d tasks available, %d in flight, %d retrying", st.Available, st.InFlight, st.Retrying)
+	}
 
 	// Every acknowledged task completes, with an outcome.
 	n := 0
