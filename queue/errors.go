@@ -36,6 +36,13 @@ var (
 	// ErrAlreadyServing is returned by Serve on a Queue that serves
 	// already.
 	ErrAlreadyServing = errors.New("queue: already serving")
+	// ErrBatchFailed is returned by Batch.Submit once its fail-fast batch
+	// has failed: the task is not queued.
+	ErrBatchFailed = errors.New("queue: batch failed")
+	// ErrBatchNotFound is returned by WaitBatch for a batch the queue
+	// does not know: no task was submitted to it, or its retention is
+	// over.
+	ErrBatchNotFound = errors.New("queue: batch not found")
 	// ErrStopped is returned by Server.SetMode once the server is
 	// stopping or stopped.
 	ErrStopped = errors.New("queue: server stopped")

@@ -29,6 +29,9 @@ import (
 //	              order ("" for untenanted tasks)
 //	parked        set: tenants with waiting tasks found at capacity
 //	holds         hash: Acquire token → "process\ntenant"
+//	batch:ID      hash: a batch's policy (pol), tasks (n), finished tasks
+//	              (done) and first failed task (first)
+//	btasks:ID     list: a batch's task ids, in submission order
 //	task:ID       hash: the task (fields in scripts.go)
 //	inflight:PROC set: the ids a process runs
 //	chan:wake, chan:done:PROC, chan:cancel:PROC   pub/sub channels
@@ -69,6 +72,12 @@ func newLayout(name string) (layout, error) {
 }
 
 func (l layout) task(id string) string { return l.taskPrefix + id }
+func (l layout) batch(id string) string {
+	return l.taskPrefix[:len(l.taskPrefix)-len("task:")] + "batch:" + id
+}
+func (l layout) batchTasks(id string) string {
+	return l.taskPrefix[:len(l.taskPrefix)-len("task:")] + "btasks:" + id
+}
 func (l layout) tenantReady(ten string) string {
 	if ten == "" {
 		return l.ready

@@ -159,6 +159,8 @@ type SubmitOption func(*submitConfig) error
 type submitConfig struct {
 	id          string
 	tenant      string
+	batch       string // set by Batch.Submit
+	policy      Policy
 	delay       time.Duration
 	dueAt       time.Time
 	maxAttempts int

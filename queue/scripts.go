@@ -40,6 +40,8 @@ local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], 
 local K_WITHDRAWN, K_IDLE = KEYS[11], KEYS[12]
 local K_TEN, K_TURNS, K_PARKED, K_HOLDS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
+local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
+local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 
 local function now()
   local t = redis.call('TIME')
@@ -152,10 +154,26 @@ end
 -- which every script that calls finish runs before it returns. Returns
 -- how many dead letters were dropped.
 local notes, nfinished = {}, 0
+local cancelRest
 local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
   if ten and ten ~= '' then
     redis.call('HINCRBY', K_TEN, 'n:' .. ten, -1)
     settle(ten)
+  end
+  local b = redis.call('HGET', tk, 'b')
+  if b and b ~= '' then
+    local bk = P_BATCH .. b
+    redis.call('HINCRBY', bk, 'done', 1)
+    if st ~= 'done' and not redis.call('HGET', bk, 'first') then
+      redis.call('HSET', bk, 'first', id)
+      if redis.call('HGET', bk, 'pol') == 'ff' then cancelRest(b, id, t) end
+    end
+    local c = redis.call('HMGET', bk, 'n', 'done')
+    if tonumber(c[2]) >= tonumber(c[1] or '0') then
+      -- Every task finished: the batch is kept as long as this outcome.
+      redis.call('PEXPIRE', bk, ret)
+      redis.call('PEXPIRE', P_BTASKS .. b, ret)
+    end
   end
   local f = {'HSET', tk, 'st', st, 'fin', t, 'own', ''}
   if res then f[#f + 1] = 'res'; f[#f + 1] = res end
@@ -183,6 +201,32 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
   if not n then n = {}; notes[sub] = n end
   n[#n + 1] = #id .. '\n' .. st .. '\n' .. att .. '\n' .. #errs .. '\n' .. #res .. '\n' .. id .. errs .. res
   return dropped
+end
+
+-- cancelRest cancels the tasks of batch b other than except (a
+-- fail-fast batch whose task except failed): those not started end at
+-- once, those running are marked and their process told.
+cancelRest = function(b, except, t)
+  for _, sid in ipairs(redis.call('LRANGE', P_BTASKS .. b, 0, -1)) do
+    if sid ~= except then
+      local stk = P_TASK .. sid
+      local g = redis.call('HMGET', stk, 'st', 'own', 'att', 'sub', 'ret', 'errs', 'ten')
+      local s = g[1]
+      if s == 'waiting' or s == 'delayed' or s == 'retry' then
+        if s == 'waiting' then
+          unready(g[7] or '', sid)
+        elseif s == 'delayed' then
+          redis.call('ZREM', K_DELAYED, sid)
+        else
+          redis.call('ZREM', K_RETRY, sid)
+        end
+        finish(stk, sid, 'cancelled', t, g[4], g[5], tonumber(g[3]), g[6], nil, g[7] or '')
+      elseif s == 'active' then
+        redis.call('HSET', stk, 'cx', '1')
+        redis.call('PUBLISH', P_CHAN .. 'cancel:' .. g[2], sid)
+      end
+    end
+  end
 end
 
 -- flush counts the finished tasks out and sends each submitting process
@@ -297,25 +341,28 @@ end
 //
 //	ARGV[4] submitting process, ARGV[5] max queued, then per task: id,
 //	payload, max attempts, timeout (ms), delay (ms, 0: now), retention
-//	(ms), the Submit's nonce, the tenant ("" for none)
+//	(ms), the Submit's nonce, the tenant ("" for none), the batch ("" for
+//	none) and its policy ("ff" fail-fast, "ca" collect-all)
 //
 // Returns one status per task: "OK", "DUP" (the id is known), "FULL",
-// "UNKNOWN" (the tenant is not registered) or "WITHDRAWN" (its Submit
-// failed and withdrew it before it got here); a refused task writes
-// nothing.
+// "UNKNOWN" (the tenant is not registered), "BATCHFAILED" (its fail-fast
+// batch failed already) or "WITHDRAWN" (its Submit failed and withdrew it
+// before it got here); a refused task writes nothing.
 var submitScript = redis.NewScript(prelude + `
 local t = now()
 local count = tonumber(redis.call('GET', K_COUNT) or '0')
 local limit = tonumber(ARGV[5])
 local withdrawn = redis.call('EXISTS', K_WITHDRAWN) == 1
 local out, ready, order, delayed, queued = {}, {}, {}, {}, 0
-for i = 6, #ARGV, 8 do
-  local id, ten = ARGV[i], ARGV[i + 7]
+for i = 6, #ARGV, 10 do
+  local id, ten, b = ARGV[i], ARGV[i + 7], ARGV[i + 8]
   local tk = P_TASK .. id
   if withdrawn and redis.call('ZSCORE', K_WITHDRAWN, ARGV[i + 6]) then
     out[#out + 1] = 'WITHDRAWN'
   elseif ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then
     out[#out + 1] = 'UNKNOWN'
+  elseif b ~= '' and ARGV[i + 9] == 'ff' and redis.call('HGET', P_BATCH .. b, 'first') then
+    out[#out + 1] = 'BATCHFAILED'
   elseif redis.call('EXISTS', tk) == 1 then
     out[#out + 1] = 'DUP'
   elseif count >= limit then
@@ -329,6 +376,14 @@ for i = 6, #ARGV, 8 do
     redis.call('HSET', tk, 'p', ARGV[i + 1], 'st', st, 'att', 0, 'max', ARGV[i + 2], 'to', ARGV[i + 3],
       'sub', ARGV[4], 'ret', ARGV[i + 5], 'enq', t, 'due', t + delay, 'n', ARGV[i + 6], 'ten', ten)
     if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
+    if b ~= '' then
+      redis.call('HSET', tk, 'b', b)
+      if redis.call('HINCRBY', P_BATCH .. b, 'n', 1) == 1 then redis.call('HSET', P_BATCH .. b, 'pol', ARGV[i + 9]) end
+      redis.call('RPUSH', P_BTASKS .. b, id)
+      -- Kept while it has unfinished tasks (finish sets the expiry).
+      redis.call('PERSIST', P_BATCH .. b)
+      redis.call('PERSIST', P_BTASKS .. b)
+    end
     if delay > 0 then
       delayed[#delayed + 1] = t + delay
       delayed[#delayed + 1] = id

@@ -182,7 +182,7 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	args := q.lay.commonArgs(q.proc, q.cfg.maxQueued)
 	for _, r := range taken {
 		args = append(args, r.f.id, r.payload, r.sc.maxAttempts, r.sc.timeout.Milliseconds(),
-			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce, r.sc.tenant)
+			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce, r.sc.tenant, r.sc.batch, r.sc.policy.code())
 	}
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	res, err := script.Run(cctx, q.rdb, submitScript, "queue: submit", q.lay.common(), args...)
@@ -201,6 +201,8 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 			rerr = fmt.Errorf("%w: %q", ErrDuplicateTask, r.f.id)
 		case out[i] == "FULL":
 			rerr = fmt.Errorf("%w: %d unfinished tasks", ErrQueueFull, q.cfg.maxQueued)
+		case out[i] == "BATCHFAILED":
+			rerr = fmt.Errorf("%w: batch %s", ErrBatchFailed, r.sc.batch)
 		case out[i] == "UNKNOWN":
 			q.m.tenantRefused(ctx, "unknown")
 			rerr = fmt.Errorf("%w: %q", ErrUnknownTenant, r.sc.tenant)

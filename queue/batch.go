@@ -1,0 +1,150 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/shepherd-go/shepherd/internal/backoff"
+)
+
+// Policy is how a batch treats its tasks' failures.
+type Policy int
+
+const (
+	// FailFast: the first task that fails finally (or is cancelled)
+	// fails the batch. In the same step, Redis cancels the batch's other
+	// tasks: those not started are ended (removed from the queue), those
+	// running get their ctx cancelled. Wait returns that task's error.
+	FailFast Policy = iota
+	// CollectAll: every task runs to its end; Wait returns the errors of
+	// all those that failed, joined (errors.Join), once all have ended.
+	CollectAll
+)
+
+func (p Policy) code() string {
+	if p == CollectAll {
+		return "ca"
+	}
+	return "ff"
+}
+
+func (p Policy) String() string {
+	switch p {
+	case FailFast:
+		return "fail-fast"
+	case CollectAll:
+		return "collect-all"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// A Batch groups tasks that are waited for as one, under a Policy. Its
+// state is in Redis: any process can wait for it by id (WaitBatch), also
+// after the process that made it is gone. A Batch is safe for concurrent
+// use.
+type Batch struct {
+	q      *Queue
+	id     string
+	policy Policy
+}
+
+// NewBatch returns a new, empty batch. Nothing is written until its first
+// Submit. An unknown policy is treated as FailFast.
+func (q *Queue) NewBatch(policy Policy) *Batch {
+	if policy != CollectAll {
+		policy = FailFast
+	}
+	return &Batch{q: q, id: randomID(12), policy: policy}
+}
+
+// ID returns the batch's id, for WaitBatch from any process.
+func (b *Batch) ID() string { return b.id }
+
+// Submit submits a task into the batch, as Queue.Submit (with the same
+// options and errors), and ErrBatchFailed once a FailFast batch has
+// failed: the task is then not queued.
+func (b *Batch) Submit(ctx context.Context, payload []byte, opts ...SubmitOption) (*Future, error) {
+	return b.q.Submit(ctx, payload, append(opts, func(c *submitConfig) error {
+		c.batch, c.policy = b.id, b.policy
+		return nil
+	})...)
+}
+
+// Wait waits for the batch (see WaitBatch); a batch with no task returns
+// nil at once.
+func (b *Batch) Wait(ctx context.Context) error {
+	err := b.q.WaitBatch(ctx, b.id)
+	if errors.Is(err, ErrBatchNotFound) {
+		return nil
+	}
+	return err
+}
+
+// WaitBatch waits for the batch id's tasks submitted so far, from any
+// process: FailFast returns the first failed task's *TaskError as soon as
+// one failed (the others are cancelled already), or nil once all
+// succeeded; CollectAll returns, once all ended, errors.Join of the
+// failed tasks' *TaskError (nil if none failed). It returns ctx's error
+// if ctx ends first, ErrBatchNotFound for a batch with no task or whose
+// retention is over. It polls Redis (every 5ms, slowing to 100ms).
+func (q *Client) WaitBatch(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	bo := backoff.Backoff{Min: 5 * time.Millisecond, Max: 100 * time.Millisecond}
+	for {
+		v, err := q.rdb.HMGet(ctx, q.lay.batch(id), "pol", "n", "done", "first").Result()
+		if err != nil {
+			return fmt.Errorf("queue: wait for batch: %w", err)
+		}
+		pol, _ := v[0].(string)
+		if pol == "" {
+			return fmt.Errorf("%w: %q", ErrBatchNotFound, id)
+		}
+		n, _ := strconv.ParseInt(str(v[1]), 10, 64)
+		done, _ := strconv.ParseInt(str(v[2]), 10, 64)
+		first := str(v[3])
+		switch {
+		case pol == "ff" && first != "":
+			return q.finalError(ctx, first)
+		case done >= n && pol == "ff":
+			return nil
+		case done >= n:
+			return q.batchErrors(ctx, id)
+		}
+		if !backoff.Sleep(bo.Next(), ctx.Done()) {
+			return ctx.Err()
+		}
+	}
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+// finalError is the *TaskError a finished task ended with (nil if it
+// succeeded).
+func (q *Client) finalError(ctx context.Context, id string) error {
+	_, err := q.Result(ctx, id)
+	var te *TaskError
+	if err == nil || errors.As(err, &te) {
+		return err
+	}
+	return fmt.Errorf("queue: batch task %s: %w", id, err)
+}
+
+// batchErrors joins the errors of a finished batch's failed tasks.
+func (q *Client) batchErrors(ctx context.Context, id string) error {
+	ids, err := q.rdb.LRange(ctx, q.lay.batchTasks(id), 0, -1).Result()
+	if err != nil {
+		return fmt.Errorf("queue: wait for batch: %w", err)
+	}
+	var errs []error
+	for _, tid := range ids {
+		if err := q.finalError(ctx, tid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
