@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,6 +44,10 @@ type Queue struct {
 	kick   chan struct{} // keep alive now (a script found the process gone)
 
 	started time.Time
+	// leaseFrom is when (time since started) the last keep-alive or
+	// registration that Redis accepted was sent: the lease runs at least
+	// TTL from then.
+	leaseFrom atomic.Int64
 
 	mu      sync.Mutex
 	closed  bool
@@ -170,9 +175,13 @@ func (q *Queue) register(ctx context.Context) (fresh bool, err error) {
 		}
 		args = append(args, s.name, strconv.FormatInt(s.val, 10), set)
 	}
+	sent := time.Since(q.started)
 	res, err := script.Run(ctx, q.rdb, registerScript, "queue: register", q.lay.common(), args...)
 	if err != nil {
 		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
+	}
+	if out, _ := res.([]any); len(out) > 0 && out[0] == "OK" {
+		q.leaseFrom.Store(int64(sent))
 	}
 	out, _ := res.([]any)
 	if len(out) < 2 {
@@ -243,6 +252,7 @@ func (q *Queue) keepAliveLoop() {
 func (q *Queue) keepAlive(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
+	sent := time.Since(q.started)
 	res, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", q.lay.common(),
 		q.lay.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), q.record())...)
 	if err != nil {
@@ -252,6 +262,7 @@ func (q *Queue) keepAlive(ctx context.Context) {
 		return
 	}
 	if res != "GONE" {
+		q.leaseFrom.Store(int64(sent))
 		q.mu.Lock()
 		s := q.server
 		q.mu.Unlock()
@@ -280,6 +291,15 @@ func (q *Queue) keepAlive(ctx context.Context) {
 	}
 	q.logger.Warn("this process was declared dead (paused or cut off for longer than the TTL); its tasks in flight ran elsewhere and their late outcomes are dropped",
 		"abandoned", lost, "ttl", q.cfg.ttl)
+}
+
+// leaseSure reports whether this process's lease surely still runs: its
+// last accepted keep-alive was sent less than 2/3 of the TTL ago (they
+// go every TTL/3). After a pause, or while Redis does not answer, it is
+// not: the process may have been declared dead and its tasks given to
+// others.
+func (q *Queue) leaseSure() bool {
+	return time.Since(q.started)-time.Duration(q.leaseFrom.Load()) < q.cfg.ttl*2/3
 }
 
 // reapEvery is how often every process looks for processes whose lease

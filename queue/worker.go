@@ -87,6 +87,16 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 		s.outcomes <- outcomeReq{t: t, kind: "fail", data: "cancelled before it started"}
 		return true
 	}
+	if !s.q.leaseSure() {
+		// Paused, or cut off from Redis: this process may have been
+		// declared dead and the task given to another. Start it only once
+		// a keep-alive says the lease runs (abandon marks it lost if not).
+		if lost, halted := s.awaitLease(t.ID); lost || halted {
+			o := outcomeReq{t: t, lost: lost, kind: "release"}
+			s.outcomes <- o
+			return true
+		}
+	}
 	ctx, cancel := context.WithTimeout(s.hard, t.timeout)
 	r := &run{cancel: cancel}
 	s.mu.Lock()
@@ -117,6 +127,24 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	q.m.attempts.Add(context.Background(), 1, q.m.attrs, outcomeAttr(kind))
 	s.outcomes <- outcomeReq{t: t, kind: kind, data: data, delay: delay}
 	return !reset
+}
+
+// awaitLease waits until the lease is sure again, the task id is marked
+// lost (the process was declared dead), or a hard stop.
+func (s *Server) awaitLease(id string) (lost, halted bool) {
+	s.q.kickKeepAlive()
+	for !s.q.leaseSure() {
+		s.mu.Lock()
+		r := s.running[id]
+		s.mu.Unlock()
+		if r != nil && r.lost.Load() {
+			return true, false
+		}
+		if !backoff.Sleep(5*time.Millisecond, s.hard.Done()) {
+			return false, true
+		}
+	}
+	return false, false
 }
 
 // call runs the handler, turning a panic into an error.

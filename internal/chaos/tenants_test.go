@@ -1,0 +1,190 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+// chaosCapacities are TestChaosTenantCaps's tenants and their capacity.
+var chaosCapacities = map[string]int{"c1": 1, "c3": 3, "c10": 10}
+
+// TestChaosTenantCaps serves tenants of capacity 1, 3 and 10 from three
+// processes of three workers (every other one taking tasks ahead) while
+// one is killed and one paused past the TTL, and proves from the log
+// that no tenant ever had more tasks running than its capacity, and that
+// every task completed.
+func TestChaosTenantCaps(t *testing.T) {
+	t.Parallel()
+	c := newQueueCluster(t, 3)
+	ctx := ctxFor(t, 5*time.Minute)
+	for ten, capacity := range chaosCapacities {
+		require.NoError(t, c.sub.SetTenant(ctx, ten, capacity))
+	}
+	var (
+		mu       sync.Mutex
+		tenantOf = map[string]string{} // task id → tenant
+		futures  []*queue.Future
+		wg       sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	tenants := []string{"c1", "c3", "c10", "c10", "c10"} // c10 submits most
+	for i, ten := range tenants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var pending []*queue.Future
+			for n := 0; ; n++ {
+				for len(pending) >= 30 {
+					select {
+					case <-pending[0].Done():
+						pending = pending[1:]
+					case <-stop:
+						return
+					}
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+				id := fmt.Sprintf("%s-%d-%d", ten, i, n)
+				sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				f, err := c.sub.Submit(sctx, []byte("ok"), queue.WithTaskID(id), queue.WithTenant(ten), queue.WithMaxAttempts(20))
+				cancel()
+				if err != nil {
+					continue // Redis is not restarted here: a failure is a timeout under load
+				}
+				mu.Lock()
+				tenantOf[id] = ten
+				futures = append(futures, f)
+				mu.Unlock()
+				pending = append(pending, f)
+			}
+		}()
+	}
+
+	end := time.Now().Add(faultPhase(3 * time.Second))
+	kills, pauses := 0, 0
+	for round := 0; time.Now().Before(end) || round == 0; round++ {
+		time.Sleep(500 * time.Millisecond)
+		// Each fault is logged once it took effect: an entry the process
+		// logged before it is earlier in the log.
+		name, p := c.victim()
+		require.NoError(t, p.cmd.Process.Kill())
+		<-p.done
+		c.record(ctx, EvKill, name)
+		c.mu.Lock()
+		delete(c.procs, name)
+		c.mu.Unlock()
+		kills++
+		c.spawn()
+		time.Sleep(500 * time.Millisecond)
+		name, p = c.victim()
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGSTOP))
+		c.record(ctx, EvFreeze, name)
+		time.Sleep(queueTTL + 2*time.Second)
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGCONT))
+		c.record(ctx, EvThaw, name)
+		pauses++
+	}
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, f := range futures {
+		_, err := waitFuture(f, 60*time.Second)
+		require.NoError(t, err, "task %s", f.ID())
+	}
+	entries, err := c.log.Read(ctx)
+	require.NoError(t, err)
+	peaks, over := checkCaps(entries, tenantOf, chaosCapacities)
+	t.Logf("%d tasks of 3 tenants, %d kills, %d pauses; most running at once: %v", len(futures), kills, pauses, peaks)
+	if !assert.Empty(t, over, "a tenant ran more tasks at once than its capacity") {
+		for _, e := range entries {
+			if ten := tenantOf[e.Key]; ten == "c1" || e.Key == "" {
+				t.Logf("%s %s %s %s att=%s", time.UnixMilli(e.Ms).UTC().Format("15:04:05.000"), e.Event, e.Proc, e.Key, e.Worker)
+			}
+		}
+	}
+	for ten, capacity := range chaosCapacities {
+		assert.Positive(t, peaks[ten], "tenant %s never ran", ten)
+		assert.LessOrEqual(t, peaks[ten], capacity)
+	}
+	all, err := c.sub.Tenants(ctx)
+	require.NoError(t, err)
+	for _, ti := range all {
+		assert.Zero(t, ti.Load, "tenant %s: capacity still taken after every task ended", ti.ID)
+	}
+}
+
+// checkCaps replays the log: each task's attempt runs from its start to
+// its end, or to the kill or freeze of its process if that came first (a
+// frozen process runs nothing; what it does after its thaw, before it
+// learns it was declared dead, is the documented stale run, refused when
+// recorded). It returns each tenant's most attempts running at once, and
+// the moments it was over its capacity.
+func checkCaps(entries []Entry, tenantOf map[string]string, capacities map[string]int) (map[string]int, []string) {
+	type edge struct {
+		ms    int64
+		delta int
+		ten   string
+	}
+	var edges []edge
+	open := map[string]map[string]string{} // proc → task → tenant
+	closeAll := func(proc string, ms int64) {
+		for _, ten := range open[proc] {
+			edges = append(edges, edge{ms, -1, ten})
+		}
+		delete(open, proc)
+	}
+	for _, e := range entries {
+		switch e.Event {
+		case EvTaskStart:
+			ten, ok := tenantOf[e.Key]
+			if !ok {
+				continue
+			}
+			if open[e.Proc] == nil {
+				open[e.Proc] = map[string]string{}
+			}
+			open[e.Proc][e.Key] = ten
+			edges = append(edges, edge{e.Ms, +1, ten})
+		case EvTaskEnd:
+			if ten, ok := open[e.Proc][e.Key]; ok {
+				delete(open[e.Proc], e.Key)
+				edges = append(edges, edge{e.Ms, -1, ten})
+			}
+		case EvKill, EvFreeze:
+			closeAll(e.Proc, e.Ms)
+		}
+	}
+	// Ends before starts at the same millisecond: the log's clock has
+	// millisecond steps, and a slot freed and taken again within one must
+	// not look like two at once.
+	sort.SliceStable(edges, func(i, j int) bool {
+		if edges[i].ms != edges[j].ms {
+			return edges[i].ms < edges[j].ms
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	now, peaks := map[string]int{}, map[string]int{}
+	var over []string
+	for _, e := range edges {
+		now[e.ten] += e.delta
+		peaks[e.ten] = max(peaks[e.ten], now[e.ten])
+		if now[e.ten] > capacities[e.ten] {
+			over = append(over, fmt.Sprintf("%s: %d at %v", e.ten, now[e.ten], time.UnixMilli(e.ms).UTC().Format("15:04:05.000")))
+		}
+	}
+	return peaks, over
+}
