@@ -17,6 +17,14 @@
 // backoff with jitter; RetryLater runs a task again later without using
 // an attempt. Tasks may be delayed (WithDelay, WithDueAt).
 //
+// Tenants (SetTenant, WithTenant) get capped, fair shares: a tenant's
+// tasks in flight (and Acquire slots) never exceed its capacity across
+// the cluster, tenants with waiting tasks take turns, and an unregistered
+// tenant is refused with nothing written. A Batch (NewBatch) is waited for
+// as one, fail-fast or collect-all, from any process. A server serves
+// until stopped or drains (WithMode, SetMode): it stops by itself once
+// nothing is left for it.
+//
 // # Guarantees
 //
 //   - At least once, one outcome. A task whose Submit returned nil runs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -129,10 +130,12 @@ func TestChaosTenantCaps(t *testing.T) {
 
 // checkCaps replays the log: each task's attempt runs from its start to
 // its end, or to the kill or freeze of its process if that came first (a
-// frozen process runs nothing; what it does after its thaw, before it
-// learns it was declared dead, is the documented stale run, refused when
-// recorded). It returns each tenant's most attempts running at once, and
-// the moments it was over its capacity.
+// frozen process runs nothing). An attempt a paused process goes on with
+// after its thaw, once a later attempt of the task started elsewhere, is
+// the documented stale run (the process was paused after it began the
+// attempt; its outcome is refused): capacity counts the attempts Redis
+// admitted, so it is not counted. It returns each tenant's most attempts
+// running at once, and the moments it was over its capacity.
 func checkCaps(entries []Entry, tenantOf map[string]string, capacities map[string]int) (map[string]int, []string) {
 	type edge struct {
 		ms    int64
@@ -140,6 +143,18 @@ func checkCaps(entries []Entry, tenantOf map[string]string, capacities map[strin
 		ten   string
 	}
 	var edges []edge
+	latest := map[string]int{} // task → the highest attempt started so far
+	stale := map[[3]string]bool{} // proc, task, attempt
+	for _, e := range entries {
+		if e.Event != EvTaskStart {
+			continue
+		}
+		att, _ := strconv.Atoi(e.Worker)
+		if att < latest[e.Key] {
+			stale[[3]string{e.Proc, e.Key, e.Worker}] = true
+		}
+		latest[e.Key] = max(latest[e.Key], att)
+	}
 	open := map[string]map[string]string{} // proc → task → tenant
 	closeAll := func(proc string, ms int64) {
 		for _, ten := range open[proc] {
@@ -151,7 +166,7 @@ func checkCaps(entries []Entry, tenantOf map[string]string, capacities map[strin
 		switch e.Event {
 		case EvTaskStart:
 			ten, ok := tenantOf[e.Key]
-			if !ok {
+			if !ok || stale[[3]string{e.Proc, e.Key, e.Worker}] {
 				continue
 			}
 			if open[e.Proc] == nil {
@@ -187,4 +202,31 @@ func checkCaps(entries []Entry, tenantOf map[string]string, capacities map[strin
 		}
 	}
 	return peaks, over
+}
+
+func TestCheckCaps(t *testing.T) {
+	ev := func(ms int64, event, proc, key, att string) Entry {
+		return Entry{Event: event, Proc: proc, Key: key, Worker: att, Ms: ms}
+	}
+	tenantOf := map[string]string{"a": "t", "b": "t", "c": "t"}
+	caps := map[string]int{"t": 1}
+	// One at a time; a frozen process's attempt ends at the freeze; its
+	// stale run after the thaw, behind a later attempt elsewhere, does
+	// not count.
+	ok := []Entry{
+		ev(1, EvTaskStart, "p1", "a", "1"), ev(2, EvFreeze, "p1", "", ""),
+		ev(5, EvTaskStart, "p2", "a", "2"), ev(6, EvThaw, "p1", "", ""),
+		ev(7, EvTaskStart, "p1", "a", "1"), ev(8, EvTaskEnd, "p1", "a", "1"),
+		ev(9, EvTaskEnd, "p2", "a", "2"), ev(9, EvTaskStart, "p2", "b", "1"),
+		ev(10, EvKill, "p2", "", ""), ev(12, EvTaskStart, "p3", "b", "2"), ev(13, EvTaskEnd, "p3", "b", "2"),
+	}
+	peaks, over := checkCaps(ok, tenantOf, caps)
+	assert.Empty(t, over)
+	assert.Equal(t, 1, peaks["t"])
+	// Two tasks of the tenant at once is caught.
+	bad := []Entry{ev(1, EvTaskStart, "p1", "a", "1"), ev(2, EvTaskStart, "p2", "c", "1"),
+		ev(3, EvTaskEnd, "p1", "a", "1"), ev(4, EvTaskEnd, "p2", "c", "1")}
+	peaks, over = checkCaps(bad, tenantOf, caps)
+	assert.Len(t, over, 1)
+	assert.Equal(t, 2, peaks["t"])
 }
