@@ -143,7 +143,7 @@ func checkCaps(entries []Entry, tenantOf map[string]string, capacities map[strin
 		ten   string
 	}
 	var edges []edge
-	latest := map[string]int{} // task → the highest attempt started so far
+	latest := map[string]int{}    // task → the highest attempt started so far
 	stale := map[[3]string]bool{} // proc, task, attempt
 	for _, e := range entries {
 		if e.Event != EvTaskStart {
