@@ -159,3 +159,23 @@ func TestBatchWaitedFromAnotherProcess(t *testing.T) {
 	require.NoError(t, err)
 	assert.ErrorIs(t, slow.Wait(cctx), context.DeadlineExceeded)
 }
+
+// A withdrawn task (its Submit failed) was never part of its batch: the
+// batch does not wait for it.
+func TestWithdrawnTaskLeavesItsBatch(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 20*time.Second)
+	b := q.NewBatch(CollectAll)
+	gone, err := b.Submit(ctx, []byte("ok"), WithDelay(time.Hour))
+	require.NoError(t, err)
+	_, err = b.Submit(ctx, []byte("ok"))
+	require.NoError(t, err)
+	nonce, err := q.rdb.HGet(ctx, q.lay.task(gone.ID()), "n").Result()
+	require.NoError(t, err)
+	res, err := withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(gone.ID(), nonce, withdrawnTTL.Milliseconds())...).Result()
+	require.NoError(t, err)
+	require.Equal(t, "WITHDRAWN", res)
+	serve(t, q, (&recorder{}).handle, WithWorkers(1))
+	require.NoError(t, b.Wait(ctx))
+}

@@ -645,11 +645,16 @@ local t = now()
 redis.call('ZADD', K_WITHDRAWN, t, nonce)
 redis.call('ZREMRANGEBYSCORE', K_WITHDRAWN, '-inf', t - tonumber(ARGV[6]))
 local tk = P_TASK .. id
-local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten')
+local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten', 'b')
 if not f[1] or f[2] ~= nonce then return 'ABSENT' end
 if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
   local ten = f[4] or ''
   if f[1] == 'waiting' then unready(ten, id) end
+  if f[5] and f[5] ~= '' then
+    -- Never part of its batch.
+    redis.call('HINCRBY', P_BATCH .. f[5], 'n', -1)
+    redis.call('LREM', P_BTASKS .. f[5], 1, id)
+  end
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_RETRY, id)
   redis.call('DEL', tk)
@@ -717,7 +722,7 @@ if ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN
 redis.call('ZREM', K_DEAD, id)
 redis.call('INCR', K_COUNT)
 if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
-redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr')
+redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr', 'b') -- a new task, out of its batch
 redis.call('HSET', KEYS[17], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
 pushReady(ten, {id}, true)
 wake()
