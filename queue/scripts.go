@@ -24,8 +24,9 @@ import "github.com/redis/go-redis/v9"
 // RetryLater error, res the result, cx "1" once cancelled while running,
 // ten the tenant ("" for none).
 //
-// Tenants (layout.go): the tenants hash holds per tenant "c:ID" its
-// capacity, "g:ID" the capacity of a removed tenant whose tasks are still
+// Tenants (layout.go): the tenants hash holds "u" the untenanted tasks'
+// capacity (none when absent), and per tenant ("" for untenanted tasks:
+// only "l:") "c:ID" its capacity, "g:ID" the capacity of a removed tenant whose tasks are still
 // unfinished, "l:ID" its load (tasks in flight and slots held by
 // Acquire) and "n:ID" its unfinished tasks. Its waiting tasks are in its
 // own list (ready:ID; the untenanted ones in ready). A tenant with
@@ -103,10 +104,14 @@ local function unready(ten, id)
   end
 end
 
--- capOf is a tenant's capacity (a removed one's last while it drains),
--- nil for untenanted tasks (no cap).
+-- capOf is a tenant's capacity (a removed one's last while it drains);
+-- for untenanted tasks ("") the untenanted capacity, nil when none.
 local function capOf(ten)
-  if ten == '' then return nil end
+  if ten == '' then
+    local u = redis.call('HGET', K_TEN, 'u')
+    if not u then return nil end
+    return tonumber(u)
+  end
   local c = redis.call('HGET', K_TEN, 'c:' .. ten) or redis.call('HGET', K_TEN, 'g:' .. ten)
   return tonumber(c or '0')
 end
@@ -123,7 +128,6 @@ end
 -- unload takes d from a tenant's load; a parked tenant gets its turn
 -- back (take parks it again if it is still at capacity).
 local function unload(ten, d)
-  if ten == '' then return end
   redis.call('HINCRBY', K_TEN, 'l:' .. ten, -d)
   if redis.call('SREM', K_PARKED, ten) == 1 then
     redis.call('RPUSH', K_TURNS, ten)
@@ -309,7 +313,7 @@ local function take(proc, ik, n, promote)
         end
       end
       got = got + took
-      if cap and took > 0 then redis.call('HINCRBY', K_TEN, 'l:' .. ten, took) end
+      if took > 0 then redis.call('HINCRBY', K_TEN, 'l:' .. ten, took) end
       if redis.call('LLEN', key) > 0 then redis.call('RPUSH', K_TURNS, ten) end
     end
   end
@@ -447,7 +451,7 @@ local function complete(id, attempt, kind, data, delay)
   if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
   ended[#ended + 1] = id
   local att, ten = tonumber(f[3]), f[9] or ''
-  if ten ~= '' then unloads[ten] = (unloads[ten] or 0) + 1 end
+  unloads[ten] = (unloads[ten] or 0) + 1
   if kind == 'ok' then
     return 'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, data, ten)
   end
@@ -802,5 +806,18 @@ if not v then return 'GONE' end
 redis.call('HDEL', K_HOLDS, ARGV[4])
 local _, ten = string.match(v, '^([^\n]*)\n(.*)$')
 unload(ten, 1)
+return 'OK'
+`)
+
+// setUntenantedScript sets the untenanted tasks' capacity (ARGV[4], or
+// "" for none).
+var setUntenantedScript = redis.NewScript(prelude + `
+if ARGV[4] == '' then
+  redis.call('HDEL', K_TEN, 'u')
+else
+  redis.call('HSET', K_TEN, 'u', ARGV[4])
+end
+if redis.call('SREM', K_PARKED, '') == 1 then redis.call('RPUSH', K_TURNS, '') end
+if redis.call('LLEN', K_READY) > 0 then wake() end
 return 'OK'
 `)

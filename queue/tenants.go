@@ -50,6 +50,38 @@ func (q *Client) SetTenant(ctx context.Context, id string, capacity int) error {
 	return err
 }
 
+// SetUntenantedCapacity caps the tasks submitted without a tenant like a
+// tenant's: at most capacity of them in flight at once across the
+// cluster (0 holds them), taking turns with the tenants. A negative
+// capacity removes the cap (the default).
+func (q *Client) SetUntenantedCapacity(ctx context.Context, capacity int) error {
+	if capacity > MaxCapacity {
+		return invalid("capacity must be at most %d, got %d", MaxCapacity, capacity)
+	}
+	arg := ""
+	if capacity >= 0 {
+		arg = strconv.Itoa(capacity)
+	}
+	_, err := script.Run(ctx, q.rdb, setUntenantedScript, "queue: set untenanted capacity", q.lay.common(), q.lay.commonArgs(arg)...)
+	return err
+}
+
+// Untenanted reports the untenanted tasks' capacity (-1: none) and load.
+func (q *Client) Untenanted(ctx context.Context) (capacity, load int64, err error) {
+	v, err := q.rdb.HMGet(ctx, q.lay.tenants, "u", "l:").Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("queue: untenanted: %w", err)
+	}
+	capacity = -1
+	if c, ok := v[0].(string); ok {
+		capacity, _ = strconv.ParseInt(c, 10, 64)
+	}
+	if l, ok := v[1].(string); ok {
+		load, _ = strconv.ParseInt(l, 10, 64)
+	}
+	return capacity, load, nil
+}
+
 // RemoveTenant takes the tenant id off the allow-list: Submit, Replay
 // and Acquire refuse it with ErrUnknownTenant from now on. Its unfinished
 // tasks still run, within its last capacity, and Tenants lists it as
@@ -87,8 +119,8 @@ func (q *Client) Tenants(ctx context.Context) ([]TenantInfo, error) {
 	}
 	for field, v := range all {
 		kind, id, ok := strings.Cut(field, ":")
-		if !ok {
-			continue
+		if !ok || id == "" {
+			continue // the untenanted tasks' fields
 		}
 		n, _ := strconv.ParseInt(v, 10, 64)
 		switch kind {

@@ -340,3 +340,56 @@ func TestMiddlewareAnswers429AtCapacity(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, do().StatusCode, "the slot came back after the first request")
 	assert.Zero(t, tenantOf(t, q, "a").Load)
 }
+
+func TestUntenantedCapacity(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 30*time.Second)
+	capacity, _, err := q.Untenanted(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), capacity, "no cap by default")
+	require.NoError(t, q.SetUntenantedCapacity(ctx, 2))
+	require.NoError(t, q.SetTenant(ctx, "a", 3))
+	p := newPeak()
+	var fs []*Future
+	for i := range 40 {
+		var opts []SubmitOption
+		payload := "none"
+		if i%2 == 0 {
+			opts, payload = append(opts, WithTenant("a")), "a"
+		}
+		f, err := q.Submit(ctx, []byte(payload), opts...)
+		require.NoError(t, err)
+		fs = append(fs, f)
+	}
+	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
+		p.enter(string(t.Payload))
+		defer p.leave(string(t.Payload))
+		time.Sleep(3 * time.Millisecond)
+		return nil, nil
+	}, WithWorkers(8))
+	for _, f := range fs {
+		_, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 2, p.peakOf("none"), "untenanted capacity")
+	assert.Equal(t, 3, p.peakOf("a"))
+	capacity, load, err := q.Untenanted(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), capacity)
+	assert.Zero(t, load)
+
+	// 0 holds untenanted tasks; no cap lets them all in.
+	require.NoError(t, q.SetUntenantedCapacity(ctx, 0))
+	f, err := q.Submit(ctx, []byte("none"))
+	require.NoError(t, err)
+	assert.Never(t, f.isDone, 100*time.Millisecond, 5*time.Millisecond,
+		"an untenanted task ran at capacity 0")
+	require.NoError(t, q.SetUntenantedCapacity(ctx, -1))
+	_, err = wait(t, f, 5*time.Second)
+	require.NoError(t, err)
+	assert.ErrorIs(t, q.SetUntenantedCapacity(ctx, MaxCapacity+1), ErrInvalidOption)
+	all, err := q.Tenants(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 1, "untenanted tasks are not a tenant")
+}
