@@ -333,9 +333,11 @@ func (s *Server) abandon() int {
 func (s *Server) cancelTask(id string) {
 	s.mu.Lock()
 	r := s.running[id]
+	if r != nil {
+		r.cancelled.Store(true) // under the lock: runTask sees it, or is seen
+	}
 	s.mu.Unlock()
 	if r != nil {
-		r.cancelled.Store(true)
 		r.cancel()
 	}
 }

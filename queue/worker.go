@@ -74,34 +74,39 @@ func (s *Server) openResource(w *worker) bool {
 // w's resource is still fine (else w resets it).
 func (s *Server) runTask(w *worker, t *Task) bool {
 	q := s.q
-	s.mu.Lock()
-	prev := s.running[t.ID]
-	s.mu.Unlock()
-	switch {
-	case prev != nil && prev.lost.Load():
-		// Declared dead between take and now: another process has it.
-		s.outcomes <- outcomeReq{t: t, lost: true}
-		return true
-	case prev != nil && prev.cancelled.Load():
-		// Cancelled between take and now (Redis marked it): not run.
-		s.outcomes <- outcomeReq{t: t, kind: "fail", data: "cancelled before it started"}
-		return true
-	}
 	if !s.q.leaseSure() {
 		// Paused, or cut off from Redis: this process may have been
 		// declared dead and the task given to another. Start it only once
 		// a keep-alive says the lease runs (abandon marks it lost if not).
 		if lost, halted := s.awaitLease(t.ID); lost || halted {
-			o := outcomeReq{t: t, lost: lost, kind: "release"}
-			s.outcomes <- o
+			s.outcomes <- outcomeReq{t: t, lost: lost, kind: "release"}
 			return true
 		}
 	}
 	ctx, cancel := context.WithTimeout(s.hard, t.timeout)
 	r := &run{cancel: cancel}
+	// Checked and replaced under one lock: abandon (under the same lock)
+	// marks either the taken task or this run.
 	s.mu.Lock()
-	s.running[t.ID] = r
+	prev := s.running[t.ID]
+	lost := prev != nil && prev.lost.Load()
+	cancelled := prev != nil && prev.cancelled.Load()
+	if !lost && !cancelled {
+		s.running[t.ID] = r
+	}
 	s.mu.Unlock()
+	switch {
+	case lost:
+		// Declared dead between take and now: another process has it.
+		cancel()
+		s.outcomes <- outcomeReq{t: t, lost: true}
+		return true
+	case cancelled:
+		// Cancelled between take and now (Redis marked it): not run.
+		cancel()
+		s.outcomes <- outcomeReq{t: t, kind: "fail", data: "cancelled before it started"}
+		return true
+	}
 	s.busy.Add(1)
 	start := time.Now()
 	res, err, panicked := call(ctx, w.slot, t)
