@@ -67,10 +67,13 @@ func (b *Batch) ID() string { return b.id }
 // options and errors), and ErrBatchFailed once a FailFast batch has
 // failed: the task is then not queued.
 func (b *Batch) Submit(ctx context.Context, payload []byte, opts ...SubmitOption) (*Future, error) {
-	return b.q.Submit(ctx, payload, append(opts, func(c *submitConfig) error {
+	all := make([]SubmitOption, 0, len(opts)+1)
+	all = append(all, opts...)
+	all = append(all, func(c *submitConfig) error {
 		c.batch, c.policy = b.id, b.policy
 		return nil
-	})...)
+	})
+	return b.q.Submit(ctx, payload, all...)
 }
 
 // Wait waits for the batch (see WaitBatch); a batch with no task returns

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/backoff"
@@ -164,23 +165,25 @@ type Slot struct {
 	q      *Queue
 	tenant string
 	token  string
-	done   bool
+	done   atomic.Bool
 }
 
 // Tenant returns the slot's tenant.
 func (s *Slot) Tenant() string { return s.tenant }
 
-// Release gives the slot back (once; later calls do nothing). It returns
-// the Redis error if the release could not be sent; the slot then comes
-// back when this process closes or is declared dead.
+// Release gives the slot back (once; later calls do nothing, also
+// concurrent ones). It returns the Redis error if the release could not be
+// sent; Release may be called again, and the slot comes back anyway when
+// this process closes or is declared dead.
 func (s *Slot) Release(ctx context.Context) error {
-	if s.done {
+	if s.done.Load() {
 		return nil
 	}
 	q := s.q
+	// The script gives a token back once, whoever calls it.
 	_, err := script.Run(ctx, q.rdb, releaseScript, "queue: release a tenant slot", q.lay.common(), q.lay.commonArgs(s.token)...)
 	if err == nil {
-		s.done = true
+		s.done.Store(true)
 	}
 	return err
 }
