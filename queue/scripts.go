@@ -207,29 +207,37 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
   return dropped
 end
 
+-- cancelOne cancels the task id: one not running gets its outcome at
+-- once; one running is marked, and its process told to end the
+-- handler's ctx (the outcome is recorded when the attempt ends; a
+-- success still wins). Returns "NOTFOUND", "FINISHED", "REQUESTED" or
+-- "CANCELLED".
+local function cancelOne(tk, id, t)
+  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'errs', 'ten')
+  local st = f[1]
+  if not st then return 'NOTFOUND' end
+  if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
+  if st == 'active' then
+    redis.call('HSET', tk, 'cx', '1')
+    redis.call('PUBLISH', P_CHAN .. 'cancel:' .. f[2], id)
+    return 'REQUESTED'
+  end
+  if st == 'waiting' then
+    unready(f[7] or '', id)
+  elseif st == 'delayed' then
+    redis.call('ZREM', K_DELAYED, id)
+  else
+    redis.call('ZREM', K_RETRY, id)
+  end
+  finish(tk, id, 'cancelled', t, f[4], f[5], tonumber(f[3]), f[6], nil, f[7] or '')
+  return 'CANCELLED'
+end
+
 -- cancelRest cancels the tasks of batch b other than except (a
--- fail-fast batch whose task except failed): those not started end at
--- once, those running are marked and their process told.
+-- fail-fast batch whose task except failed).
 cancelRest = function(b, except, t)
   for _, sid in ipairs(redis.call('LRANGE', P_BTASKS .. b, 0, -1)) do
-    if sid ~= except then
-      local stk = P_TASK .. sid
-      local g = redis.call('HMGET', stk, 'st', 'own', 'att', 'sub', 'ret', 'errs', 'ten')
-      local s = g[1]
-      if s == 'waiting' or s == 'delayed' or s == 'retry' then
-        if s == 'waiting' then
-          unready(g[7] or '', sid)
-        elseif s == 'delayed' then
-          redis.call('ZREM', K_DELAYED, sid)
-        else
-          redis.call('ZREM', K_RETRY, sid)
-        end
-        finish(stk, sid, 'cancelled', t, g[4], g[5], tonumber(g[3]), g[6], nil, g[7] or '')
-      elseif s == 'active' then
-        redis.call('HSET', stk, 'cx', '1')
-        redis.call('PUBLISH', P_CHAN .. 'cancel:' .. g[2], sid)
-      end
-    end
+    if sid ~= except then cancelOne(P_TASK .. sid, sid, t) end
   end
 end
 
@@ -686,26 +694,9 @@ return 'CANCELLED'
 //
 // Returns "NOTFOUND", "FINISHED", "REQUESTED" or "CANCELLED".
 var cancelScript = redis.NewScript(prelude + `
-local tk, id = KEYS[17], ARGV[4]
-local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'errs', 'ten')
-if not f[1] then return 'NOTFOUND' end
-local st = f[1]
-if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
-if st == 'active' then
-  redis.call('HSET', tk, 'cx', '1')
-  redis.call('PUBLISH', P_CHAN .. 'cancel:' .. f[2], id)
-  return 'REQUESTED'
-end
-if st == 'waiting' then
-  unready(f[7] or '', id)
-elseif st == 'delayed' then
-  redis.call('ZREM', K_DELAYED, id)
-else
-  redis.call('ZREM', K_RETRY, id)
-end
-finish(tk, id, 'cancelled', now(), f[4], f[5], tonumber(f[3]), f[6], nil, f[7] or '')
+local res = cancelOne(KEYS[17], ARGV[4], now())
 flush()
-return 'CANCELLED'
+return res
 `)
 
 // replayScript queues a dead letter again, with its attempts and errors

@@ -134,6 +134,20 @@ func (c *queueCluster) record(ctx context.Context, event, proc string) {
 // drain outlast the test's wait for each future.
 const maxPendingPerSubmitter = 100
 
+// throttle waits until fewer than limit of pending are unfinished,
+// dropping the finished ones from its front; false if stop came first.
+func throttle(pending *[]*queue.Future, limit int, stop <-chan struct{}) bool {
+	for len(*pending) >= limit {
+		select {
+		case <-(*pending)[0].Done():
+			*pending = (*pending)[1:]
+		case <-stop:
+			return false
+		}
+	}
+	return true
+}
+
 // submitter submits tasks until stop, a third of them failing or
 // panicking on their first attempt, into acked; the ids of failed Submits
 // go to failed, with whether Redis was down (killed and restarting) then.
@@ -141,13 +155,8 @@ const maxPendingPerSubmitter = 100
 func (c *queueCluster) submitter(ctx context.Context, stop <-chan struct{}, id int, acked, failed *sync.Map, redisDown *atomic.Bool) {
 	var pending []*queue.Future
 	for i := 0; ; i++ {
-		for len(pending) >= maxPendingPerSubmitter {
-			select {
-			case <-pending[0].Done():
-				pending = pending[1:]
-			case <-stop:
-				return
-			}
+		if !throttle(&pending, maxPendingPerSubmitter, stop) {
+			return
 		}
 		select {
 		case <-stop:

@@ -45,13 +45,8 @@ func TestChaosTenantCaps(t *testing.T) {
 			defer wg.Done()
 			var pending []*queue.Future
 			for n := 0; ; n++ {
-				for len(pending) >= 30 {
-					select {
-					case <-pending[0].Done():
-						pending = pending[1:]
-					case <-stop:
-						return
-					}
+				if !throttle(&pending, 30, stop) {
+					return
 				}
 				select {
 				case <-stop:
