@@ -15,12 +15,12 @@ import (
 
 func init() {
 	commands["queue"] = command{summary: "inspect a queue: stats, ls, dead, replay, cancel, purge-dead", run: runQueue}
-	commands["tenants"] = command{summary: "a queue's tenants: ls, set ID CAPACITY, rm ID", run: runTenants}
+	commands["tenants"] = command{summary: "a queue's tenants: ls, set ID CAPACITY, rm ID, untenanted CAPACITY", run: runTenants}
 }
 
 const (
 	queueSynopsis   = "queue stats|ls|dead|replay|cancel|purge-dead -queue NAME [flags] [ID...]"
-	tenantsSynopsis = "tenants ls|set|rm -queue NAME [flags] [ID [CAPACITY]]"
+	tenantsSynopsis = "tenants ls|set ID CAPACITY|rm ID...|untenanted CAPACITY|none -queue NAME [flags]"
 )
 
 // queueSubcommands maps a queue subcommand to what it does with a Client
@@ -45,9 +45,10 @@ type queueOpts struct {
 
 // tenantsSubcommands maps a tenants subcommand to what it does.
 var tenantsSubcommands = map[string]func(ctx context.Context, c *queue.Client, o queueOpts) error{
-	"ls":  tenantsList,
-	"set": tenantsSet,
-	"rm":  tenantsRemove,
+	"ls":         tenantsList,
+	"set":        tenantsSet,
+	"rm":         tenantsRemove,
+	"untenanted": tenantsUntenanted,
 }
 
 // runQueue runs "shepherd queue SUB": it reads the queue through a
@@ -69,6 +70,7 @@ var wantArgs = map[string]struct {
 }{
 	"queue replay": {1, -1, "missing task id"}, "queue cancel": {1, -1, "missing task id"},
 	"tenants set": {2, 2, "want a tenant id and a capacity"}, "tenants rm": {1, -1, "missing tenant id"},
+	"tenants untenanted": {1, 1, "want a capacity, or none"},
 }
 
 func runClientCommand(cmd, synopsis string, subs map[string]func(ctx context.Context, c *queue.Client, o queueOpts) error,
@@ -87,9 +89,12 @@ func runClientCommand(cmd, synopsis string, subs map[string]func(ctx context.Con
 	name := fs.String("queue", "", "the queue's `name` (required)")
 	o := queueOpts{stdout: stdout, stderr: stderr}
 	fs.BoolVar(&o.json, "json", false, "print JSON")
-	fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: waiting, delayed, retry, active or dead")
-	fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
-	fs.BoolVar(&o.yes, "yes", false, "purge-dead: do not ask for confirmation")
+	o.state, o.limit = "waiting", 100
+	if cmd == "queue" {
+		fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: waiting, delayed, retry, active or dead")
+		fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
+		fs.BoolVar(&o.yes, "yes", false, "purge-dead: do not ask for confirmation")
+	}
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this `duration`")
 	if code, ok := parse(fs, args[1:]); !ok {
 		return code
@@ -269,8 +274,15 @@ func tenantsList(ctx context.Context, c *queue.Client, o queueOpts) error {
 		}
 		return json.NewEncoder(o.stdout).Encode(tenants)
 	}
+	ucap, uload, err := c.Untenanted(ctx)
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tCAPACITY\tLOAD\tWAITING\tUNFINISHED")
+	if ucap >= 0 {
+		fmt.Fprintf(tw, "(untenanted)\t%d\t%d\t-\t-\n", ucap, uload)
+	}
 	for _, t := range tenants {
 		id := t.ID
 		if t.Removed {
@@ -295,4 +307,23 @@ func tenantsSet(ctx context.Context, c *queue.Client, o queueOpts) error {
 
 func tenantsRemove(ctx context.Context, c *queue.Client, o queueOpts) error {
 	return eachID(o, "removed (its unfinished tasks still run)", func(id string) error { return c.RemoveTenant(ctx, id) })
+}
+
+func tenantsUntenanted(ctx context.Context, c *queue.Client, o queueOpts) error {
+	capacity := -1
+	if o.ids[0] != "none" {
+		var err error
+		if capacity, err = strconv.Atoi(o.ids[0]); err != nil {
+			return fmt.Errorf("%w: capacity %q is neither a number nor none", errUsage, o.ids[0])
+		}
+	}
+	if err := c.SetUntenantedCapacity(ctx, capacity); err != nil {
+		return err
+	}
+	if capacity < 0 {
+		fmt.Fprintln(o.stdout, "untenanted tasks: no cap")
+	} else {
+		fmt.Fprintf(o.stdout, "untenanted tasks: capacity %d\n", capacity)
+	}
+	return nil
 }

@@ -151,7 +151,18 @@ func TestTenantsCommands(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "acme (removed)")
 
-	for _, bad := range [][]string{{"set", "acme"}, {"set", "acme", "x"}, {"set", "acme", "-1"}, {"rm"}, {"ls", "extra"}, {"nope"}} {
+	code, out, errOut = r("untenanted", "5")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "untenanted tasks: capacity 5\n", out)
+	code, out, errOut = r("ls")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Regexp(t, `\(untenanted\)\s+5\s+0`, out)
+	code, out, errOut = r("untenanted", "none")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "untenanted tasks: no cap\n", out)
+
+	for _, bad := range [][]string{{"set", "acme"}, {"set", "acme", "x"}, {"set", "acme", "-1"}, {"rm"}, {"ls", "extra"}, {"nope"},
+		{"untenanted"}, {"untenanted", "x"}} {
 		code, _, errOut = r(bad...)
 		assert.NotEqual(t, exitOK, code, "%v: %s", bad, errOut)
 	}
