@@ -403,3 +403,30 @@ func ExampleServer_SetMode() {
 	// example-images left: 0
 	// example-fonts left: 0
 }
+
+// The process runs as many tasks at once as its downstream bears:
+// Gradient2 learns it from the handlers' times, between 2 and 8.
+func ExampleWithConcurrencyLimit() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-limit")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+	s, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		return t.Payload, nil // call the downstream here
+	}, queue.WithWorkers(8), queue.WithConcurrencyLimit(nil, 2))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Stop(ctx)
+	f, err := q.Submit(ctx, []byte("ping"))
+	if err != nil {
+		panic(err)
+	}
+	res, err := f.Wait(ctx)
+	fmt.Println(string(res), err, s.Limit() >= 2 && s.Limit() <= 8)
+	// Output: ping <nil> true
+}

@@ -28,6 +28,7 @@ const (
 	MetricWorkers          = "shepherd.queue.workers"
 	MetricDepthOverWorkers = "shepherd.queue.depth_over_workers"
 	MetricTenant           = "shepherd.queue.tenant"
+	MetricLimit            = "shepherd.queue.limit"
 	MetricTenantRefused    = "shepherd.queue.tenant.refused"
 )
 
@@ -93,7 +94,9 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 		metric.WithUnit("s"))
 	tenant, err4 := meter.Int64ObservableGauge(MetricTenant,
 		metric.WithDescription("Per tenant: its capacity, load (tasks in flight and Acquire slots) and waiting tasks."), metric.WithUnit("{task}"))
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	limitGauge, err5 := meter.Int64ObservableGauge(MetricLimit,
+		metric.WithDescription("This process's concurrency limit (WithConcurrencyLimit)."), metric.WithUnit("{task}"))
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		q.logger.Warn("queue gauges unavailable", "error", err)
 		return m
 	}
@@ -108,6 +111,9 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 			busy := int64(s.busyCount())
 			o.ObserveInt64(workers, busy, metric.WithAttributes(attribute.String("queue", q.name), attribute.String("process", q.proc), attribute.String("state", "busy")))
 			o.ObserveInt64(workers, int64(s.size())-busy, metric.WithAttributes(attribute.String("queue", q.name), attribute.String("process", q.proc), attribute.String("state", "idle")))
+			if s.cfg.limit != nil {
+				o.ObserveInt64(limitGauge, int64(s.Limit()), metric.WithAttributes(attribute.String("queue", q.name), attribute.String("process", q.proc)))
+			}
 		}
 		st, err := q.Stats(ctx)
 		if err != nil {
@@ -128,7 +134,7 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 			o.ObserveInt64(tenant, t.Waiting, of("waiting"))
 		}
 		return nil
-	}, depth, workers, over, tenant)
+	}, depth, workers, over, tenant, limitGauge)
 	if err != nil {
 		q.logger.Warn("queue gauges unavailable", "error", err)
 		return m

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/shepherd-go/shepherd/limit"
 )
 
 // Defaults of the options.
@@ -281,6 +283,9 @@ type serveConfig struct {
 	workers     int
 	prefetch    int
 	mode        Mode
+	limit       limit.Algorithm // nil: no adaptive limit (unless limitSet)
+	limitSet    bool
+	limitFloor  int
 	backoffBase time.Duration
 	backoffCap  time.Duration
 }
@@ -314,6 +319,27 @@ func WithMode(m Mode) ServeOption {
 			return invalid("unknown mode %d", int32(m))
 		}
 		c.mode = m
+		return nil
+	}
+}
+
+// WithConcurrencyLimit makes the number of tasks this process runs at
+// once follow alg, fed with every attempt's handler time, an attempt that
+// ended with RetryLater or its timeout counting as a drop (the
+// downstream is overloaded). A nil alg is limit.Gradient2 starting at
+// floor. The limit applies before the take: a task the limit does not
+// allow is not taken off Redis (it stays available to other processes).
+// The process runs at least floor tasks at once (1 to the workers) and
+// never more than its workers with an open resource. WithPrefetch must
+// be 0 with it. Server.Limit reports the current limit; the process's
+// record (Stats, shepherd queue stats) and the gauge
+// shepherd.queue.limit show it too.
+func WithConcurrencyLimit(alg limit.Algorithm, floor int) ServeOption {
+	return func(c *serveConfig) error {
+		if floor < 1 {
+			return invalid("the concurrency limit's floor must be at least 1, got %d", floor)
+		}
+		c.limit, c.limitSet, c.limitFloor = alg, true, floor
 		return nil
 	}
 }

@@ -141,6 +141,7 @@ type procRecord struct {
 	Started int64  `json:"started"` // ms, this process's clock
 	Workers int    `json:"workers"`
 	Busy    int    `json:"busy"`
+	Limit   int    `json:"limit,omitempty"` // WithConcurrencyLimit's current limit
 }
 
 func (q *Queue) record() string {
@@ -151,6 +152,9 @@ func (q *Queue) record() string {
 	q.mu.Unlock()
 	if s != nil {
 		r.Workers, r.Busy = s.size(), s.busyCount()
+		if s.cfg.limit != nil {
+			r.Limit = s.Limit()
+		}
 	}
 	b, _ := json.Marshal(r)
 	return string(b)

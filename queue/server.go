@@ -10,6 +10,7 @@ import (
 
 	"github.com/shepherd-go/shepherd/internal/group"
 	"github.com/shepherd-go/shepherd/internal/script"
+	"github.com/shepherd-go/shepherd/limit"
 )
 
 // Task is what a handler gets.
@@ -68,6 +69,7 @@ type Server struct {
 	outcomes chan outcomeReq // to feed; closed once the workers returned
 	fed      chan struct{}   // closed when feed returned
 	endOnce  sync.Once
+	limitNow atomic.Int64  // the concurrency limit's last value (WithConcurrencyLimit)
 	mode     atomic.Int32  // Mode
 	modeSet  chan struct{} // capacity 1: the mode changed
 	done     chan struct{} // closed when Stop has finished
@@ -162,6 +164,22 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 			return nil, err
 		}
 	}
+	if cfg.limitSet {
+		switch {
+		case cfg.limitFloor > cfg.workers:
+			return nil, invalid("the concurrency limit's floor (%d) is above the workers (%d)", cfg.limitFloor, cfg.workers)
+		case cfg.prefetch > 0:
+			return nil, invalid("WithPrefetch must be 0 with WithConcurrencyLimit: a task taken ahead would bypass the limit")
+		}
+		if cfg.limit == nil {
+			g, err := limit.NewGradient2(limit.WithGradient2Initial(cfg.limitFloor),
+				limit.WithGradient2Min(cfg.limitFloor), limit.WithGradient2Max(cfg.workers))
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+			}
+			cfg.limit = g
+		}
+	}
 	s := &Server{
 		q:        q,
 		cfg:      cfg,
@@ -177,6 +195,9 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		done:     make(chan struct{}),
 	}
 	s.mode.Store(int32(cfg.mode))
+	if cfg.limit != nil {
+		s.limitNow.Store(int64(cfg.limit.Limit()))
+	}
 	s.hard, s.halt = context.WithCancel(context.Background())
 	for i := 0; i < cfg.workers; i++ {
 		s.workers = append(s.workers, &worker{
@@ -203,8 +224,20 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 	return s, nil
 }
 
-func (s *Server) size() int      { return len(s.workers) }
-func (s *Server) busyCount() int { return int(s.busy.Load()) }
+func (s *Server) size() int { return len(s.workers) }
+
+// Limit returns the number of tasks the server may run at once: its
+// concurrency limit (WithConcurrencyLimit, kept between the floor and the
+// workers), or its workers.
+func (s *Server) Limit() int {
+	if s.cfg.limit == nil {
+		return len(s.workers)
+	}
+	return s.clampLimit(int(s.limitNow.Load()))
+}
+
+func (s *Server) clampLimit(n int) int { return min(max(n, s.cfg.limitFloor), len(s.workers)) }
+func (s *Server) busyCount() int       { return int(s.busy.Load()) }
 func (s *Server) isStopping() bool {
 	select {
 	case <-s.stopping:

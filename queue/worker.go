@@ -11,6 +11,7 @@ import (
 
 	"github.com/shepherd-go/shepherd/internal/backoff"
 	"github.com/shepherd-go/shepherd/internal/script"
+	"github.com/shepherd-go/shepherd/limit"
 )
 
 // worker runs one task at a time with its own resource.
@@ -107,7 +108,7 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 		s.outcomes <- outcomeReq{t: t, kind: "fail", data: "cancelled before it started"}
 		return true
 	}
-	s.busy.Add(1)
+	inflight := s.busy.Add(1)
 	start := time.Now()
 	res, err, panicked := call(ctx, w.slot, t)
 	r.finished.Store(true)
@@ -130,7 +131,11 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	}
 	kind, data, delay := s.classify(t, res, err, panicked, timedOut, halted, elapsed)
 	q.m.attempts.Add(context.Background(), 1, q.m.attrs, outcomeAttr(kind))
-	s.outcomes <- outcomeReq{t: t, kind: kind, data: data, delay: delay}
+	o := outcomeReq{t: t, kind: kind, data: data, delay: delay}
+	if !halted {
+		o.sample = &limit.Sample{RTT: elapsed, InFlight: int(inflight), Dropped: timedOut || kind == "later"}
+	}
+	s.outcomes <- o
 	return !reset
 }
 
@@ -215,6 +220,9 @@ type outcomeReq struct {
 	data  string
 	delay time.Duration
 	lost  bool // the process was declared dead: not recorded
+	// sample is what the attempt tells the concurrency limit, nil when it
+	// tells nothing (not run, or cut off by a hard stop).
+	sample *limit.Sample
 }
 
 // maxRecordBatch bounds the attempts recorded in one script call.
@@ -248,7 +256,9 @@ func (s *Server) feed() {
 			return 0
 		}
 		n := int(s.avail.Load())
-		if n > 0 {
+		if s.cfg.limit != nil {
+			n = min(n, s.clampLimit(s.cfg.limit.Limit()))
+		} else if n > 0 {
 			n += s.cfg.prefetch
 		}
 		return max(n-outstanding, 0)
@@ -306,6 +316,11 @@ func (s *Server) feed() {
 			outstanding--
 			if !o.lost {
 				ends = append(ends, o)
+			}
+			if o.sample != nil && s.cfg.limit != nil {
+				// Only feed calls the algorithm: it is not safe for
+				// concurrent use.
+				s.limitNow.Store(int64(s.cfg.limit.Update(*o.sample)))
 			}
 		}
 		n := want()
