@@ -124,6 +124,30 @@ func (c *queueCluster) victim() (string, *queueProc) {
 	return n, c.procs[n]
 }
 
+// killOne SIGKILLs a process and starts another; the kill is logged once
+// it took effect (what the process logged before is earlier in the log).
+func (c *queueCluster) killOne(ctx context.Context) {
+	name, p := c.victim()
+	require.NoError(c.t, p.cmd.Process.Kill(), "%s: %s", name, p.stderr.String())
+	<-p.done
+	c.record(ctx, EvKill, name)
+	c.mu.Lock()
+	delete(c.procs, name)
+	c.mu.Unlock()
+	c.spawn()
+}
+
+// pauseOne SIGSTOPs a process for longer than the TTL, every handler
+// and every poll, then SIGCONTs it, logging both once they took effect.
+func (c *queueCluster) pauseOne(ctx context.Context) {
+	name, p := c.victim()
+	require.NoError(c.t, p.cmd.Process.Signal(syscall.SIGSTOP), "%s: %s", name, p.stderr.String())
+	c.record(ctx, EvFreeze, name)
+	time.Sleep(queueTTL + 2*time.Second)
+	require.NoError(c.t, p.cmd.Process.Signal(syscall.SIGCONT))
+	c.record(ctx, EvThaw, name)
+}
+
 func (c *queueCluster) record(ctx context.Context, event, proc string) {
 	require.NoError(c.t, c.log.AppendRetry(ctx, event, proc, "", ""))
 }
@@ -202,23 +226,10 @@ func TestChaosQueue(t *testing.T) {
 	kills, pauses, restarts := 0, 0, 0
 	for round := 0; time.Now().Before(end) || round == 0; round++ {
 		time.Sleep(500 * time.Millisecond) // let work flow between faults
-		name, p := c.victim()
-		c.record(ctx, EvKill, name)
-		require.NoError(t, p.cmd.Process.Kill(), "%s: %s", name, p.stderr.String())
-		<-p.done
-		c.mu.Lock()
-		delete(c.procs, name)
-		c.mu.Unlock()
+		c.killOne(ctx)
 		kills++
-		c.spawn()
 		time.Sleep(500 * time.Millisecond)
-
-		name, p = c.victim()
-		c.record(ctx, EvFreeze, name)
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGSTOP), "%s: %s", name, p.stderr.String())
-		time.Sleep(queueTTL + 2*time.Second) // longer than the TTL, every handler and every poll
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGCONT))
-		c.record(ctx, EvThaw, name)
+		c.pauseOne(ctx)
 		pauses++
 
 		time.Sleep(500 * time.Millisecond)

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -73,24 +72,10 @@ func TestChaosTenantCaps(t *testing.T) {
 	kills, pauses := 0, 0
 	for round := 0; time.Now().Before(end) || round == 0; round++ {
 		time.Sleep(500 * time.Millisecond)
-		// Each fault is logged once it took effect: an entry the process
-		// logged before it is earlier in the log.
-		name, p := c.victim()
-		require.NoError(t, p.cmd.Process.Kill())
-		<-p.done
-		c.record(ctx, EvKill, name)
-		c.mu.Lock()
-		delete(c.procs, name)
-		c.mu.Unlock()
+		c.killOne(ctx)
 		kills++
-		c.spawn()
 		time.Sleep(500 * time.Millisecond)
-		name, p = c.victim()
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGSTOP))
-		c.record(ctx, EvFreeze, name)
-		time.Sleep(queueTTL + 2*time.Second)
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGCONT))
-		c.record(ctx, EvThaw, name)
+		c.pauseOne(ctx)
 		pauses++
 	}
 	close(stop)
