@@ -24,7 +24,7 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]float64 {
 	out := map[string]float64{}
 	add := func(name string, attrs attribute.Set, v float64) {
 		out[name] += v
-		for _, k := range []attribute.Key{"state", "outcome"} {
+		for _, k := range []attribute.Key{"state", "outcome", "of", "reason"} {
 			if a, ok := attrs.Value(k); ok {
 				out[name+"/"+a.AsString()] += v
 			}
@@ -98,4 +98,34 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	assert.Equal(t, 0.0, m[MetricDepth+"/available"])
 	assert.Equal(t, 2.0, m[MetricWorkers], "busy and idle add up to the workers")
 	assert.Equal(t, 0.0, m[MetricDepthOverWorkers], "an empty queue is no alarm")
+}
+
+func TestTenantAndLimitMetrics(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	q := open(t, redistest.Name(t), WithMeterProvider(mp), WithAcquireWait(10*time.Millisecond))
+	ctx := testCtx(t, 10*time.Second)
+	require.NoError(t, q.SetTenant(ctx, "a", 1))
+	for range 3 {
+		_, err := q.Submit(ctx, nil, WithTenant("a"))
+		require.NoError(t, err)
+	}
+	_, err := q.Submit(ctx, nil, WithTenant("nope"))
+	require.ErrorIs(t, err, ErrUnknownTenant)
+	slot, err := q.Acquire(ctx, "a")
+	require.NoError(t, err)
+	_, err = q.Acquire(ctx, "a")
+	require.ErrorIs(t, err, ErrTenantBusy)
+	m := collect(t, reader)
+	assert.Equal(t, 1.0, m[MetricTenant+"/capacity"])
+	assert.Equal(t, 1.0, m[MetricTenant+"/load"], "the Acquire slot")
+	assert.Equal(t, 3.0, m[MetricTenant+"/waiting"])
+	assert.Equal(t, 1.0, m[MetricTenantRefused+"/unknown"])
+	assert.Equal(t, 1.0, m[MetricTenantRefused+"/busy"])
+	require.NoError(t, slot.Release(ctx))
+
+	s := serve(t, q, echo, WithWorkers(3), WithConcurrencyLimit(nil, 2))
+	assert.Equal(t, float64(s.Limit()), collect(t, reader)[MetricLimit])
 }
