@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"errors"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,26 +16,12 @@ import (
 // Hostile input to every public call: each case fails at once with a clear
 // error and leaves nothing behind in Redis.
 
-// scanKeys lists the Redis keys matching pattern with SCAN.
-func scanKeys(t *testing.T, rdb redis.UniversalClient, pattern string) []string {
-	t.Helper()
-	ctx := testCtx(t, 10*time.Second)
-	var out []string
-	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		out = append(out, iter.Val())
-	}
-	require.NoError(t, iter.Err())
-	sort.Strings(out)
-	return out
-}
-
 // stableKeys lists the pool's keys without the janitor lease, which
 // expires and comes back by itself.
 func stableKeys(t *testing.T, n *Node) []string {
 	t.Helper()
 	var out []string
-	for _, k := range scanKeys(t, srv.Client(), n.lay.space.Pattern()) {
+	for _, k := range redistest.Keys(t, srv.Client(), n.lay.space.Pattern()) {
 		if k != n.lay.janitor {
 			out = append(out, k)
 		}
@@ -170,7 +155,7 @@ func TestHostileOptionsAndAddNode(t *testing.T) {
 			require.Nil(t, n)
 			assert.Less(t, time.Since(start), atOnce)
 			if lay, err := newLayout(pool); err == nil {
-				assert.Empty(t, scanKeys(t, srv.Client(), lay.space.Pattern()), "left keys behind")
+				assert.Empty(t, redistest.Keys(t, srv.Client(), lay.space.Pattern()), "left keys behind")
 			}
 		})
 	}
@@ -227,5 +212,5 @@ func TestHostileCallsAfterCloseAndShutdown(t *testing.T) {
 		}
 	}
 	// Nothing of the pool survives, and no rejected call brought it back.
-	assert.Empty(t, scanKeys(t, srv.Client(), shut.lay.space.Pattern()))
+	assert.Empty(t, redistest.Keys(t, srv.Client(), shut.lay.space.Pattern()))
 }

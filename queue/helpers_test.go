@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
@@ -57,19 +55,6 @@ func wait(t *testing.T, f *Future, d time.Duration) ([]byte, error) {
 		t.Fatalf("task %s: no outcome within %v", f.ID(), d)
 	}
 	return f.Wait(context.Background())
-}
-
-func scanKeys(t *testing.T, rdb redis.UniversalClient, pattern string) []string {
-	t.Helper()
-	ctx := testCtx(t, 10*time.Second)
-	var out []string
-	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		out = append(out, iter.Val())
-	}
-	require.NoError(t, iter.Err())
-	sort.Strings(out)
-	return out
 }
 
 func echo(_ context.Context, t *Task) ([]byte, error) {

@@ -40,14 +40,14 @@ func TestBadOpenIsRefusedAndWritesNothing(t *testing.T) {
 		_, err := Open(ctx, tc.rdb, tc.name, tc.opts...)
 		assert.ErrorIs(t, err, ErrInvalidOption, tc.desc)
 	}
-	assert.Empty(t, scanKeys(t, srv.Client(), "*"+name+"*"), "a refused Open left keys")
+	assert.Empty(t, redistest.Keys(t, srv.Client(), "*"+name+"*"), "a refused Open left keys")
 }
 
 func TestBadCallsAreRefusedAtOnceAndWriteNothing(t *testing.T) {
 	t.Parallel()
 	q := open(t, redistest.Name(t), WithMaxPayloadSize(100))
 	ctx := testCtx(t, 5*time.Second)
-	before := scanKeys(t, srv.Client(), q.lay.taskPrefix+"*")
+	before := redistest.Keys(t, srv.Client(), q.lay.taskPrefix+"*")
 	submits := []struct {
 		desc    string
 		payload []byte
@@ -90,7 +90,7 @@ func TestBadCallsAreRefusedAtOnceAndWriteNothing(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidOption)
 	assert.ErrorIs(t, q.Cancel(ctx, ""), ErrInvalidOption)
 	assert.ErrorIs(t, q.Replay(ctx, ""), ErrInvalidOption)
-	assert.Equal(t, before, scanKeys(t, srv.Client(), q.lay.taskPrefix+"*"), "a refused call wrote a task")
+	assert.Equal(t, before, redistest.Keys(t, srv.Client(), q.lay.taskPrefix+"*"), "a refused call wrote a task")
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Available+st.Delayed)

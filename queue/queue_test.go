@@ -54,7 +54,7 @@ func TestSubmitWaitAndResultFromAnotherProcess(t *testing.T) {
 
 	// Every key is under the queue's hash tag and kind: a pool of the same
 	// name (kind "pool", "stream", "map"...) never shares one.
-	all := scanKeys(t, srv.Client(), "*"+name+"*")
+	all := redistest.Keys(t, srv.Client(), "*"+name+"*")
 	require.NotEmpty(t, all)
 	for _, k := range all {
 		assert.True(t, strings.HasPrefix(k, "shepherd:{"+name+"}:queue:"), k)
@@ -289,10 +289,10 @@ func TestDuplicateIDAndFullQueueAreRefused(t *testing.T) {
 	assert.ErrorIs(t, err, ErrDuplicateTask)
 	_, err = q.Submit(ctx, nil)
 	require.NoError(t, err)
-	before := scanKeys(t, srv.Client(), q.lay.taskPrefix+"*")
+	before := redistest.Keys(t, srv.Client(), q.lay.taskPrefix+"*")
 	_, err = q.Submit(ctx, nil, WithTaskID("c"))
 	assert.ErrorIs(t, err, ErrQueueFull)
-	assert.Equal(t, before, scanKeys(t, srv.Client(), q.lay.taskPrefix+"*"), "a refused Submit wrote a task")
+	assert.Equal(t, before, redistest.Keys(t, srv.Client(), q.lay.taskPrefix+"*"), "a refused Submit wrote a task")
 
 	// A submitter in another process sees the same duplicate.
 	other := open(t, name)

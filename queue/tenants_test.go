@@ -218,7 +218,7 @@ func TestUnknownTenantWritesNothing(t *testing.T) {
 	name := redistest.Name(t)
 	q := open(t, name)
 	ctx := testCtx(t, 20*time.Second)
-	before := scanKeys(t, q.rdb, "shepherd:{"+name+"}:*")
+	before := redistest.Keys(t, q.rdb, "shepherd:{"+name+"}:*")
 	_, err := q.Submit(ctx, []byte("x"), WithTenant("made-up"))
 	assert.ErrorIs(t, err, ErrUnknownTenant)
 	_, err = q.Acquire(ctx, "made-up")
@@ -233,7 +233,7 @@ func TestUnknownTenantWritesNothing(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, rec.Code, "tenant %q", ten)
 	}
 	assert.ErrorIs(t, q.RemoveTenant(ctx, "made-up"), ErrUnknownTenant)
-	assert.Equal(t, before, scanKeys(t, q.rdb, "shepherd:{"+name+"}:*"), "keys created for an unknown tenant")
+	assert.Equal(t, before, redistest.Keys(t, q.rdb, "shepherd:{"+name+"}:*"), "keys created for an unknown tenant")
 	n, err := q.rdb.HLen(ctx, q.lay.tenants).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n)

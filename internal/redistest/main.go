@@ -1,13 +1,17 @@
 package redistest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -63,4 +67,22 @@ func Name(tb testing.TB) string {
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	return name + "-" + hex.EncodeToString(suffix[:])
+}
+
+// Keys lists the keys of rdb that match pattern, with SCAN, sorted: for
+// tests that check what a call left behind.
+func Keys(tb testing.TB, rdb redis.UniversalClient, pattern string) []string {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []string
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		out = append(out, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		tb.Fatalf("redistest: scan %q: %v", pattern, err)
+	}
+	sort.Strings(out)
+	return out
 }
