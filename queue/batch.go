@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shepherd-go/shepherd/internal/backoff"
 )
 
@@ -137,16 +139,34 @@ func (q *Client) finalError(ctx context.Context, id string) error {
 	return fmt.Errorf("queue: batch task %s: %w", id, err)
 }
 
-// batchErrors joins the errors of a finished batch's failed tasks.
+// batchErrors joins the errors of a finished batch's failed tasks, read
+// with one pipeline per 1,000 tasks.
 func (q *Client) batchErrors(ctx context.Context, id string) error {
 	ids, err := q.rdb.LRange(ctx, q.lay.batchTasks(id), 0, -1).Result()
 	if err != nil {
 		return fmt.Errorf("queue: wait for batch: %w", err)
 	}
 	var errs []error
-	for _, tid := range ids {
-		if err := q.finalError(ctx, tid); err != nil {
-			errs = append(errs, err)
+	for start := 0; start < len(ids); start += 1000 {
+		part := ids[start:min(start+1000, len(ids))]
+		pipe := q.rdb.Pipeline()
+		cmds := make([]*redis.SliceCmd, len(part))
+		for i, tid := range part {
+			cmds[i] = pipe.HMGet(ctx, q.lay.task(tid), outcomeFields...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("queue: wait for batch: %w", err)
+		}
+		for i, tid := range part {
+			st, _, err := storedOutcome(tid, cmds[i].Val())
+			switch {
+			case st == "":
+				errs = append(errs, fmt.Errorf("queue: batch task %s: %w", tid, ErrTaskNotFound))
+			case !finished(st):
+				errs = append(errs, fmt.Errorf("queue: batch task %s: %w (%s)", tid, ErrNotFinished, st))
+			case err != nil:
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -17,7 +17,7 @@ import (
 	"github.com/shepherd-go/shepherd/queue"
 )
 
-// The queue's scenarios: T1 throughput, T2 latency, T3 delayed tasks due
+// The queue's scenarios: T1 throughput (T1P with WithPrefetch), T2 latency, T3 delayed tasks due
 // at once, T4 recovery after SIGKILL, TM Redis memory per task.
 func init() {
 	benchScenarios["T1"] = func(ctx context.Context, b *bench, _ int) (result, error) {
