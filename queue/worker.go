@@ -357,13 +357,13 @@ func (s *Server) feed() {
 			s.stopOnce.Do(func() { close(s.stopping) }) // SetMode says ErrStopped from now on
 			go func() { _ = s.Stop(context.Background()) }()
 		}
+		if err == nil {
+			fails = 0
+			bo.Reset()
+		}
 		if len(tasks) == n {
 			if n > 0 {
 				canTake = true // there may be more
-			}
-			if err == nil {
-				fails = 0
-				bo.Reset()
 			}
 			continue
 		}
@@ -381,12 +381,7 @@ func (s *Server) feed() {
 				s.q.logger.Warn("taking tasks failed", "error", err, "failures", fails)
 			}
 		case next >= 0 && next < wait:
-			fails = 0
-			bo.Reset()
 			wait = next
-		default:
-			fails = 0
-			bo.Reset()
 		}
 		timer.Reset(wait)
 	}
