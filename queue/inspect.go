@@ -142,7 +142,8 @@ func (q *Client) infos(ctx context.Context, ids []string) ([]TaskInfo, error) {
 	return out, nil
 }
 
-// Stats is a snapshot of a queue, read in one round trip.
+// Stats is a snapshot of a queue, read in one round trip (two when it has
+// tenants).
 type Stats struct {
 	Available   int64 // waiting, due now (the depth the alarm watches)
 	Delayed     int64 // first attempts not due yet
@@ -180,10 +181,11 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	procs := pipe.HGetAll(ctx, q.lay.procs)
 	alive := pipe.ZRangeWithScores(ctx, q.lay.alive, 0, -1)
 	now := pipe.Time(ctx)
+	tenantHash := pipe.HGetAll(ctx, q.lay.tenants)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Stats{}, fmt.Errorf("queue: stats: %w", err)
 	}
-	tenants, err := q.Tenants(ctx)
+	tenants, err := q.tenants(ctx, tenantHash.Val())
 	if err != nil {
 		return Stats{}, err
 	}

@@ -109,6 +109,12 @@ func (q *Client) Tenants(ctx context.Context) ([]TenantInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: tenants: %w", err)
 	}
+	return q.tenants(ctx, all)
+}
+
+// tenants turns the tenants hash into the listing, reading each one's
+// waiting tasks in one pipeline (none without tenants).
+func (q *Client) tenants(ctx context.Context, all map[string]string) ([]TenantInfo, error) {
 	byID := map[string]*TenantInfo{}
 	get := func(id string) *TenantInfo {
 		t := byID[id]
