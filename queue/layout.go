@@ -39,7 +39,7 @@ type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds                                                                    string
 
-	taskPrefix, inflightPrefix, chanPrefix string
+	taskPrefix, inflightPrefix, chanPrefix, batchPrefix, batchTasksPrefix string
 }
 
 func newLayout(name string) (layout, error) {
@@ -67,7 +67,10 @@ func newLayout(name string) (layout, error) {
 		holds:          k("holds"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
-		chanPrefix:     k("chan:"),
+		// The scripts build these from taskPrefix (see P_BATCH).
+		batchPrefix:      k("batch:"),
+		batchTasksPrefix: k("btasks:"),
+		chanPrefix:       k("chan:"),
 	}, nil
 }
 
