@@ -142,7 +142,7 @@ func (b *Blocking) wrap(t Token) Token {
 }
 
 func (b *Blocking) release(h held, o outcome) {
-	h.inner.finish(o)
+	h.inner.finish(o, h)
 	b.dispatch()
 }
 

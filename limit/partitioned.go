@@ -142,6 +142,25 @@ func (p *Partitioned) InFlight() int {
 	return p.total
 }
 
+// Partitions returns the names of the partitions, in the order given.
+func (p *Partitioned) Partitions() []string {
+	names := make([]string, len(p.byName))
+	for name, i := range p.byName {
+		names[i] = name
+	}
+	return names
+}
+
+// Share returns the named partition's guaranteed share, and whether the
+// partition exists.
+func (p *Partitioned) Share(name string) (float64, bool) {
+	i, ok := p.byName[name]
+	if !ok {
+		return 0, false
+	}
+	return p.parts[i].share, true
+}
+
 // PartitionInFlight returns the in-flight count of the named partition;
 // any unknown name reports the requests of unknown partitions.
 func (p *Partitioned) PartitionInFlight(name string) int {

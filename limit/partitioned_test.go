@@ -212,3 +212,14 @@ func TestPartitionedConcurrent(t *testing.T) {
 	assert.Zero(t, over.Load())
 	assert.Zero(t, p.InFlight())
 }
+
+func TestPartitionedReportsItsPartitions(t *testing.T) {
+	t.Parallel()
+	p := newPartitioned(t, 10)
+	assert.Equal(t, []string{"live", "batch"}, p.Partitions())
+	share, ok := p.Share("batch")
+	assert.True(t, ok)
+	assert.Equal(t, 0.1, share)
+	_, ok = p.Share("other")
+	assert.False(t, ok)
+}

@@ -76,6 +76,30 @@ func TestSimpleFeedsAlgorithm(t *testing.T) {
 	assert.Equal(t, 102, s.Limit(), "the limit follows what the algorithm returns")
 }
 
+func TestReportFeedsTheCallersRTT(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	rec := &recorder{}
+	s, err := NewSimple(rec, WithClock(clock.Now))
+	require.NoError(t, err)
+	b, err := NewBlocking(s)
+	require.NoError(t, err)
+	tok, err := s.TryAcquire(t.Context())
+	require.NoError(t, err)
+	clock.Advance(25 * ms)
+	tok.Report(3*ms, false)
+	tok.Success() // a second release is a no-op
+	tok, err = b.Acquire(t.Context()) // through a wrapper too
+	require.NoError(t, err)
+	clock.Advance(25 * ms)
+	tok.Report(7*ms, true)
+	assert.Equal(t, []Sample{
+		{RTT: 3 * ms, InFlight: 1},
+		{RTT: 7 * ms, InFlight: 1, Dropped: true},
+	}, rec.samples)
+	assert.Equal(t, 0, s.InFlight())
+}
+
 func TestSimpleOptions(t *testing.T) {
 	t.Parallel()
 	_, err := NewSimple(nil)

@@ -54,6 +54,8 @@ type held struct {
 	inFlight int
 	part     int
 	inner    Token
+	rtt      time.Duration // the caller's RTT (Report), when rttSet
+	rttSet   bool
 }
 
 var tokenPool = sync.Pool{New: func() any { return new(tokenState) }}
@@ -66,24 +68,38 @@ func newToken(owner releaser, h held) Token {
 
 // Success reports that the request completed normally: its RTT feeds the
 // limit algorithm.
-func (t Token) Success() { t.finish(outcomeSuccess) }
+func (t Token) Success() { t.finish(outcomeSuccess, held{}) }
 
 // Dropped reports that the request failed or timed out because of load:
 // the limit algorithm backs off.
-func (t Token) Dropped() { t.finish(outcomeDropped) }
+func (t Token) Dropped() { t.finish(outcomeDropped, held{}) }
 
 // Ignore releases the slot without feeding the algorithm, for requests
 // whose RTT says nothing about load (a validation error, a cancelled
 // client).
-func (t Token) Ignore() { t.finish(outcomeIgnored) }
+func (t Token) Ignore() { t.finish(outcomeIgnored, held{}) }
 
-func (t Token) finish(o outcome) {
+// Report is Success, or Dropped if dropped, with an RTT the caller
+// measured instead of the time since Acquire. It is for slots held around
+// more than the request: a queue takes its slot before the task leaves
+// Redis and frees it once the task's end is recorded there, and only the
+// handler's own time says anything about the downstream's load.
+func (t Token) Report(rtt time.Duration, dropped bool) {
+	o := outcomeSuccess
+	if dropped {
+		o = outcomeDropped
+	}
+	t.finish(o, held{rtt: rtt, rttSet: true})
+}
+
+// finish releases the slot; by carries the caller's RTT, if any.
+func (t Token) finish(o outcome, by held) {
 	s := t.s
 	if s == nil || !s.gen.CompareAndSwap(t.gen, t.gen+1) {
 		return
 	}
 	owner := s.owner
-	h := held{start: s.start, inFlight: s.inFlight, part: s.part, inner: s.inner}
+	h := held{start: s.start, inFlight: s.inFlight, part: s.part, inner: s.inner, rtt: by.rtt, rttSet: by.rttSet}
 	s.owner, s.inner = nil, Token{}
 	tokenPool.Put(s)
 	owner.release(h, o)
@@ -112,7 +128,11 @@ func (a *adaptive) update(h held, o outcome) {
 	if o == outcomeIgnored || a.fixed {
 		return
 	}
-	s := Sample{RTT: a.clock.read() - h.start, InFlight: h.inFlight, Dropped: o == outcomeDropped}
+	rtt := h.rtt
+	if !h.rttSet {
+		rtt = a.clock.read() - h.start
+	}
+	s := Sample{RTT: rtt, InFlight: h.inFlight, Dropped: o == outcomeDropped}
 	a.mu.Lock()
 	n := a.alg.Update(s)
 	a.limit.Store(int64(max(1, n)))

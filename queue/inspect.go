@@ -165,7 +165,9 @@ type ProcessInfo struct {
 	Started  time.Time // the process's own clock
 	Workers  int       // 0: it only submits
 	Busy     int       // as of its last keep-alive
-	Limit    int       // its concurrency limit (WithConcurrencyLimit), 0 without one, as of its last keep-alive
+	Limit    int       // its concurrency limit (WithConcurrencyLimit, WithLimit), 0 without one, as of its last keep-alive
+	Part     string    // its partition of a shared Limit (WithLimit)
+	Drops    int64     // its attempts that counted as drops for the limit, as of its last keep-alive
 	LeaseFor time.Duration
 }
 
@@ -211,7 +213,7 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 		var r procRecord
 		_ = json.Unmarshal([]byte(procs.Val()[id]), &r)
 		st.Processes = append(st.Processes, ProcessInfo{ID: id, Host: r.Host, PID: r.PID, Started: time.UnixMilli(r.Started),
-			Workers: r.Workers, Busy: r.Busy, Limit: r.Limit, LeaseFor: lease})
+			Workers: r.Workers, Busy: r.Busy, Limit: r.Limit, Part: r.Part, Drops: r.Drops, LeaseFor: lease})
 		st.Workers += int64(r.Workers)
 		st.Busy += int64(r.Busy)
 	}

@@ -167,3 +167,129 @@ func TestDefaultConcurrencyLimitRuns(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidOption)
 	}
 }
+
+// running counts a handler's calls in progress and the most seen at once.
+type running struct{ now, peak atomic.Int64 }
+
+func (r *running) enter() {
+	n := r.now.Add(1)
+	for p := r.peak.Load(); n > p && !r.peak.CompareAndSwap(p, n); p = r.peak.Load() {
+	}
+}
+
+func (r *running) exit() { r.now.Add(-1) }
+
+func submitN(t *testing.T, ctx context.Context, q *Queue, n int, payload string) []*Future {
+	t.Helper()
+	fs := make([]*Future, 0, n)
+	for range n {
+		f, err := q.Submit(ctx, []byte(payload))
+		require.NoError(t, err)
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// TestSharedLimitBoundsServersTogether runs two queues' servers, 6
+// workers each, within one Limit of 3: together they never run more than
+// 3 tasks at once, however their takes race, and both get work done.
+func TestSharedLimitBoundsServersTogether(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	fixed, err := limit.NewFixed(3)
+	require.NoError(t, err)
+	l, err := NewLimit(fixed, limit.WithPartition("live", 0.5), limit.WithPartition("batch", 0.5))
+	require.NoError(t, err)
+	var all running
+	h := func(ctx context.Context, t *Task) ([]byte, error) {
+		all.enter()
+		defer all.exit()
+		time.Sleep(5 * time.Millisecond)
+		return nil, nil
+	}
+	live, batch := open(t, redistest.Name(t)+"-live"), open(t, redistest.Name(t)+"-batch")
+	sl := serve(t, live, h, WithWorkers(6), WithLimit(l, "live"))
+	sb := serve(t, batch, h, WithWorkers(6), WithLimit(l, "batch"))
+	fs := append(submitN(t, ctx, live, 150, "l"), submitN(t, ctx, batch, 150, "b")...)
+	for _, f := range fs {
+		_, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(3), all.peak.Load(), "the servers together ran more (or fewer) than the limit at once")
+	assert.Equal(t, 3, sl.Limit())
+	assert.Equal(t, 3, sb.Limit())
+	// The last take may hold permits for the idle workers a moment
+	// after the last outcome was published.
+	assert.Eventually(t, func() bool { return l.InFlight() == 0 }, 5*time.Second, time.Millisecond, "a permit was not given back")
+}
+
+// TestSharedLimitPartitionsBorrowAndReclaim: batch alone borrows live's
+// idle share; once live has tasks waiting it gets its share back as
+// batch's tasks end.
+func TestSharedLimitPartitionsBorrowAndReclaim(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	fixed, err := limit.NewFixed(4)
+	require.NoError(t, err)
+	l, err := NewLimit(fixed, limit.WithPartition("live", 0.75), limit.WithPartition("batch", 0.25))
+	require.NoError(t, err)
+	var liveRun, batchRun running
+	handler := func(r *running) Handler {
+		return func(ctx context.Context, t *Task) ([]byte, error) {
+			r.enter()
+			defer r.exit()
+			time.Sleep(20 * time.Millisecond)
+			return nil, nil
+		}
+	}
+	live, batch := open(t, redistest.Name(t)+"-live"), open(t, redistest.Name(t)+"-batch")
+	serve(t, live, handler(&liveRun), WithWorkers(4), WithLimit(l, "live"))
+	serve(t, batch, handler(&batchRun), WithWorkers(4), WithLimit(l, "batch"))
+	bf := submitN(t, ctx, batch, 200, "b")
+	require.Eventually(t, func() bool { return batchRun.now.Load() == 4 }, 5*time.Second, time.Millisecond,
+		"batch alone does not borrow live's idle share")
+	lf := submitN(t, ctx, live, 100, "l")
+	require.Eventually(t, func() bool { return liveRun.now.Load() == 3 && batchRun.now.Load() == 1 }, 5*time.Second, time.Millisecond,
+		"live does not get its share back (live %d, batch %d)", liveRun.now.Load(), batchRun.now.Load())
+	parts := l.Partitions()
+	require.Len(t, parts, 2)
+	assert.Equal(t, "batch", parts[0].Name)
+	assert.Equal(t, 0.25, parts[0].Share)
+	assert.Equal(t, "live", parts[1].Name)
+	for _, f := range lf {
+		_, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+	}
+	for _, f := range bf {
+		_, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+	}
+	// The last take may hold permits for the idle workers a moment
+	// after the last outcome was published.
+	assert.Eventually(t, func() bool { return l.InFlight() == 0 }, 5*time.Second, time.Millisecond, "a permit was not given back")
+}
+
+func TestLimitOptions(t *testing.T) {
+	t.Parallel()
+	_, err := NewLimit(nil, limit.WithPartition("a", 0.7), limit.WithPartition("b", 0.7))
+	assert.ErrorIs(t, err, ErrInvalidOption)
+	_, err = NewLimit(nil, limit.WithIdleWindow(-time.Second))
+	assert.ErrorIs(t, err, ErrInvalidOption)
+	assert.ErrorContains(t, err, "idle window")
+	sole, err := NewLimit(nil)
+	require.NoError(t, err)
+	assert.Equal(t, 1, sole.Limit(), "the default algorithm starts at 1")
+	assert.Equal(t, []LimitPartition{{Name: "", Share: 1}}, sole.Partitions())
+	parted, err := NewLimit(nil, limit.WithPartition("live", 0.9))
+	require.NoError(t, err)
+	for _, opts := range [][]ServeOption{
+		{WithLimit(nil, "")},
+		{WithLimit(parted, "")},
+		{WithLimit(parted, "batch")},
+		{WithLimit(sole, ""), WithConcurrencyLimit(nil, 1)},
+		{WithLimit(sole, ""), WithPrefetch(2)},
+	} {
+		_, err := open(t, redistest.Name(t)).Serve(echo, opts...)
+		assert.ErrorIs(t, err, ErrInvalidOption)
+	}
+}

@@ -29,13 +29,15 @@ const (
 	MetricDepthOverWorkers = "shepherd.queue.depth_over_workers"
 	MetricTenant           = "shepherd.queue.tenant"
 	MetricLimit            = "shepherd.queue.limit"
+	MetricLimitInFlight    = "shepherd.queue.limit.in_flight"
+	MetricLimitDrops       = "shepherd.queue.limit.drops"
 	MetricTenantRefused    = "shepherd.queue.tenant.refused"
 )
 
 type metrics struct {
 	attrs metric.MeasurementOption // queue=<name>
 
-	submitted, attempts, requeued, procsDead, deadDropped, revived, stateLost, refused metric.Int64Counter
+	submitted, attempts, requeued, procsDead, deadDropped, revived, stateLost, refused, limitDrops metric.Int64Counter
 	submitDuration, processing, queueWait                                              metric.Float64Histogram
 
 	reg metric.Registration
@@ -81,6 +83,7 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 	m.revived = counter(MetricRevived, "{event}", "Times this process found it had been declared dead and registered again.")
 	m.stateLost = counter(MetricStateLost, "{event}", "Times this process found that Redis had lost the queue's state.")
 	m.refused = counter(MetricTenantRefused, "{call}", "Submits and Acquires refused in this process, by reason: unknown (tenant), busy (Acquire's wait ran out).")
+	m.limitDrops = counter(MetricLimitDrops, "{attempt}", "Attempts in this process that counted as drops for its concurrency limit (RetryLater, timeouts), by partition.")
 	m.submitDuration = histogram(MetricSubmitDuration, "Submit calls that queued a task.")
 	m.processing = histogram(MetricProcessing, "Handler calls in this process.")
 	m.queueWait = histogram(MetricQueueWait, "From when a task was due to when an attempt began.")
@@ -95,8 +98,10 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 	tenant, err4 := meter.Int64ObservableGauge(MetricTenant,
 		metric.WithDescription("Per tenant: its capacity, load (tasks in flight and Acquire slots) and waiting tasks."), metric.WithUnit("{task}"))
 	limitGauge, err5 := meter.Int64ObservableGauge(MetricLimit,
-		metric.WithDescription("This process's concurrency limit (WithConcurrencyLimit)."), metric.WithUnit("{task}"))
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		metric.WithDescription("This process's concurrency limit (WithConcurrencyLimit or WithLimit), by partition."), metric.WithUnit("{task}"))
+	limitInFlight, err6 := meter.Int64ObservableGauge(MetricLimitInFlight,
+		metric.WithDescription("Tasks running (or taken to run) within this process's concurrency limit, by partition."), metric.WithUnit("{task}"))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		q.logger.Warn("queue gauges unavailable", "error", err)
 		return m
 	}
@@ -111,8 +116,10 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 			busy := int64(s.busyCount())
 			o.ObserveInt64(workers, busy, metric.WithAttributes(attribute.String("queue", q.name), attribute.String("process", q.proc), attribute.String("state", "busy")))
 			o.ObserveInt64(workers, int64(s.size())-busy, metric.WithAttributes(attribute.String("queue", q.name), attribute.String("process", q.proc), attribute.String("state", "idle")))
-			if s.cfg.limit != nil {
-				o.ObserveInt64(limitGauge, int64(s.Limit()), metric.WithAttributes(attribute.String("queue", q.name), attribute.String("process", q.proc)))
+			if s.lim != nil {
+				at := metric.WithAttributes(attribute.String("queue", q.name), attribute.String("process", q.proc), attribute.String("partition", s.part.pub))
+				o.ObserveInt64(limitGauge, int64(s.Limit()), at)
+				o.ObserveInt64(limitInFlight, int64(s.lim.p.PartitionInFlight(s.part.name)), at)
 			}
 		}
 		st, err := q.Stats(ctx)
@@ -134,7 +141,7 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 			o.ObserveInt64(tenant, t.Waiting, of("waiting"))
 		}
 		return nil
-	}, depth, workers, over, tenant, limitGauge)
+	}, depth, workers, over, tenant, limitGauge, limitInFlight)
 	if err != nil {
 		q.logger.Warn("queue gauges unavailable", "error", err)
 		return m
@@ -167,4 +174,9 @@ func (m *metrics) close() {
 	if m.reg != nil {
 		_ = m.reg.Unregister()
 	}
+}
+
+// limitAttrs are the attributes of a server's drops.
+func (m *metrics) limitAttrs(s *Server) metric.AddOption {
+	return metric.WithAttributes(attribute.String("queue", s.q.name), attribute.String("partition", s.part.pub))
 }

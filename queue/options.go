@@ -283,9 +283,11 @@ type serveConfig struct {
 	workers     int
 	prefetch    int
 	mode        Mode
-	limit       limit.Algorithm // nil: no adaptive limit (unless limitSet)
-	limitSet    bool
+	limitAlg    limit.Algorithm // WithConcurrencyLimit's (nil: the default)
+	limitSet    bool            // WithConcurrencyLimit
 	limitFloor  int
+	shared      *Limit // WithLimit's
+	sharedPart  string
 	backoffBase time.Duration
 	backoffCap  time.Duration
 }
@@ -333,13 +335,33 @@ func WithMode(m Mode) ServeOption {
 // never more than its workers with an open resource. WithPrefetch must
 // be 0 with it. Server.Limit reports the current limit; the process's
 // record (Stats, shepherd queue stats) and the gauge
-// shepherd.queue.limit show it too.
+// shepherd.queue.limit show it too. It is WithLimit with a Limit of the
+// server's own, kept between floor and the workers.
 func WithConcurrencyLimit(alg limit.Algorithm, floor int) ServeOption {
 	return func(c *serveConfig) error {
 		if floor < 1 {
 			return invalid("the concurrency limit's floor must be at least 1, got %d", floor)
 		}
-		c.limit, c.limitSet, c.limitFloor = alg, true, floor
+		c.limitAlg, c.limitSet, c.limitFloor = alg, true, floor
+		return nil
+	}
+}
+
+// WithLimit makes the server run its tasks within l, shared with the
+// other servers (of other queues, typically) that use it, in the named
+// partition of l ("" for a Limit made without partitions). The limit
+// applies before the take, like WithConcurrencyLimit's, and the server
+// never runs more tasks at once than its workers. WithPrefetch must be 0
+// with it, and it cannot be combined with WithConcurrencyLimit.
+func WithLimit(l *Limit, partition string) ServeOption {
+	return func(c *serveConfig) error {
+		if l == nil {
+			return invalid("nil Limit")
+		}
+		if _, ok := l.parts[partition]; !ok {
+			return invalid("the Limit has no partition %q", partition)
+		}
+		c.shared, c.sharedPart = l, partition
 		return nil
 	}
 }
@@ -387,4 +409,34 @@ func WithBackoff(base, max time.Duration) ServeOption {
 		c.backoffBase, c.backoffCap = base, max
 		return nil
 	}
+}
+
+// newLimit returns the server's limit and partition: WithLimit's, a new
+// one for WithConcurrencyLimit, or none.
+func (c *serveConfig) newLimit() (*Limit, *limitPart, error) {
+	switch {
+	case c.shared == nil && !c.limitSet:
+		return nil, nil, nil
+	case c.shared != nil && c.limitSet:
+		return nil, nil, invalid("WithLimit and WithConcurrencyLimit cannot be combined")
+	case c.prefetch > 0:
+		return nil, nil, invalid("WithPrefetch must be 0 with a concurrency limit: a task taken ahead would bypass the limit")
+	case c.shared != nil:
+		return c.shared, c.shared.parts[c.sharedPart], nil
+	case c.limitFloor > c.workers:
+		return nil, nil, invalid("the concurrency limit's floor (%d) is above the workers (%d)", c.limitFloor, c.workers)
+	}
+	alg := c.limitAlg
+	if alg == nil {
+		g, err := defaultLimitAlgorithm(c.limitFloor, c.workers)
+		if err != nil {
+			return nil, nil, err
+		}
+		alg = g
+	}
+	l, err := NewLimit(bounded{inner: alg, lo: c.limitFloor, hi: c.workers})
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, l.parts[""], nil
 }

@@ -141,7 +141,9 @@ type procRecord struct {
 	Started int64  `json:"started"` // ms, this process's clock
 	Workers int    `json:"workers"`
 	Busy    int    `json:"busy"`
-	Limit   int    `json:"limit,omitempty"` // WithConcurrencyLimit's current limit
+	Limit   int    `json:"limit,omitempty"` // the concurrency limit (WithConcurrencyLimit, WithLimit)
+	Part    string `json:"part,omitempty"`  // WithLimit's partition
+	Drops   int64  `json:"drops,omitempty"` // attempts that counted as drops for the limit
 }
 
 func (q *Queue) record() string {
@@ -152,8 +154,8 @@ func (q *Queue) record() string {
 	q.mu.Unlock()
 	if s != nil {
 		r.Workers, r.Busy = s.size(), s.busyCount()
-		if s.cfg.limit != nil {
-			r.Limit = s.Limit()
+		if s.lim != nil {
+			r.Limit, r.Part, r.Drops = s.Limit(), s.part.pub, s.Drops()
 		}
 	}
 	b, _ := json.Marshal(r)

@@ -21,6 +21,7 @@ type Task struct {
 	MaxAttempts int
 
 	timeout time.Duration
+	tok     limit.Token // its permit of the server's concurrency limit
 }
 
 // Handler runs a task and returns its result (at most MaxPayloadSize
@@ -66,10 +67,12 @@ type Server struct {
 	stopping chan struct{}      // closed when Stop begins: no more takes
 	stopOnce sync.Once
 	busy     atomic.Int64
+	drops    atomic.Int64 // attempts that counted as drops for lim
 	outcomes chan outcomeReq // to feed; closed once the workers returned
 	fed      chan struct{}   // closed when feed returned
 	endOnce  sync.Once
-	limitNow atomic.Int64  // the concurrency limit's last value (WithConcurrencyLimit)
+	lim      *Limit     // nil without a concurrency limit
+	part     *limitPart // the server's partition of lim
 	mode     atomic.Int32  // Mode
 	modeSet  chan struct{} // capacity 1: the mode changed
 	done     chan struct{} // closed when Stop has finished
@@ -164,21 +167,9 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 			return nil, err
 		}
 	}
-	if cfg.limitSet {
-		switch {
-		case cfg.limitFloor > cfg.workers:
-			return nil, invalid("the concurrency limit's floor (%d) is above the workers (%d)", cfg.limitFloor, cfg.workers)
-		case cfg.prefetch > 0:
-			return nil, invalid("WithPrefetch must be 0 with WithConcurrencyLimit: a task taken ahead would bypass the limit")
-		}
-		if cfg.limit == nil {
-			g, err := limit.NewGradient2(limit.WithGradient2Initial(cfg.limitFloor),
-				limit.WithGradient2Min(cfg.limitFloor), limit.WithGradient2Max(cfg.workers))
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
-			}
-			cfg.limit = g
-		}
+	lim, part, err := cfg.newLimit()
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		q:        q,
@@ -194,10 +185,8 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		modeSet:  make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
+	s.lim, s.part = lim, part
 	s.mode.Store(int32(cfg.mode))
-	if cfg.limit != nil {
-		s.limitNow.Store(int64(cfg.limit.Limit()))
-	}
 	s.hard, s.halt = context.WithCancel(context.Background())
 	for i := 0; i < cfg.workers; i++ {
 		s.workers = append(s.workers, &worker{
@@ -227,16 +216,19 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 func (s *Server) size() int { return len(s.workers) }
 
 // Limit returns the number of tasks the server may run at once: its
-// concurrency limit (WithConcurrencyLimit, kept between the floor and the
-// workers), or its workers.
+// concurrency limit (WithConcurrencyLimit, or WithLimit's shared one),
+// at most its workers; without a limit, its workers.
 func (s *Server) Limit() int {
-	if s.cfg.limit == nil {
+	if s.lim == nil {
 		return len(s.workers)
 	}
-	return s.clampLimit(int(s.limitNow.Load()))
+	return min(s.lim.Limit(), len(s.workers))
 }
 
-func (s *Server) clampLimit(n int) int { return min(max(n, s.cfg.limitFloor), len(s.workers)) }
+// Drops returns the attempts of this server that counted as drops for
+// its concurrency limit (RetryLater, timeouts), 0 without a limit.
+func (s *Server) Drops() int64 { return s.drops.Load() }
+
 func (s *Server) busyCount() int       { return int(s.busy.Load()) }
 func (s *Server) isStopping() bool {
 	select {

@@ -247,6 +247,7 @@ func (s *Server) feed() {
 		fails       int
 		outstanding int    // taken, their end not recorded yet
 		canTake     = true // false after a take that got fewer than asked or failed: until a wake-up, the timer or an end
+		limited     <-chan struct{} // the limit refused permits: closed at the next release
 		stopping    = s.stopping
 		open        = true // s.outcomes
 		batch       = make([]outcomeReq, 0, maxRecordBatch)
@@ -256,9 +257,7 @@ func (s *Server) feed() {
 			return 0
 		}
 		n := int(s.avail.Load())
-		if s.cfg.limit != nil {
-			n = min(n, s.clampLimit(s.cfg.limit.Limit()))
-		} else if n > 0 {
+		if n > 0 && s.lim == nil {
 			n += s.cfg.prefetch
 		}
 		return max(n-outstanding, 0)
@@ -282,6 +281,9 @@ func (s *Server) feed() {
 				continue
 			case <-tick:
 				canTake = true
+				continue
+			case <-limited:
+				limited, canTake = nil, true
 				continue
 			case <-s.availed:
 				continue
@@ -317,18 +319,32 @@ func (s *Server) feed() {
 			if !o.lost {
 				ends = append(ends, o)
 			}
-			if o.sample != nil && s.cfg.limit != nil {
-				// Only feed calls the algorithm: it is not safe for
-				// concurrent use.
-				s.limitNow.Store(int64(s.cfg.limit.Update(*o.sample)))
+			if s.lim != nil {
+				s.finishPermit(o)
 			}
+		}
+		if s.lim != nil && len(batch) > 0 {
+			// Freed before the ends are recorded: the handlers returned,
+			// and this call's takes go with the ends in one script call.
+			s.lim.free()
 		}
 		n := want()
 		var (
 			tasks []*Task
 			next  time.Duration
 			err   error
+			toks  []limit.Token
 		)
+		if n > 0 && s.lim != nil {
+			// The permits come before the take: a task the limit does not
+			// allow is never marked in flight.
+			ch := s.lim.released()
+			toks, limited = s.lim.acquire(s.part, n), nil
+			if len(toks) < n {
+				limited = ch
+			}
+			n = len(toks)
+		}
 		if n > 0 {
 			// A wake-up that came before this take is answered by it.
 			select {
@@ -347,6 +363,21 @@ func (s *Server) feed() {
 		}
 		s.mu.Unlock()
 		batch = batch[:0]
+		for i := range toks[:min(len(toks), len(tasks))] {
+			tasks[i].tok = toks[i]
+		}
+		if len(toks) > len(tasks) {
+			for _, t := range toks[len(tasks):] {
+				t.Ignore()
+			}
+			s.lim.free()
+		}
+		if len(tasks) < n {
+			// Fewer tasks than permits: the limit is not what holds the
+			// workers back, a release should not wake this feed (two
+			// servers with empty queues would wake each other for ever).
+			limited = nil
+		}
 		outstanding += len(tasks)
 		for _, t := range tasks {
 			s.ready <- t // never blocks: outstanding <= cap(s.ready)
@@ -360,6 +391,14 @@ func (s *Server) feed() {
 		if err == nil {
 			fails = 0
 			bo.Reset()
+		}
+		if limited != nil && err == nil && len(tasks) == n {
+			// The limit is the bottleneck: take again at the next release
+			// (or a wake-up; the timer in case a partition's reserved
+			// share, not a task, stands in the way).
+			canTake = false
+			timer.Reset(limitPoll)
+			continue
 		}
 		if len(tasks) == n {
 			if n > 0 {
@@ -385,6 +424,21 @@ func (s *Server) feed() {
 		}
 		timer.Reset(wait)
 	}
+}
+
+// limitPoll is how often a server whose limit refused permits looks
+// again without a release (a partition's reserved share expires without
+// one).
+const limitPoll = 50 * time.Millisecond
+
+// finishPermit releases the permit of an attempt that ended.
+func (s *Server) finishPermit(o outcomeReq) {
+	if o.sample != nil && o.sample.Dropped {
+		s.drops.Add(1)
+		s.q.m.limitDrops.Add(context.Background(), 1, s.q.m.limitAttrs(s))
+	}
+	s.part.finish(o.t.tok, o.sample)
+	o.t.tok = limit.Token{}
 }
 
 // record records the ends of a batch of attempts and takes up to n

@@ -150,13 +150,16 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		c.Name(), st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead, st.DeadDropped)
 	fmt.Fprintf(o.stdout, "workers: %d busy of %d, in %d processes\n", st.Busy, st.Workers, len(st.Processes))
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tWORKERS\tBUSY\tLIMIT\tLEASE")
+	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tWORKERS\tBUSY\tLIMIT\tPARTITION\tDROPS\tLEASE")
 	for _, p := range st.Processes {
-		lim := "-"
+		lim, part, drops := "-", "-", "-"
 		if p.Limit > 0 {
-			lim = fmt.Sprint(p.Limit)
+			lim, drops = fmt.Sprint(p.Limit), fmt.Sprint(p.Drops)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%v\n", p.ID, p.Host, p.PID, p.Workers, p.Busy, lim, p.LeaseFor.Round(time.Millisecond))
+		if p.Part != "" {
+			part = p.Part
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%v\n", p.ID, p.Host, p.PID, p.Workers, p.Busy, lim, part, drops, p.LeaseFor.Round(time.Millisecond))
 	}
 	return tw.Flush()
 }

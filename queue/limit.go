@@ -1,0 +1,183 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shepherd-go/shepherd/limit"
+)
+
+// Limit is a concurrency limit shared by servers of one process: the
+// tasks they run at once, together, follow one limit.Algorithm, fed with
+// every attempt's handler time (an attempt that ended with RetryLater or
+// its timeout counts as a drop: the downstream is overloaded).
+//
+// Each server is in a partition (WithLimit) with a guaranteed share of
+// the limit, by limit.Partitioned's rules: a partition may borrow what
+// the others leave idle, up to the whole limit; once a partition with
+// tasks waiting is refused, borrowers are refused its share and it gets
+// it back as their tasks end. A server takes permits before it takes
+// tasks off Redis, each permit admitted under the limiter's lock, so
+// servers racing never run more than the limit together, and a task the
+// limit does not allow stays in Redis for other processes.
+//
+// A Limit is used by the servers of this process only; several
+// processes each have their own. Safe for concurrent use.
+type Limit struct {
+	p     *limit.Partitioned
+	parts map[string]*limitPart // by the name servers give
+
+	mu    sync.Mutex
+	freed chan struct{} // closed, and replaced, when a permit was released
+}
+
+type limitPart struct {
+	pub   string // the name servers give
+	name  string // in p
+	share float64
+	drops atomic.Int64
+}
+
+// soleLimitPartition names the one partition of a Limit made without
+// partitions, which servers join as "".
+const soleLimitPartition = "\x00all"
+
+// NewLimit returns a Limit driven by alg, which it then owns (nil:
+// limit.Gradient2 from 1 to 1000, starting at 1). opts are
+// limit.WithPartition (a name and a guaranteed share; the shares add up
+// to at most 1), limit.WithIdleWindow (how long a refused partition
+// keeps its unused share reserved, 1s by default) and limit.WithClock.
+// Without partitions the limit has one, named "", that every server
+// joins. Errors wrap ErrInvalidOption.
+func NewLimit(alg limit.Algorithm, opts ...limit.LimiterOption) (*Limit, error) {
+	if alg == nil {
+		g, err := defaultLimitAlgorithm(1, 1000)
+		if err != nil {
+			return nil, err
+		}
+		alg = g
+	}
+	probe, err := limit.NewPartitioned(alg, opts...)
+	sole := false
+	if err != nil {
+		// Without partitions, one for all. (Any other error is found
+		// again: NewPartitioned checks the partitions last, and the added
+		// one comes after the caller's.)
+		opts = append(slices.Clip(opts), limit.WithPartition(soleLimitPartition, 1))
+		if probe, err = limit.NewPartitioned(alg, opts...); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		sole = true
+	}
+	l := &Limit{p: probe, parts: make(map[string]*limitPart), freed: make(chan struct{})}
+	for _, name := range probe.Partitions() {
+		share, _ := probe.Share(name)
+		pub := name
+		if sole {
+			pub = ""
+		}
+		l.parts[pub] = &limitPart{pub: pub, name: name, share: share}
+	}
+	return l, nil
+}
+
+// defaultLimitAlgorithm is the algorithm of a nil alg: Gradient2 from lo
+// to hi, starting at lo (a start at the floor cannot overshoot a small
+// downstream; Gradient2 grows by its headroom from there).
+func defaultLimitAlgorithm(lo, hi int) (limit.Algorithm, error) {
+	g, err := limit.NewGradient2(limit.WithGradient2Initial(lo), limit.WithGradient2Min(lo), limit.WithGradient2Max(hi))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return g, nil
+}
+
+// Limit returns the current limit: the tasks the servers sharing it may
+// run at once, together.
+func (l *Limit) Limit() int { return l.p.Limit() }
+
+// InFlight returns the tasks the servers sharing the limit run (or have
+// taken to run) now.
+func (l *Limit) InFlight() int { return l.p.InFlight() }
+
+// LimitPartition is what Partitions reports of one partition.
+type LimitPartition struct {
+	Name     string
+	Share    float64 // guaranteed share of the limit
+	InFlight int     // its servers' tasks running (or taken to run) now
+	Drops    int64   // its attempts that counted as drops, since NewLimit
+}
+
+// Partitions returns the limit's partitions, by name.
+func (l *Limit) Partitions() []LimitPartition {
+	out := make([]LimitPartition, 0, len(l.parts))
+	for pub, p := range l.parts {
+		out = append(out, LimitPartition{Name: pub, Share: p.share, InFlight: l.p.PartitionInFlight(p.name), Drops: p.drops.Load()})
+	}
+	slices.SortFunc(out, func(a, b LimitPartition) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// acquire admits up to n tasks of the partition, each under the
+// limiter's lock, and returns their permits (none when the limit or the
+// partition's share is reached).
+func (l *Limit) acquire(p *limitPart, n int) []limit.Token {
+	var toks []limit.Token
+	for range n {
+		t, err := l.p.AcquirePartition(context.Background(), p.name)
+		if err != nil {
+			break
+		}
+		toks = append(toks, t)
+	}
+	return toks
+}
+
+// released returns a channel closed at the next release of a permit.
+func (l *Limit) released() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.freed
+}
+
+// free wakes the servers waiting for a permit.
+func (l *Limit) free() {
+	l.mu.Lock()
+	close(l.freed)
+	l.freed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// finish releases an attempt's permit: its handler time and whether it
+// counts as a drop feed the algorithm; an attempt that tells nothing
+// (not run, cut off by a hard stop) only frees its permit.
+func (p *limitPart) finish(t limit.Token, s *limit.Sample) {
+	if s == nil {
+		t.Ignore()
+		return
+	}
+	if s.Dropped {
+		p.drops.Add(1)
+	}
+	t.Report(s.RTT, s.Dropped)
+}
+
+// bounded keeps an algorithm's limit within [lo, hi].
+type bounded struct {
+	inner  limit.Algorithm
+	lo, hi int
+}
+
+func (b bounded) Update(s limit.Sample) int { return min(max(b.inner.Update(s), b.lo), b.hi) }
+func (b bounded) Limit() int                { return min(max(b.inner.Limit(), b.lo), b.hi) }
