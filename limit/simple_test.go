@@ -88,7 +88,7 @@ func TestReportFeedsTheCallersRTT(t *testing.T) {
 	require.NoError(t, err)
 	clock.Advance(25 * ms)
 	tok.Report(3*ms, false)
-	tok.Success() // a second release is a no-op
+	tok.Success()                     // a second release is a no-op
 	tok, err = b.Acquire(t.Context()) // through a wrapper too
 	require.NoError(t, err)
 	clock.Advance(25 * ms)

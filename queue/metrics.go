@@ -38,7 +38,7 @@ type metrics struct {
 	attrs metric.MeasurementOption // queue=<name>
 
 	submitted, attempts, requeued, procsDead, deadDropped, revived, stateLost, refused, limitDrops metric.Int64Counter
-	submitDuration, processing, queueWait                                              metric.Float64Histogram
+	submitDuration, processing, queueWait                                                          metric.Float64Histogram
 
 	reg metric.Registration
 

@@ -67,12 +67,12 @@ type Server struct {
 	stopping chan struct{}      // closed when Stop begins: no more takes
 	stopOnce sync.Once
 	busy     atomic.Int64
-	drops    atomic.Int64 // attempts that counted as drops for lim
+	drops    atomic.Int64    // attempts that counted as drops for lim
 	outcomes chan outcomeReq // to feed; closed once the workers returned
 	fed      chan struct{}   // closed when feed returned
 	endOnce  sync.Once
-	lim      *Limit     // nil without a concurrency limit
-	part     *limitPart // the server's partition of lim
+	lim      *Limit        // nil without a concurrency limit
+	part     *limitPart    // the server's partition of lim
 	mode     atomic.Int32  // Mode
 	modeSet  chan struct{} // capacity 1: the mode changed
 	done     chan struct{} // closed when Stop has finished
@@ -229,7 +229,7 @@ func (s *Server) Limit() int {
 // its concurrency limit (RetryLater, timeouts), 0 without a limit.
 func (s *Server) Drops() int64 { return s.drops.Load() }
 
-func (s *Server) busyCount() int       { return int(s.busy.Load()) }
+func (s *Server) busyCount() int { return int(s.busy.Load()) }
 func (s *Server) isStopping() bool {
 	select {
 	case <-s.stopping:

@@ -245,8 +245,8 @@ func (s *Server) feed() {
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 	var (
 		fails       int
-		outstanding int    // taken, their end not recorded yet
-		canTake     = true // false after a take that got fewer than asked or failed: until a wake-up, the timer or an end
+		outstanding int             // taken, their end not recorded yet
+		canTake     = true          // false after a take that got fewer than asked or failed: until a wake-up, the timer or an end
 		limited     <-chan struct{} // the limit refused permits: closed at the next release
 		stopping    = s.stopping
 		open        = true // s.outcomes
