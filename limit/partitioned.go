@@ -2,6 +2,7 @@ package limit
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 )
@@ -10,7 +11,8 @@ import (
 // with a guaranteed share of it (for example live 0.9 and batch 0.1).
 //
 // A request is admitted while the total in-flight count stays within the
-// limit minus the unused, reserved part of the other partitions' shares. A
+// limit minus the unused, reserved part of the other partitions' shares
+// (in whole slots: a partition is guaranteed floor(share × limit)). A
 // partition reserves the unused part of its share only for the idle window
 // after it was refused a request, that is only while it has demand it
 // cannot place. So:
@@ -110,12 +112,14 @@ func (p *Partitioned) AcquirePartition(ctx context.Context, name string) (Token,
 	for j := range p.parts {
 		q := &p.parts[j]
 		if j != i && q.refused && now-q.refusedAt < p.idle {
-			reserved += max(0, q.share*limit-float64(q.inFlight))
+			// Whole slots only: a fraction of a slot (0.1 of a limit of
+			// 1) reserved by each of two refused partitions would refuse
+			// both for ever. The epsilon keeps float shares like 0.9×100
+			// from losing a slot by rounding.
+			reserved += max(0, math.Floor(q.share*limit+1e-9)-float64(q.inFlight))
 		}
 	}
-	// The epsilon keeps float shares like 0.9×100 from refusing the last
-	// slot by rounding.
-	if float64(p.total+1) > limit-reserved+1e-9 {
+	if float64(p.total+1) > limit-reserved {
 		p.parts[i].refused, p.parts[i].refusedAt = true, now
 		return Token{}, ErrLimitExceeded
 	}

@@ -223,3 +223,21 @@ func TestPartitionedReportsItsPartitions(t *testing.T) {
 	_, ok = p.Share("other")
 	assert.False(t, ok)
 }
+
+// TestPartitionedSmallLimitNeverLocksOut: at a limit of 1, shares of 0.9
+// and 0.1 reserve no whole slot; a partition refused while the other
+// held the only slot must get it once it is free (a reservation of 0.1
+// slot used to refuse both for ever).
+func TestPartitionedSmallLimitNeverLocksOut(t *testing.T) {
+	t.Parallel()
+	p := newPartitioned(t, 1)
+	batch := acquireN(t, p, "batch", 1)
+	_, err := p.AcquirePartition(t.Context(), "live")
+	require.ErrorIs(t, err, ErrLimitExceeded)
+	_, err = p.AcquirePartition(t.Context(), "batch")
+	require.ErrorIs(t, err, ErrLimitExceeded)
+	batch[0].Success()
+	live, err := p.AcquirePartition(t.Context(), "live")
+	require.NoError(t, err, "both partitions refused with nothing in flight")
+	live.Success()
+}

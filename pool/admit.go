@@ -2,12 +2,15 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/limit"
 )
 
 // checkKey validates a job key.
@@ -68,24 +71,34 @@ func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	p, err := n.dispatchPermit(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer p.release()
 	nonce := newID()
 	reqID, ch := n.await(opDispatch, key, nonce)
+	t0 := time.Now()
 	res, sent, err := n.admit(ctx, key, nonce, payload, reqID)
+	p.rtt = time.Since(t0)
 	if err != nil {
 		n.forget(reqID)
 		if sent {
 			n.withdrawLater(key, nonce) // the admission may run yet
 		}
+		p.told, p.dropped = ctx.Err() == nil, true // Redis failed or is slow
 		return err
 	}
 	switch res {
 	case "OK", "ROUTED":
 		n.metrics.add(ctx, n.metrics.dispatched, 1)
+		p.told = true
 	case "EXISTS":
 		n.forget(reqID)
 		return fmt.Errorf("%w: %q", ErrJobExists, key)
 	case "FULL":
 		n.forget(reqID)
+		p.told, p.dropped = true, true
 		return ErrPoolFull
 	case "SHUTDOWN":
 		n.forget(reqID)
@@ -336,3 +349,53 @@ for i = 1, #all, 2 do
 end
 return n
 `)
+
+// permit is a DispatchJob's place within WithDispatchLimit: what its
+// admission tells the limit, reported when the call returns.
+type permit struct {
+	tok     limit.Token // zero without a limit: its calls do nothing
+	rtt     time.Duration
+	told    bool // the admission says something about the load
+	dropped bool
+}
+
+// dispatchPermit waits for a permit of WithDispatchLimit (none without).
+func (n *Node) dispatchPermit(ctx context.Context, key string) (permit, error) {
+	if n.dispatchLim == nil {
+		return permit{}, nil
+	}
+	t, err := n.dispatchLim.Acquire(ctx)
+	if errors.Is(err, limit.ErrLimitExceeded) {
+		n.metrics.add(ctx, n.metrics.dispatchLimited, 1)
+		return permit{}, fmt.Errorf("pool: dispatch of %q: no permit within %v (WithDispatchLimit, limit %d): %w",
+			key, n.cfg.dispatchWait, n.dispatchLim.Limit(), err)
+	}
+	if err != nil {
+		return permit{}, err
+	}
+	return permit{tok: t}, nil
+}
+
+func (p *permit) release() {
+	if p.told {
+		p.tok.Report(p.rtt, p.dropped)
+	} else {
+		p.tok.Ignore()
+	}
+}
+
+// DispatchLimitStats is what DispatchLimit reports.
+type DispatchLimitStats struct {
+	Limit    int // concurrent DispatchJob calls allowed now
+	InFlight int // calls holding a permit
+	Waiting  int // calls waiting for one
+}
+
+// DispatchLimit reports the node's dispatch limit (WithDispatchLimit);
+// all zero without one.
+func (n *Node) DispatchLimit() DispatchLimitStats {
+	if n.dispatchLim == nil {
+		return DispatchLimitStats{}
+	}
+	return DispatchLimitStats{Limit: n.dispatchLim.Limit(), InFlight: n.dispatchLim.InFlight(), Waiting: n.dispatchLim.Waiting()}
+}

@@ -31,6 +31,8 @@ const (
 	MetricQueueDepth            = "shepherd.pool.queue.depth"
 	MetricJobsRunning           = "shepherd.pool.jobs.running"
 	MetricQueueDepthOverWorkers = "shepherd.pool.queue_depth_over_workers"
+	MetricDispatchLimited       = "shepherd.pool.dispatch.limited"
+	MetricDispatchLimit         = "shepherd.pool.dispatch.limit"
 )
 
 // metrics holds a node's instruments. Without WithMeterProvider they come
@@ -39,18 +41,19 @@ type metrics struct {
 	enabled bool
 	attrs   metric.MeasurementOption // pool=<name>
 
-	dispatched    metric.Int64Counter
-	started       metric.Int64Counter
-	startFailures metric.Int64Counter
-	stopped       metric.Int64Counter
-	requeued      metric.Int64Counter
-	moved         metric.Int64Counter
-	dead          metric.Int64Counter
-	nodesDead     metric.Int64Counter
-	revived       metric.Int64Counter
-	stateLost     metric.Int64Counter
-	dispatchDur   metric.Float64Histogram
-	startDur      metric.Float64Histogram
+	dispatched      metric.Int64Counter
+	dispatchLimited metric.Int64Counter
+	started         metric.Int64Counter
+	startFailures   metric.Int64Counter
+	stopped         metric.Int64Counter
+	requeued        metric.Int64Counter
+	moved           metric.Int64Counter
+	dead            metric.Int64Counter
+	nodesDead       metric.Int64Counter
+	revived         metric.Int64Counter
+	stateLost       metric.Int64Counter
+	dispatchDur     metric.Float64Histogram
+	startDur        metric.Float64Histogram
 
 	reg metric.Registration // the gauges' callback; nil when disabled
 
@@ -78,6 +81,7 @@ func newMetrics(n *Node) (*metrics, error) {
 		return h
 	}
 	m.dispatched = counter(MetricJobsDispatched, "Jobs admitted by DispatchJob on this node.")
+	m.dispatchLimited = counter(MetricDispatchLimited, "DispatchJob calls on this node that found no permit of WithDispatchLimit within its wait.")
 	m.started = counter(MetricJobsStarted, "Successful Starts on this node's workers, moves and restarts included.")
 	m.startFailures = counter(MetricJobsStartFailures, "Starts that failed or panicked on this node's workers.")
 	m.stopped = counter(MetricJobsStopped, "Jobs stopped by StopJob on this node's workers.")
@@ -105,6 +109,9 @@ func newMetrics(n *Node) (*metrics, error) {
 		metric.WithDescription("How long the queue depth has stayed at or above the number of workers; 0 while it is below. Alert when it grows."),
 		metric.WithUnit("s"))
 	errs = append(errs, err)
+	dlimit, err := meter.Int64ObservableGauge(MetricDispatchLimit,
+		metric.WithDescription("This node's dispatch limit (WithDispatchLimit): the limit, calls in flight and calls waiting, by \"of\"."), metric.WithUnit("{call}"))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -114,6 +121,15 @@ func newMetrics(n *Node) (*metrics, error) {
 	nodeAttrs := metric.WithAttributes(attribute.String("pool", n.pool), attribute.String("node", n.id))
 	m.reg, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		o.ObserveInt64(running, n.runningJobs(), nodeAttrs)
+		if n.dispatchLim != nil {
+			dl := n.DispatchLimit()
+			of := func(what string) metric.ObserveOption {
+				return metric.WithAttributes(attribute.String("pool", n.pool), attribute.String("node", n.id), attribute.String("of", what))
+			}
+			o.ObserveInt64(dlimit, int64(dl.Limit), of("limit"))
+			o.ObserveInt64(dlimit, int64(dl.InFlight), of("in_flight"))
+			o.ObserveInt64(dlimit, int64(dl.Waiting), of("waiting"))
+		}
 		d, err := m.sample(ctx, n)
 		if err != nil {
 			return err
@@ -121,7 +137,7 @@ func newMetrics(n *Node) (*metrics, error) {
 		o.ObserveInt64(depth, d, m.attrs)
 		o.ObserveFloat64(over, m.overFor(time.Now()).Seconds(), m.attrs)
 		return nil
-	}, depth, running, over)
+	}, depth, running, over, dlimit)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/group"
 	"github.com/shepherd-go/shepherd/internal/script"
+	"github.com/shepherd-go/shepherd/limit"
 	"github.com/shepherd-go/shepherd/rmap"
 	"github.com/shepherd-go/shepherd/streaming"
 )
@@ -51,17 +52,18 @@ type Node struct {
 	loops, background, stops, watchers *group.Group
 	ctx                                context.Context // loops.Context(): cancelled when the node stops
 
-	mu         sync.Mutex
-	closed     bool
-	shutDown   bool // closed because the pool shut down
-	myWorkers  map[string]*Worker
-	waiters    map[string]*waiter // request id → the call waiting for its reply
-	admissions chan *admission    // DispatchJob → admitLoop
-	admitting  atomic.Int64       // admissions under way, queued ones included
-	closeOnce  sync.Once
-	closeErr   error
-	closedChan chan struct{}
-	doneChan   chan struct{} // closed once stop has finished: Done
+	mu          sync.Mutex
+	closed      bool
+	shutDown    bool // closed because the pool shut down
+	myWorkers   map[string]*Worker
+	waiters     map[string]*waiter // request id → the call waiting for its reply
+	admissions  chan *admission    // DispatchJob → admitLoop
+	admitting   atomic.Int64       // admissions under way, queued ones included
+	dispatchLim *limit.Blocking    // WithDispatchLimit's; nil without
+	closeOnce   sync.Once
+	closeErr    error
+	closedChan  chan struct{}
+	doneChan    chan struct{} // closed once stop has finished: Done
 
 	test    testSignals
 	metrics *metrics
@@ -109,6 +111,9 @@ func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 		closedChan: make(chan struct{}),
 		admissions: make(chan *admission, admitQueueSize),
 		doneChan:   make(chan struct{}),
+	}
+	if n.dispatchLim, err = cfg.newDispatchLimiter(); err != nil {
+		return nil, err
 	}
 	n.logger = cfg.logger.With(slog.String("pool", poolName), slog.String("node", n.id))
 	warnContextTimeouts(n.logger, rdb)

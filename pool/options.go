@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/shepherd-go/shepherd/limit"
 )
 
 // Defaults of the node options.
@@ -34,6 +36,9 @@ type nodeConfig struct {
 	clientOnly        bool
 	sinkBlock         time.Duration
 	meterProvider     metric.MeterProvider // nil: no metrics
+	dispatchAlg       limit.Algorithm      // WithDispatchLimit's (nil: the default AIMD)
+	dispatchLimit     bool
+	dispatchWait      time.Duration
 
 	// set records which pool-wide settings the options gave explicitly:
 	// those must agree with the pool's (settings.go).
@@ -192,4 +197,63 @@ func WithMeterProvider(mp metric.MeterProvider) NodeOption {
 		c.meterProvider = mp
 		return nil
 	}
+}
+
+// Defaults of WithDispatchLimit's algorithm (nil alg): an AIMD limit of
+// concurrent DispatchJob calls.
+const (
+	DefaultDispatchLimitInitial = 16
+	DefaultDispatchLimitMax     = 1024
+	// DefaultDispatchSlow is the admission time above which a dispatch
+	// counts as a drop: Redis is slow.
+	DefaultDispatchSlow = 100 * time.Millisecond
+)
+
+// WithDispatchLimit puts DispatchJob behind a limit of concurrent calls
+// in this node, so that producers back off when the pool pushes back
+// instead of hammering it. A call waits in line (first come, first
+// served) up to wait for a permit, then fails with an error wrapping
+// limit.ErrLimitExceeded, having sent nothing; its ctx is honoured while
+// it waits. A permit is held for the whole call, up to the job's start.
+//
+// alg learns the limit from each admission (the Redis call that queues
+// the job): its time is the sample, and ErrPoolFull, a failed call and
+// (for the default) an admission slower than DefaultDispatchSlow are
+// drops. A nil alg is limit.AIMD from DefaultDispatchLimitInitial,
+// between 1 and DefaultDispatchLimitMax, backing off by 10% at a drop.
+// Node.DispatchLimit reports the limit. wait must be positive.
+func WithDispatchLimit(alg limit.Algorithm, wait time.Duration) NodeOption {
+	return func(c *nodeConfig) error {
+		if err := positive("dispatch limit wait", wait); err != nil {
+			return err
+		}
+		c.dispatchAlg, c.dispatchLimit, c.dispatchWait = alg, true, wait
+		return nil
+	}
+}
+
+// newDispatchLimiter returns the blocking limiter of WithDispatchLimit,
+// or nil without it.
+func (c *nodeConfig) newDispatchLimiter() (*limit.Blocking, error) {
+	if !c.dispatchLimit {
+		return nil, nil
+	}
+	alg := c.dispatchAlg
+	if alg == nil {
+		a, err := limit.NewAIMD(limit.WithAIMDInitial(DefaultDispatchLimitInitial), limit.WithAIMDMax(DefaultDispatchLimitMax),
+			limit.WithAIMDTimeout(DefaultDispatchSlow))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		alg = a
+	}
+	s, err := limit.NewSimple(alg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	b, err := limit.NewBlocking(s, limit.WithBlockingTimeout(c.dispatchWait))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	return b, nil
 }

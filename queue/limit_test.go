@@ -293,3 +293,20 @@ func TestLimitOptions(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidOption)
 	}
 }
+
+// TestSharedDefaultLimitServesBothPartitions: the default algorithm
+// starts at 1, where shares of 0.9 and 0.1 are fractions of a slot; both
+// queues must get their tasks done (they used to lock each other out).
+func TestSharedDefaultLimitServesBothPartitions(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	l, err := NewLimit(nil, limit.WithPartition("live", 0.9), limit.WithPartition("batch", 0.1))
+	require.NoError(t, err)
+	live, batch := open(t, redistest.Name(t)+"-live"), open(t, redistest.Name(t)+"-batch")
+	serve(t, live, echo, WithWorkers(4), WithLimit(l, "live"))
+	serve(t, batch, echo, WithWorkers(4), WithLimit(l, "batch"))
+	for _, f := range append(submitN(t, ctx, live, 100, "l"), submitN(t, ctx, batch, 100, "b")...) {
+		_, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err)
+	}
+}

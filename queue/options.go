@@ -329,7 +329,9 @@ func WithMode(m Mode) ServeOption {
 // once follow alg, fed with every attempt's handler time, an attempt that
 // ended with RetryLater or its timeout counting as a drop (the
 // downstream is overloaded). A nil alg is limit.Gradient2 starting at
-// floor. The limit applies before the take: a task the limit does not
+// floor, fed the p90 handler time of windows of 50ms or more (see
+// BENCHMARKS.md, scenario T6, for how it follows a downstream's
+// capacity). The limit applies before the take: a task the limit does not
 // allow is not taken off Redis (it stays available to other processes).
 // The process runs at least floor tasks at once (1 to the workers) and
 // never more than its workers with an open resource. WithPrefetch must
@@ -428,7 +430,7 @@ func (c *serveConfig) newLimit() (*Limit, *limitPart, error) {
 	}
 	alg := c.limitAlg
 	if alg == nil {
-		g, err := defaultLimitAlgorithm(c.limitFloor, c.workers)
+		g, err := defaultLimitAlgorithm(c.limitFloor, c.workers, nil)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -53,7 +53,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	var cfg benchConfig
 	var scenario string
 	fs.StringVar(&cfg.addr, "redis", "", "Redis address to use (default: start a private redis-server on a free port)")
-	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, TM (queue), pool, queue or all")
+	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM (queue), pool, queue or all")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs per scenario")
 	fs.Float64Var(&cfg.scale, "scale", 1, "multiplies every job count (0.01 for a smoke run)")
 	fs.StringVar(&cfg.raw, "raw", "auto", "raw XADD measurement: auto, go or redis-benchmark")
@@ -70,7 +70,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	poolScenarios := []string{"A", "B", "C", "D", "E"}
-	queueScenarios := []string{"T1", "T1P", "T2", "T3", "T4", "T5", "TM"}
+	queueScenarios := []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM"}
 	switch s := strings.ToUpper(scenario); s {
 	case "ALL":
 		cfg.scenarios = append(poolScenarios, queueScenarios...)
@@ -78,7 +78,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		cfg.scenarios = poolScenarios
 	case "QUEUE":
 		cfg.scenarios = queueScenarios
-	case "A", "B", "C", "D", "E", "T1", "T1P", "T2", "T3", "T4", "T5", "TM":
+	case "A", "B", "C", "D", "E", "T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM":
 		cfg.scenarios = []string{s}
 	default:
 		fmt.Fprintf(stderr, "shepherd bench: unknown scenario %q\n", scenario)

@@ -1,0 +1,424 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shepherd-go/shepherd/limit"
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+// The adaptive concurrency scenarios: T6, a queue's limit against a
+// downstream of hidden capacity; T6P, live and batch partitions of a
+// shared limit.
+func init() {
+	benchScenarios["T6"] = scenarioLimitFollows
+	benchScenarios["T6P"] = scenarioLimitPartitions
+}
+
+// t6Base is the simulated downstream's latency below its capacity.
+const t6Base = 10 * time.Millisecond
+
+// t6Workers is the workers a process has in T6 and T6P: more than the
+// downstream can take.
+const t6Workers = 64
+
+// downstream simulates a service with a hidden capacity: a call made
+// while n calls are in progress (itself included) takes base × max(1,
+// n/capacity), ±10% jitter. Past the capacity the throughput stays at
+// capacity/base and only the latency grows, like a server that shares
+// its cores between its requests.
+type downstream struct {
+	base     time.Duration
+	capacity atomic.Int64
+	inflight atomic.Int64
+
+	mu    sync.Mutex
+	calls []call
+}
+
+// call is one call's end and how long it took, as its caller saw it.
+type call struct {
+	end     time.Time
+	latency time.Duration
+	class   string
+}
+
+func newDownstream(capacity int) *downstream {
+	d := &downstream{base: t6Base}
+	d.capacity.Store(int64(capacity))
+	return d
+}
+
+func (d *downstream) call(ctx context.Context, class string) error {
+	n := d.inflight.Add(1)
+	defer d.inflight.Add(-1)
+	f := max(1, float64(n)/float64(d.capacity.Load())) * (0.9 + 0.2*rand.Float64())
+	t0 := time.Now()
+	err := sleepCtx(ctx, time.Duration(float64(d.base)*f))
+	end := time.Now()
+	d.mu.Lock()
+	d.calls = append(d.calls, call{end: end, latency: end.Sub(t0), class: class})
+	d.mu.Unlock()
+	return err
+}
+
+// window returns the calls of class ("" for all) that ended in [from, to).
+func (d *downstream) window(from, to time.Time, class string) latencies {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var l latencies
+	for _, c := range d.calls {
+		if !c.end.Before(from) && c.end.Before(to) && (class == "" || c.class == class) {
+			l = append(l, c.latency)
+		}
+	}
+	return l
+}
+
+// rate is calls per second in a window.
+func rate(l latencies, from, to time.Time) float64 {
+	return float64(len(l)) / to.Sub(from).Seconds()
+}
+
+// limitSample is a server's limit at a moment.
+type limitSample struct {
+	at    time.Time
+	limit int
+}
+
+// settledAt returns how long after from the limit entered ±30% of target
+// to stay there (at least 95% of the samples from then to the end of the
+// samples; a noisy downstream may push a sample out now and then), or -1
+// if it never did.
+func settledAt(samples []limitSample, from time.Time, target float64) time.Duration {
+	in := make([]int, len(samples)+1) // in[i]: samples within the band from i on
+	for i := len(samples) - 1; i >= 0; i-- {
+		in[i] = in[i+1]
+		if l := float64(samples[i].limit); l >= 0.7*target && l <= 1.3*target {
+			in[i]++
+		}
+	}
+	for i, s := range samples {
+		if s.at.Before(from) {
+			continue
+		}
+		if in[i] > in[i+1] && float64(in[i]) >= 0.95*float64(len(samples)-i) {
+			return s.at.Sub(from)
+		}
+	}
+	return -1
+}
+
+// keepBacklog submits tasks of class to q while fewer than backlog of
+// its tasks are unfinished, until ctx ends. done counts the finished.
+func keepBacklog(ctx context.Context, q *queue.Queue, class string, backlog int64, submitted, done *atomic.Int64) error {
+	for ctx.Err() == nil {
+		if submitted.Load()-done.Load() >= backlog {
+			if sleepCtx(ctx, time.Millisecond) != nil {
+				break
+			}
+			continue
+		}
+		if _, err := q.Submit(ctx, []byte(class)); err != nil && ctx.Err() == nil {
+			return err
+		}
+		submitted.Add(1)
+	}
+	return nil
+}
+
+// offer submits tasks of class to q at perSecond, from 4 goroutines,
+// until ctx ends.
+func offer(ctx context.Context, q *queue.Queue, class string, perSecond float64) error {
+	const goroutines = 4
+	interval := time.Duration(float64(time.Second) * goroutines / perSecond)
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		go func() {
+			next := time.Now().Add(time.Duration(g) * interval / goroutines)
+			for {
+				if err := sleepCtx(ctx, time.Until(next)); err != nil {
+					errs <- nil
+					return
+				}
+				next = next.Add(interval)
+				if _, err := q.Submit(ctx, []byte(class)); err != nil && ctx.Err() == nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var first error
+	for range goroutines {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// t6Run is one server (or a group sharing a limit) working against a
+// downstream while producers keep a backlog.
+type t6Run struct {
+	d       *downstream
+	bqs     []*benchQueue
+	servers []*queue.Server
+	cancel  context.CancelFunc
+	errs    chan error
+	nprod   int
+}
+
+func (r *t6Run) stop() error {
+	r.cancel()
+	var err error
+	for range r.nprod {
+		err = errors.Join(err, <-r.errs)
+	}
+	for _, bq := range r.bqs {
+		bq.close()
+	}
+	return err
+}
+
+// serveAgainst starts a queue served by one process with serve options,
+// its handler calling d as class, and a producer keeping a backlog.
+func (b *bench) serveAgainst(ctx context.Context, r *t6Run, d *downstream, class string, serve ...queue.ServeOption) (*queue.Server, error) {
+	var done, submitted atomic.Int64
+	h := func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		defer done.Add(1)
+		return nil, d.call(ctx, class)
+	}
+	bq, err := b.newQueueServing(ctx, "t6"+class, 0, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.bqs = append(r.bqs, bq)
+	q, err := queue.Open(ctx, b.client(128), bq.name)
+	if err != nil {
+		return nil, err
+	}
+	bq.handles = append(bq.handles, q)
+	s, err := q.Serve(h, serve...)
+	if err != nil {
+		return nil, err
+	}
+	r.servers = append(r.servers, s)
+	pctx, cancel := context.WithCancel(ctx)
+	prev := r.cancel
+	r.cancel = func() {
+		cancel()
+		if prev != nil {
+			prev()
+		}
+	}
+	r.nprod++
+	go func() { r.errs <- keepBacklog(pctx, bq.submit, class, 4*t6Workers, &submitted, &done) }()
+	return s, nil
+}
+
+// sampleLimit records s's limit every 50 ms until ctx ends.
+func sampleLimit(ctx context.Context, s *queue.Server) func() []limitSample {
+	var (
+		mu      sync.Mutex
+		samples []limitSample
+	)
+	go func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			mu.Lock()
+			samples = append(samples, limitSample{at: time.Now(), limit: s.Limit()})
+			mu.Unlock()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() []limitSample {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(samples)
+	}
+}
+
+// scenarioLimitFollows is T6: for a downstream capacity of 8 and of 32,
+// fixed concurrencies c/2, c and 2c (one process with that many
+// workers), then a process with 64 workers and WithConcurrencyLimit's
+// default (Gradient2 from 1): how long its limit takes to settle within
+// ±30% of c, its throughput against the best fixed one and its p99
+// against the no-load p99 (at c/2) over the second half of the phase;
+// then the capacity halves and how long the limit takes to follow.
+func scenarioLimitFollows(ctx context.Context, b *bench, _ int) (result, error) {
+	res := newResult()
+	phase := time.Duration(b.scaled(20000, 300)) * time.Millisecond
+	fixedPhase := phase / 4
+	for _, c := range []int{8, 32} {
+		p := fmt.Sprintf("c%d_", c)
+		best, noLoadP99 := 0.0, time.Duration(0)
+		for _, n := range []int{c / 2, c, 2 * c} {
+			d := newDownstream(c)
+			r := &t6Run{errs: make(chan error, 1)}
+			if _, err := b.serveAgainst(ctx, r, d, "f", queue.WithWorkers(n)); err != nil {
+				return res, errors.Join(err, r.stop())
+			}
+			t0 := time.Now()
+			if err := sleepCtx(ctx, fixedPhase); err != nil {
+				return res, errors.Join(err, r.stop())
+			}
+			from, to := t0.Add(fixedPhase/2), time.Now()
+			w := d.window(from, to, "")
+			if err := r.stop(); err != nil {
+				return res, err
+			}
+			tput := rate(w, from, to)
+			res.set(fmt.Sprintf("%sfixed_%d_per_s", p, n), tput)
+			best = max(best, tput)
+			if n == c/2 {
+				noLoadP99 = w.pct(99)
+			}
+		}
+		res.setMs(p+"noload_p99_ms", noLoadP99)
+
+		d := newDownstream(c)
+		r := &t6Run{errs: make(chan error, 1)}
+		s, err := b.serveAgainst(ctx, r, d, "a", queue.WithWorkers(t6Workers), queue.WithConcurrencyLimit(nil, 1))
+		if err != nil {
+			return res, errors.Join(err, r.stop())
+		}
+		sctx, stopSampling := context.WithCancel(ctx)
+		samples := sampleLimit(sctx, s)
+		t0 := time.Now()
+		err = sleepCtx(ctx, phase)
+		t1 := time.Now()
+		d.capacity.Store(int64(c / 2))
+		if err == nil {
+			err = sleepCtx(ctx, phase)
+		}
+		stopSampling()
+		t2 := time.Now()
+		if err := errors.Join(err, r.stop()); err != nil {
+			return res, err
+		}
+		all := samples()
+		var first, second []limitSample
+		for _, s := range all {
+			if s.at.Before(t1) {
+				first = append(first, s)
+			} else {
+				second = append(second, s)
+			}
+		}
+		setSettle := func(name string, d time.Duration) {
+			if d < 0 {
+				res.set(name, -1)
+				return
+			}
+			res.set(name, d.Seconds())
+		}
+		setSettle(p+"settle_s", settledAt(first, t0, float64(c)))
+		setSettle(p+"halved_settle_s", settledAt(second, t1, float64(c)/2))
+		mid := t0.Add(phase / 2)
+		w := d.window(mid, t1, "")
+		res.set(p+"throughput_of_best_fixed", rate(w, mid, t1)/best)
+		res.set(p+"p99_of_noload", float64(w.pct(99))/float64(noLoadP99))
+		res.set(p+"limit_median", float64(medianLimit(first, mid)))
+		mid2 := t1.Add(phase / 2)
+		w2 := d.window(mid2, t2, "")
+		res.set(p+"halved_throughput_of_capacity", rate(w2, mid2, t2)/(float64(c/2)/t6Base.Seconds()))
+		res.set(p+"halved_p99_of_noload", float64(w2.pct(99))/float64(noLoadP99))
+		res.set(p+"halved_limit_median", float64(medianLimit(second, mid2)))
+	}
+	return res, nil
+}
+
+// medianLimit is the median limit of the samples from from on.
+func medianLimit(samples []limitSample, from time.Time) int {
+	var ls []int
+	for _, s := range samples {
+		if !s.at.Before(from) {
+			ls = append(ls, s.limit)
+		}
+	}
+	if len(ls) == 0 {
+		return 0
+	}
+	slices.Sort(ls)
+	return ls[len(ls)/2]
+}
+
+// scenarioLimitPartitions is T6P: two queues, live and batch, 64
+// workers each, share one Limit (live 0.9, batch 0.1, the default
+// Gradient2) against one downstream of capacity 32. Batch keeps a
+// backlog (it asks for all the capacity); live is offered 80% of the
+// capacity: together twice the capacity. How much of what it asks live
+// gets, and its p99 against the downstream's base latency; then live
+// goes idle and how much of the capacity batch gets alone.
+func scenarioLimitPartitions(ctx context.Context, b *bench, _ int) (result, error) {
+	res := newResult()
+	const c = 32
+	phase := time.Duration(b.scaled(20000, 300)) * time.Millisecond
+	capacity := float64(c) / t6Base.Seconds()
+	l, err := queue.NewLimit(nil, limit.WithPartition("live", 0.9), limit.WithPartition("batch", 0.1))
+	if err != nil {
+		return res, err
+	}
+	d := newDownstream(c)
+	r := &t6Run{errs: make(chan error, 2)}
+	if _, err := b.serveAgainst(ctx, r, d, "batch", queue.WithWorkers(t6Workers), queue.WithLimit(l, "batch")); err != nil {
+		return res, errors.Join(err, r.stop())
+	}
+	// live: a queue fed at a fixed rate.
+	bq, err := b.newQueueServing(ctx, "t6live", 0, nil, nil)
+	if err != nil {
+		return res, errors.Join(err, r.stop())
+	}
+	r.bqs = append(r.bqs, bq)
+	q, err := queue.Open(ctx, b.client(128), bq.name)
+	if err != nil {
+		return res, errors.Join(err, r.stop())
+	}
+	bq.handles = append(bq.handles, q)
+	if _, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		return nil, d.call(ctx, "live")
+	}, queue.WithWorkers(t6Workers), queue.WithLimit(l, "live")); err != nil {
+		return res, errors.Join(err, r.stop())
+	}
+	asked := 0.8 * capacity
+	lctx, stopLive := context.WithCancel(ctx)
+	liveErr := make(chan error, 1)
+	go func() { liveErr <- offer(lctx, bq.submit, "live", asked) }()
+	t0 := time.Now()
+	err = sleepCtx(ctx, phase)
+	stopLive()
+	err = errors.Join(err, <-liveErr)
+	t1 := time.Now()
+	if err == nil {
+		err = sleepCtx(ctx, phase/2)
+	}
+	t2 := time.Now()
+	if err := errors.Join(err, r.stop()); err != nil {
+		return res, err
+	}
+	mid := t0.Add(phase / 2)
+	live, batch := d.window(mid, t1, "live"), d.window(mid, t1, "batch")
+	res.set("live_asked_per_s", asked)
+	res.set("live_share_of_asked", rate(live, mid, t1)/asked)
+	res.set("batch_with_live_of_capacity", rate(batch, mid, t1)/capacity)
+	res.setMs("live_p99_ms", live.pct(99))
+	res.setMs("base_ms", t6Base)
+	mid2 := t1.Add(phase / 4)
+	alone := d.window(mid2, t2, "batch")
+	res.set("batch_alone_of_capacity", rate(alone, mid2, t2)/capacity)
+	res.set("limit_end", float64(l.Limit()))
+	return res, nil
+}

@@ -1,0 +1,117 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/limit"
+)
+
+// TestDispatchLimitBacksOffWhenThePoolIsFull: a pool with no worker and
+// room for 4 queued jobs, 64 producers. The admissions refused with
+// ErrPoolFull shrink the limit, so that most producers wait for a permit
+// (and give up, having sent nothing) instead of calling Redis again and
+// again.
+func TestDispatchLimitBacksOffWhenThePoolIsFull(t *testing.T) {
+	t.Parallel()
+	pool := redistest.Name(t)
+	n := addNode(t, srv.Client(), pool, WithMaxQueuedJobs(4), WithDispatchLimit(nil, 300*time.Millisecond))
+	assert.Equal(t, DispatchLimitStats{Limit: DefaultDispatchLimitInitial}, n.DispatchLimit())
+	var full, limited, waited atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			for j := 0; ctx.Err() == nil; j++ {
+				err := n.DispatchJob(ctx, keyN(i*1000+j), nil)
+				switch {
+				case errors.Is(err, ErrPoolFull):
+					full.Add(1)
+				case errors.Is(err, limit.ErrLimitExceeded):
+					limited.Add(1)
+				case errors.Is(err, context.DeadlineExceeded):
+					waited.Add(1) // one of the 4 queued, waiting for a worker
+				default:
+					t.Errorf("DispatchJob: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	dl := n.DispatchLimit()
+	t.Logf("full %d, limited %d, waited %d; limit at the end %d", full.Load(), limited.Load(), waited.Load(), dl.Limit)
+	assert.LessOrEqual(t, dl.Limit, 5, "the limit did not back off to about the jobs the pool takes")
+	assert.Positive(t, limited.Load(), "no producer was held back")
+	// Without the limit, 64 producers calling for 2s get thousands of
+	// refusals; with it, a few per permit.
+	assert.Less(t, full.Load(), int64(500), "the producers kept hammering the full pool")
+	assert.Zero(t, dl.InFlight)
+	assert.Zero(t, dl.Waiting)
+}
+
+// TestDispatchLimitGrowsWhileJobsStart: while dispatches succeed with
+// more producers than permits, the limit grows, and every job starts.
+func TestDispatchLimitGrowsWhileJobsStart(t *testing.T) {
+	t.Parallel()
+	pool := redistest.Name(t)
+	n := addNode(t, srv.Client(), pool, WithMaxQueuedJobs(10000), WithDispatchLimit(nil, 10*time.Second))
+	rec := newRecorder()
+	addWorkers(t, n, rec, 2)
+	ctx := testCtx(t, 30*time.Second)
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 20 {
+				assert.NoError(t, n.DispatchJob(ctx, keyN(g*100+j), nil))
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Len(t, rec.runningKeys(), 32*20)
+	assert.Greater(t, n.DispatchLimit().Limit, DefaultDispatchLimitInitial)
+}
+
+// TestDispatchLimitWaitHonoursCtxAndSendsNothing: with a limit of 1 held
+// by a dispatch waiting for a worker, a second DispatchJob waits for its
+// permit until its ctx ends, and leaves nothing in Redis.
+func TestDispatchLimitWaitHonoursCtxAndSendsNothing(t *testing.T) {
+	t.Parallel()
+	pool := redistest.Name(t)
+	one, err := limit.NewFixed(1)
+	require.NoError(t, err)
+	n := addNode(t, srv.Client(), pool, WithDispatchLimit(one, time.Minute))
+	held := make(chan error, 1)
+	hctx, cancel := context.WithCancel(context.Background())
+	go func() { held <- n.DispatchJob(hctx, "held", nil) }()
+	require.Eventually(t, func() bool { return n.DispatchLimit().InFlight == 1 }, 5*time.Second, time.Millisecond)
+
+	ctx, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	t0 := time.Now()
+	err = n.DispatchJob(ctx, "second", nil)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(t0), 5*time.Second)
+	keys, err := n.JobKeys(testCtx(t, 5*time.Second))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"held"}, keys, "the waiting dispatch sent something")
+	cancel()
+	assert.ErrorIs(t, <-held, context.Canceled)
+	assert.Equal(t, DispatchLimitStats{Limit: 1}, n.DispatchLimit())
+
+	_, err = AddNode(testCtx(t, 5*time.Second), srv.Client(), pool, WithDispatchLimit(nil, 0))
+	assert.ErrorIs(t, err, ErrInvalidOption)
+}
