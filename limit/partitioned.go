@@ -97,6 +97,34 @@ func (p *Partitioned) TryAcquire(ctx context.Context) (Token, error) {
 // AcquirePartition admits a request of the named partition; an unknown
 // name gets only unreserved capacity. It never waits.
 func (p *Partitioned) AcquirePartition(ctx context.Context, name string) (Token, error) {
+	return p.acquire(ctx, name, true)
+}
+
+// AcquirePartitionQuietly is AcquirePartition, except that a refusal
+// does not reserve the partition's share. It is for callers that ask
+// before they know whether they have work (a queue takes its permits
+// before it looks for tasks): an idle partition polling for work must not
+// hold its share back from borrowers. Such a caller reports its unmet
+// demand with Want once it knows of it.
+func (p *Partitioned) AcquirePartitionQuietly(ctx context.Context, name string) (Token, error) {
+	return p.acquire(ctx, name, false)
+}
+
+// Want reserves the unused part of the named partition's share for the
+// idle window, as a refusal by AcquirePartition does: the partition has
+// work it could not place.
+func (p *Partitioned) Want(name string) {
+	i, ok := p.byName[name]
+	if !ok {
+		i = len(p.parts) - 1
+	}
+	now := p.clock.read()
+	p.pmu.Lock()
+	p.parts[i].refused, p.parts[i].refusedAt = true, now
+	p.pmu.Unlock()
+}
+
+func (p *Partitioned) acquire(ctx context.Context, name string, reserve bool) (Token, error) {
 	if err := ctx.Err(); err != nil {
 		return Token{}, err
 	}
@@ -120,7 +148,9 @@ func (p *Partitioned) AcquirePartition(ctx context.Context, name string) (Token,
 		}
 	}
 	if float64(p.total+1) > limit-reserved {
-		p.parts[i].refused, p.parts[i].refusedAt = true, now
+		if reserve {
+			p.parts[i].refused, p.parts[i].refusedAt = true, now
+		}
 		return Token{}, ErrLimitExceeded
 	}
 	p.total++

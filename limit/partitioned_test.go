@@ -241,3 +241,27 @@ func TestPartitionedSmallLimitNeverLocksOut(t *testing.T) {
 	require.NoError(t, err, "both partitions refused with nothing in flight")
 	live.Success()
 }
+
+// TestPartitionedQuietRefusalReservesNothing: a quiet refusal (a caller
+// that does not know yet whether it has work) leaves borrowers alone;
+// Want reserves the share as a refusal does.
+func TestPartitionedQuietRefusalReservesNothing(t *testing.T) {
+	t.Parallel()
+	p := newPartitioned(t, 10)
+	batch := acquireN(t, p, "batch", 10) // borrows live's idle share
+	_, err := p.AcquirePartitionQuietly(t.Context(), "live")
+	require.ErrorIs(t, err, ErrLimitExceeded)
+	batch[0].Success()
+	batch[0], err = p.AcquirePartition(t.Context(), "batch")
+	require.NoError(t, err, "a quiet refusal reserved live's share")
+	p.Want("live")
+	batch[0].Success()
+	_, err = p.AcquirePartition(t.Context(), "batch")
+	require.ErrorIs(t, err, ErrLimitExceeded, "Want did not reserve live's share")
+	tok, err := p.AcquirePartitionQuietly(t.Context(), "live")
+	require.NoError(t, err)
+	tok.Success()
+	for _, b := range batch[1:] {
+		b.Success()
+	}
+}

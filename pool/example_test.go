@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/limit"
 	"github.com/shepherd-go/shepherd/pool"
 )
 
@@ -216,4 +218,40 @@ func ExampleNode_Close() {
 	// Output:
 	// true
 	// [tenant-1]
+}
+
+// WithDispatchLimit makes producers wait for a permit instead of calling
+// a full or slow pool again and again; a call that gets none within the
+// wait fails with limit.ErrLimitExceeded, having sent nothing.
+func ExampleWithDispatchLimit() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()})
+	defer rdb.Close()
+
+	node, err := pool.AddNode(ctx, rdb, "example-dispatch-limit", pool.WithDispatchLimit(nil, time.Second))
+	if err != nil {
+		panic(err)
+	}
+	defer node.Shutdown(ctx)
+	if _, err := node.AddWorker(ctx, quiet{}); err != nil {
+		panic(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := node.DispatchJob(ctx, fmt.Sprintf("feed-%d", i), nil)
+			if errors.Is(err, limit.ErrLimitExceeded) {
+				return // back off: try later
+			}
+			if err != nil {
+				panic(err)
+			}
+		}()
+	}
+	wg.Wait()
+	dl := node.DispatchLimit()
+	fmt.Println(dl.Limit >= 1, dl.InFlight, dl.Waiting)
+	// Output: true 0 0
 }

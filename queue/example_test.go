@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/limit"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -429,4 +430,48 @@ func ExampleWithConcurrencyLimit() {
 	res, err := f.Wait(ctx)
 	fmt.Println(string(res), err, s.Limit() >= 2 && s.Limit() <= 8)
 	// Output: ping <nil> true
+}
+
+// Two queues share one concurrency limit against the same downstream:
+// live tasks are guaranteed 90% of it, batch tasks 10%, and either may
+// borrow what the other leaves idle.
+func ExampleNewLimit() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	lim, err := queue.NewLimit(nil, limit.WithPartition("live", 0.9), limit.WithPartition("batch", 0.1))
+	if err != nil {
+		panic(err)
+	}
+	call := func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		return t.Payload, nil // call the downstream here
+	}
+	var futures []*queue.Future
+	for _, class := range []string{"live", "batch"} {
+		q, err := queue.Open(ctx, rdb, "example-shared-"+class)
+		if err != nil {
+			panic(err)
+		}
+		defer q.Close(ctx)
+		if _, err := q.Serve(call, queue.WithWorkers(16), queue.WithLimit(lim, class)); err != nil {
+			panic(err)
+		}
+		f, err := q.Submit(ctx, []byte(class))
+		if err != nil {
+			panic(err)
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		res, err := f.Wait(ctx)
+		fmt.Println(string(res), err)
+	}
+	for _, p := range lim.Partitions() {
+		fmt.Println(p.Name, p.Share)
+	}
+	// Output:
+	// live <nil>
+	// batch <nil>
+	// batch 0.1
+	// live 0.9
 }

@@ -159,15 +159,23 @@ func (l *Limit) Partitions() []LimitPartition {
 
 // acquire admits up to n tasks of the partition, each under the
 // limiter's lock, and returns their permits (none when the limit or the
-// partition's share is reached).
-func (l *Limit) acquire(p *limitPart, n int) []limit.Token {
+// partition's share is reached). When the partition has work waiting
+// (demand) and gets fewer than n, its share is reserved (limit.Partitioned
+// Want): borrowers are refused it from now on. Without known demand a
+// refusal reserves nothing: a server with an empty queue asks for
+// permits for all its idle workers whenever it looks for tasks, and must
+// not hold its share back from the servers that have work.
+func (l *Limit) acquire(p *limitPart, n int, demand bool) []limit.Token {
 	var toks []limit.Token
 	for range n {
-		t, err := l.p.AcquirePartition(context.Background(), p.name)
+		t, err := l.p.AcquirePartitionQuietly(context.Background(), p.name)
 		if err != nil {
 			break
 		}
 		toks = append(toks, t)
+	}
+	if demand && len(toks) < n {
+		l.p.Want(p.name)
 	}
 	return toks
 }

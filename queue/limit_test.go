@@ -245,9 +245,19 @@ func TestSharedLimitPartitionsBorrowAndReclaim(t *testing.T) {
 	live, batch := open(t, redistest.Name(t)+"-live"), open(t, redistest.Name(t)+"-batch")
 	serve(t, live, handler(&liveRun), WithWorkers(4), WithLimit(l, "live"))
 	serve(t, batch, handler(&batchRun), WithWorkers(4), WithLimit(l, "batch"))
-	bf := submitN(t, ctx, batch, 200, "b")
+	bf := submitN(t, ctx, batch, 800, "b")
 	require.Eventually(t, func() bool { return batchRun.now.Load() == 4 }, 5*time.Second, time.Millisecond,
 		"batch alone does not borrow live's idle share")
+	// And keeps it while live's server, idle, looks for tasks (once a
+	// second): looking is not wanting.
+	low, samples := 0, 0
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); samples++ {
+		if batchRun.now.Load() < 3 {
+			low++
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	assert.Less(t, low, samples/10, "batch lost live's idle share %d times in %d samples", low, samples)
 	lf := submitN(t, ctx, live, 100, "l")
 	require.Eventually(t, func() bool { return liveRun.now.Load() == 3 && batchRun.now.Load() == 1 }, 5*time.Second, time.Millisecond,
 		"live does not get its share back (live %d, batch %d)", liveRun.now.Load(), batchRun.now.Load())

@@ -248,6 +248,7 @@ func (s *Server) feed() {
 		outstanding int             // taken, their end not recorded yet
 		canTake     = true          // false after a take that got fewer than asked or failed: until a wake-up, the timer or an end
 		limited     <-chan struct{} // the limit refused permits: closed at the next release
+		demand      = true          // the queue may have tasks for more permits: a wake-up, or the last take filled its permits
 		stopping    = s.stopping
 		open        = true // s.outcomes
 		batch       = make([]outcomeReq, 0, maxRecordBatch)
@@ -277,7 +278,7 @@ func (s *Server) feed() {
 				}
 				batch = append(batch, o)
 			case <-wake:
-				canTake = true
+				canTake, demand = true, true
 				continue
 			case <-tick:
 				canTake = true
@@ -339,7 +340,7 @@ func (s *Server) feed() {
 			// The permits come before the take: a task the limit does not
 			// allow is never marked in flight.
 			ch := s.lim.released()
-			toks, limited = s.lim.acquire(s.part, n), nil
+			toks, limited = s.lim.acquire(s.part, n, demand), nil
 			if len(toks) < n {
 				limited = ch
 			}
@@ -371,6 +372,9 @@ func (s *Server) feed() {
 				t.Ignore()
 			}
 			s.lim.free()
+		}
+		if err == nil {
+			demand = len(tasks) == n && n > 0 || demand && n == 0
 		}
 		if len(tasks) < n {
 			// Fewer tasks than permits: the limit is not what holds the
