@@ -88,31 +88,34 @@ func NewLimit(alg limit.Algorithm, opts ...limit.LimiterOption) (*Limit, error) 
 
 // defaultLimitAlgorithm is the algorithm of a nil alg: Gradient2 from lo
 // to hi, starting at lo, fed one sample per window (limit.Windowed: the
-// p90 handler time of windows of 50ms to 1s, at least 10 attempts).
+// p90 handler time of windows of at least 50ms and 40 attempts), with a
+// headroom of max(0.5, √limit/4) and no smoothing.
 //
-// Measured in bench scenario T6 (BENCHMARKS.md), each choice against
-// the plain Gradient2:
+// Chosen with bench scenario T6 (BENCHMARKS.md), against Gradient2's own
+// defaults fed every attempt:
 //   - the start at the floor cannot overshoot a small downstream;
-//   - windows: a per-attempt update reacts to single slow attempts (the
-//     scheduler, a GC) and settled below the capacity (0.67 of the best
-//     fixed throughput at capacity 32);
-//   - a headroom of max(1, √limit/2) instead of Gradient2's default of at
-//     least 2: the limit settles about headroom above the capacity, and
-//     2 is half of a capacity of 4;
-//   - 50ms windows (the default is 100ms): the limit grows once a
-//     window, so they make the start twice as fast.
+//   - windows: an update per attempt reacts to single slow attempts (the
+//     scheduler, a GC) and settled well below the capacity (0.67 of the
+//     best fixed throughput at a capacity of 32); 40 attempts a window
+//     keep a window's p90 steady at low rates;
+//   - the limit settles about a headroom above the capacity: Gradient2's
+//     default headroom (at least 2) is half of a capacity of 4, this one
+//     is 0.5 to 1.4 slots up to a capacity of 32;
+//   - a smaller headroom grows the limit more slowly: no smoothing (the
+//     windows smooth already) keeps the start within 2 to 4 seconds.
 //
 // A drop (RetryLater, a timeout) makes the window's sample a drop: the
-// limit backs off, and the drop's own time (often near zero for a
+// limit is halved, and the drop's own time (often near zero for a
 // downstream that refuses at once) never enters the averages, so fast
 // refusals cannot look like a fast downstream.
 func defaultLimitAlgorithm(lo, hi int, now func() time.Time) (limit.Algorithm, error) {
 	g, err := limit.NewGradient2(limit.WithGradient2Initial(lo), limit.WithGradient2Min(lo), limit.WithGradient2Max(hi),
-		limit.WithGradient2Headroom(func(l float64) float64 { return max(1, math.Sqrt(l)/2) }))
+		limit.WithGradient2Headroom(func(l float64) float64 { return max(0.5, math.Sqrt(l)/4) }),
+		limit.WithGradient2Smoothing(1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	opts := []limit.WindowedOption{limit.WithWindowPercentile(0.9), limit.WithWindowBounds(50*time.Millisecond, time.Second)}
+	opts := []limit.WindowedOption{limit.WithWindowPercentile(0.9), limit.WithWindowBounds(50*time.Millisecond, time.Second), limit.WithWindowMinSamples(40)}
 	if now != nil {
 		opts = append(opts, limit.WithWindowClock(now))
 	}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -319,4 +320,64 @@ func TestSharedDefaultLimitServesBothPartitions(t *testing.T) {
 		_, err := wait(t, f, 10*time.Second)
 		require.NoError(t, err)
 	}
+}
+
+// TestDefaultLimitSurvivesFastRefusals drives the default algorithm on a
+// virtual clock against a downstream that refuses at once (in 50µs, a
+// drop) every call beyond its capacity of 16 and serves the others in
+// 10ms, with a closed loop of callers always ready. Near-zero-latency
+// drops must neither collapse the limit to its floor nor, taken for a
+// fast downstream, push it to its ceiling.
+func TestDefaultLimitSurvivesFastRefusals(t *testing.T) {
+	t.Parallel()
+	const (
+		capacity = 16
+		serve    = 10 * time.Millisecond
+		refuse   = 50 * time.Microsecond
+	)
+	now := time.Unix(0, 0)
+	alg, err := defaultLimitAlgorithm(1, 256, func() time.Time { return now })
+	require.NoError(t, err)
+	var (
+		busy    []time.Time // ends of the calls being served
+		served  int
+		refused int
+		limits  []int
+	)
+	for tick := 0; tick < 20000; tick++ { // 20s in 1ms ticks
+		now = now.Add(time.Millisecond)
+		kept := busy[:0]
+		for _, end := range busy {
+			if end.After(now) {
+				kept = append(kept, end)
+				continue
+			}
+			alg.Update(limit.Sample{RTT: serve, InFlight: len(busy)})
+			if tick >= 5000 {
+				served++
+			}
+		}
+		busy = kept
+		// Callers fill the limit; the downstream refuses past its capacity.
+		for inflight := len(busy); inflight < alg.Limit(); inflight++ {
+			if len(busy) >= capacity {
+				alg.Update(limit.Sample{RTT: refuse, InFlight: inflight + 1, Dropped: true})
+				if tick >= 5000 {
+					refused++
+				}
+				continue
+			}
+			busy = append(busy, now.Add(serve))
+		}
+		if tick >= 5000 {
+			limits = append(limits, alg.Limit())
+		}
+	}
+	slices.Sort(limits)
+	lo, med, hi := limits[len(limits)/100], limits[len(limits)/2], limits[len(limits)*99/100]
+	rate := float64(served) / 15 / (capacity / serve.Seconds())
+	t.Logf("limit p1/p50/p99 %d/%d/%d; served %.2f of the capacity; %d refused", lo, med, hi, rate, refused)
+	assert.GreaterOrEqual(t, lo, capacity/4, "the limit collapsed")
+	assert.LessOrEqual(t, hi, 2*capacity, "fast refusals pushed the limit up")
+	assert.Greater(t, rate, 0.7, "too little of the capacity served")
 }

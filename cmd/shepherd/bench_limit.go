@@ -219,8 +219,11 @@ func (b *bench) serveAgainst(ctx context.Context, r *t6Run, d *downstream, class
 			prev()
 		}
 	}
-	r.nprod++
-	go func() { r.errs <- keepBacklog(pctx, bq.submit, class, 4*t6Workers, &submitted, &done) }()
+	// 4 submitters: one alone cannot keep up with 3,200 tasks/s.
+	for range 4 {
+		r.nprod++
+		go func() { r.errs <- keepBacklog(pctx, bq.submit, class, 4*t6Workers, &submitted, &done) }()
+	}
 	return s, nil
 }
 
@@ -267,7 +270,7 @@ func scenarioLimitFollows(ctx context.Context, b *bench, _ int) (result, error) 
 		best, noLoadP99 := 0.0, time.Duration(0)
 		for _, n := range []int{c / 2, c, 2 * c} {
 			d := newDownstream(c)
-			r := &t6Run{errs: make(chan error, 1)}
+			r := &t6Run{errs: make(chan error, 8)}
 			if _, err := b.serveAgainst(ctx, r, d, "f", queue.WithWorkers(n)); err != nil {
 				return res, errors.Join(err, r.stop())
 			}
@@ -290,7 +293,7 @@ func scenarioLimitFollows(ctx context.Context, b *bench, _ int) (result, error) 
 		res.setMs(p+"noload_p99_ms", noLoadP99)
 
 		d := newDownstream(c)
-		r := &t6Run{errs: make(chan error, 1)}
+		r := &t6Run{errs: make(chan error, 8)}
 		s, err := b.serveAgainst(ctx, r, d, "a", queue.WithWorkers(t6Workers), queue.WithConcurrencyLimit(nil, 1))
 		if err != nil {
 			return res, errors.Join(err, r.stop())
@@ -373,7 +376,7 @@ func scenarioLimitPartitions(ctx context.Context, b *bench, _ int) (result, erro
 		return res, err
 	}
 	d := newDownstream(c)
-	r := &t6Run{errs: make(chan error, 2)}
+	r := &t6Run{errs: make(chan error, 8)}
 	if _, err := b.serveAgainst(ctx, r, d, "batch", queue.WithWorkers(t6Workers), queue.WithLimit(l, "batch")); err != nil {
 		return res, errors.Join(err, r.stop())
 	}
