@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/limit"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -169,4 +172,37 @@ func TestTenantsCommands(t *testing.T) {
 	code, _, errOut = runCmd("tenants", "ls", "-queue", "no-such-queue-"+name, "-redis", srv.Addr())
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errOut, "not found")
+}
+
+// TestQueueStatsShowsTheLimit: a process serving in a partition of a
+// shared limit shows its limit, partition and drops.
+func TestQueueStatsShowsTheLimit(t *testing.T) {
+	t.Parallel()
+	name := redistest.Name(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queue.Open(ctx, srv.Client(), name, queue.WithTTL(time.Second))
+	require.NoError(t, err)
+	defer q.Close(context.Background())
+	fixed, err := limit.NewFixed(3)
+	require.NoError(t, err)
+	lim, err := queue.NewLimit(fixed, limit.WithPartition("live", 0.9), limit.WithPartition("batch", 0.1))
+	require.NoError(t, err)
+	var once atomic.Bool
+	_, err = q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		if once.CompareAndSwap(false, true) {
+			return nil, queue.RetryLater(time.Millisecond, errors.New("429"))
+		}
+		return nil, nil
+	}, queue.WithWorkers(2), queue.WithLimit(lim, "live"))
+	require.NoError(t, err)
+	f, err := q.Submit(ctx, []byte("x"))
+	require.NoError(t, err)
+	_, err = f.Wait(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		code, out, _ := runCmd("queue", "stats", "-queue", name, "-redis", srv.Addr())
+		return code == exitOK && strings.Contains(out, "LIMIT  PARTITION  DROPS") &&
+			regexp.MustCompile(`\s2\s+0\s+2\s+live\s+1\s`).MatchString(out)
+	}, 10*time.Second, 20*time.Millisecond, "stats do not show limit 2 (the workers), partition live, 1 drop")
 }
