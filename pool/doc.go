@@ -40,7 +40,9 @@
 //     on the new one; a frozen worker that comes back stops its stale
 //     copies at once, and no write of its for them is accepted. That
 //     window is the only double running.
-//   - Bounded queue, by rejection (ErrPoolFull); nothing is trimmed.
+//   - Bounded queue, by rejection (ErrPoolFull); nothing is trimmed. With
+//     WithDispatchLimit, DispatchJob calls wait for a permit of a limit
+//     that backs off when the pool rejects or Redis slows.
 //   - Minimal movement: a new worker takes about 1/(n+1) of the keys, all
 //     onto it; a leaving worker (the oldest too) moves only its own.
 //   - Every Redis key of pool P contains the hash tag {P}.

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/limit"
 )
 
 // collect sums one collection's data points by metric name and, where a
@@ -24,7 +26,7 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]float64 {
 	out := map[string]float64{}
 	add := func(name string, attrs attribute.Set, v float64) {
 		out[name] += v
-		for _, k := range []attribute.Key{"state", "outcome", "of", "reason"} {
+		for _, k := range []attribute.Key{"state", "outcome", "of", "reason", "partition"} {
 			if a, ok := attrs.Value(k); ok {
 				out[name+"/"+a.AsString()] += v
 			}
@@ -128,4 +130,40 @@ func TestTenantAndLimitMetrics(t *testing.T) {
 
 	s := serve(t, q, echo, WithWorkers(3), WithConcurrencyLimit(nil, 2))
 	assert.Equal(t, float64(s.Limit()), collect(t, reader)[MetricLimit])
+}
+
+func TestSharedLimitMetrics(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	q := open(t, redistest.Name(t), WithMeterProvider(mp))
+	ctx := testCtx(t, 10*time.Second)
+	fixed, err := limit.NewFixed(2)
+	require.NoError(t, err)
+	l, err := NewLimit(fixed, limit.WithPartition("live", 0.5), limit.WithPartition("batch", 0.5))
+	require.NoError(t, err)
+	hold := make(chan struct{})
+	var laters atomic.Int64
+	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
+		if string(t.Payload) == "later" && laters.Add(1) == 1 {
+			return nil, RetryLater(time.Millisecond, errors.New("busy downstream"))
+		}
+		if string(t.Payload) == "hold" {
+			<-hold
+		}
+		return nil, nil
+	}, WithWorkers(4), WithLimit(l, "live"))
+	f, err := q.Submit(ctx, []byte("later"))
+	require.NoError(t, err)
+	_, err = wait(t, f, 5*time.Second)
+	require.NoError(t, err)
+	_, err = q.Submit(ctx, []byte("hold"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return l.InFlight() == 1 }, 5*time.Second, time.Millisecond)
+	m := collect(t, reader)
+	close(hold)
+	assert.Equal(t, 2.0, m[MetricLimit+"/live"])
+	assert.Equal(t, 1.0, m[MetricLimitInFlight+"/live"])
+	assert.Equal(t, 1.0, m[MetricLimitDrops+"/live"], "RetryLater is a drop")
 }
