@@ -295,3 +295,27 @@ func TestVegasMinBoundsDrops(t *testing.T) {
 	assert.Less(t, drops(), 8, "without a floor, repeated drops go below 8")
 	assert.Equal(t, 8, drops(WithVegasMin(8)), "WithVegasMin is the floor")
 }
+
+func TestGradient2DownSmoothingSlowsOnlyTheFall(t *testing.T) {
+	t.Parallel()
+	mk := func(opts ...Gradient2Option) *Gradient2 {
+		g, err := NewGradient2(append([]Gradient2Option{WithGradient2Initial(40), WithGradient2Smoothing(1)}, opts...)...)
+		require.NoError(t, err)
+		return g
+	}
+	plain, gentle := mk(), mk(WithGradient2DownSmoothing(0.3))
+	for range 3 {
+		plain.Update(Sample{RTT: 10 * ms, InFlight: 100})
+		gentle.Update(Sample{RTT: 10 * ms, InFlight: 100})
+	}
+	assert.Equal(t, plain.Limit(), gentle.Limit(), "a rise is not slowed")
+	for range 3 { // a stall: every request at once looks slow
+		plain.Update(Sample{RTT: 40 * ms, InFlight: 100})
+		gentle.Update(Sample{RTT: 40 * ms, InFlight: 100})
+	}
+	t.Logf("after the stall: plain %d, gentle %d", plain.Limit(), gentle.Limit())
+	assert.Less(t, plain.Limit(), 20, "without it the limit halves a sample")
+	assert.Greater(t, gentle.Limit(), 30)
+	_, err := NewGradient2(WithGradient2DownSmoothing(0))
+	assert.ErrorIs(t, err, ErrInvalidOption)
+}

@@ -53,6 +53,7 @@ func DefaultGradient2Headroom(limit float64) float64 {
 type Gradient2 struct {
 	limit, min, max       float64
 	smooth, tolerance     float64
+	downSmooth            float64 // smoothing of a step down; < 0: smooth
 	longDamping           float64
 	divRatio, cut         float64
 	divSamples, diverging int
@@ -76,6 +77,16 @@ func WithGradient2Max(n int) Gradient2Option { return func(g *Gradient2) { g.max
 // WithGradient2Smoothing sets the weight, in (0, 1], of a new limit against
 // the old one. Defaults to DefaultGradient2Smoothing.
 func WithGradient2Smoothing(s float64) Gradient2Option { return func(g *Gradient2) { g.smooth = s } }
+
+// WithGradient2DownSmoothing sets the smoothing, in (0, 1], of a step
+// that lowers the limit, apart from one that raises it: a low value keeps
+// a short stall (a GC pause, a stalled VM: every request at once looks
+// slow) from cutting a limit in half window after window, while a
+// sustained overload still brings it down in a few steps, and the
+// divergence cut still halves it at once. Defaults to the smoothing.
+func WithGradient2DownSmoothing(s float64) Gradient2Option {
+	return func(g *Gradient2) { g.downSmooth = s }
+}
 
 // WithGradient2Tolerance sets how much, as a ratio >= 1, the short average
 // may exceed the long one before the limit shrinks. Defaults to
@@ -118,7 +129,7 @@ func WithGradient2Headroom(f func(limit float64) float64) Gradient2Option {
 func NewGradient2(opts ...Gradient2Option) (*Gradient2, error) {
 	g := &Gradient2{
 		limit: DefaultGradient2Initial, min: DefaultGradient2Min, max: DefaultGradient2Max,
-		smooth: DefaultGradient2Smoothing, tolerance: DefaultGradient2Tolerance,
+		smooth: DefaultGradient2Smoothing, tolerance: DefaultGradient2Tolerance, downSmooth: -1,
 		longDamping: DefaultGradient2LongDamping, divRatio: DefaultGradient2DivergenceRatio,
 		divSamples: DefaultGradient2DivergenceSamples, cut: DefaultGradient2Cut,
 		headroom: DefaultGradient2Headroom,
@@ -134,6 +145,8 @@ func NewGradient2(opts ...Gradient2Option) (*Gradient2, error) {
 	switch {
 	case !(g.smooth > 0 && g.smooth <= 1):
 		return nil, invalidf("Gradient2 smoothing must be in (0, 1], got %g", g.smooth)
+	case g.downSmooth != -1 && !(g.downSmooth > 0 && g.downSmooth <= 1):
+		return nil, invalidf("Gradient2 down smoothing must be in (0, 1], got %g", g.downSmooth)
 	case !(g.tolerance >= 1):
 		return nil, invalidf("Gradient2 tolerance must be >= 1, got %g", g.tolerance)
 	case g.short.window < 1 || g.long.window <= g.short.window:
@@ -202,7 +215,11 @@ func (g *Gradient2) Update(s Sample) int {
 // step moves the limit by one smoothed gradient step.
 func (g *Gradient2) step(gradient float64) {
 	next := g.limit*gradient + g.headroom(g.limit)
-	next = (1-g.smooth)*g.limit + g.smooth*next
+	smooth := g.smooth
+	if next < g.limit && g.downSmooth > 0 {
+		smooth = g.downSmooth
+	}
+	next = (1-smooth)*g.limit + smooth*next
 	g.limit = clampF(next, g.min, g.max)
 }
 

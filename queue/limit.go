@@ -89,7 +89,8 @@ func NewLimit(alg limit.Algorithm, opts ...limit.LimiterOption) (*Limit, error) 
 // defaultLimitAlgorithm is the algorithm of a nil alg: Gradient2 from lo
 // to hi, starting at lo, fed one sample per window (limit.Windowed: the
 // p90 handler time of windows of at least 50ms and 40 attempts), with a
-// headroom of max(0.5, √limit/4) and no smoothing.
+// headroom of max(0.5, √limit/4), rising without smoothing and falling
+// with a smoothing of 0.3.
 //
 // Chosen with bench scenario T6 (BENCHMARKS.md), against Gradient2's own
 // defaults fed every attempt:
@@ -101,17 +102,23 @@ func NewLimit(alg limit.Algorithm, opts ...limit.LimiterOption) (*Limit, error) 
 //   - the limit settles about a headroom above the capacity: Gradient2's
 //     default headroom (at least 2) is half of a capacity of 4, this one
 //     is 0.5 to 1.4 slots up to a capacity of 32;
-//   - a smaller headroom grows the limit more slowly: no smoothing (the
-//     windows smooth already) keeps the start within 2 to 4 seconds.
+//   - a smaller headroom grows the limit more slowly: no smoothing on the
+//     way up (the windows smooth already) keeps the start within 2 to 4
+//     seconds;
+//   - on the way down, a stall of the VM for a few windows (every task
+//     looks twice as slow) halved the limit each window, from 35 to 3,
+//     and it took 3s to grow back: falling at most 15% a window rides
+//     over a stall, and a lasting overload still halves it at once
+//     (Gradient2's divergence cut).
 //
 // A drop (RetryLater, a timeout) makes the window's sample a drop: the
-// limit is halved, and the drop's own time (often near zero for a
+// limit falls by 15%, and the drop's own time (often near zero for a
 // downstream that refuses at once) never enters the averages, so fast
 // refusals cannot look like a fast downstream.
 func defaultLimitAlgorithm(lo, hi int, now func() time.Time) (limit.Algorithm, error) {
 	g, err := limit.NewGradient2(limit.WithGradient2Initial(lo), limit.WithGradient2Min(lo), limit.WithGradient2Max(hi),
 		limit.WithGradient2Headroom(func(l float64) float64 { return max(0.5, math.Sqrt(l)/4) }),
-		limit.WithGradient2Smoothing(1))
+		limit.WithGradient2Smoothing(1), limit.WithGradient2DownSmoothing(0.3))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}

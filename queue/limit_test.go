@@ -191,16 +191,24 @@ func submitN(t *testing.T, ctx context.Context, q *Queue, n int, payload string)
 	return fs
 }
 
+// liveBatch returns a Limit fixed at n with two partitions: live with
+// the share live, batch with the rest.
+func liveBatch(t *testing.T, n int, live float64) *Limit {
+	t.Helper()
+	fixed, err := limit.NewFixed(n)
+	require.NoError(t, err)
+	l, err := NewLimit(fixed, limit.WithPartition("live", live), limit.WithPartition("batch", 1-live))
+	require.NoError(t, err)
+	return l
+}
+
 // TestSharedLimitBoundsServersTogether runs two queues' servers, 6
 // workers each, within one Limit of 3: together they never run more than
 // 3 tasks at once, however their takes race, and both get work done.
 func TestSharedLimitBoundsServersTogether(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
-	fixed, err := limit.NewFixed(3)
-	require.NoError(t, err)
-	l, err := NewLimit(fixed, limit.WithPartition("live", 0.5), limit.WithPartition("batch", 0.5))
-	require.NoError(t, err)
+	l := liveBatch(t, 3, 0.5)
 	var all running
 	h := func(ctx context.Context, t *Task) ([]byte, error) {
 		all.enter()
@@ -230,10 +238,7 @@ func TestSharedLimitBoundsServersTogether(t *testing.T) {
 func TestSharedLimitPartitionsBorrowAndReclaim(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
-	fixed, err := limit.NewFixed(4)
-	require.NoError(t, err)
-	l, err := NewLimit(fixed, limit.WithPartition("live", 0.75), limit.WithPartition("batch", 0.25))
-	require.NoError(t, err)
+	l := liveBatch(t, 4, 0.75)
 	var liveRun, batchRun running
 	handler := func(r *running) Handler {
 		return func(ctx context.Context, t *Task) ([]byte, error) {

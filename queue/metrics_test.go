@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
-	"github.com/shepherd-go/shepherd/limit"
 )
 
 // collect sums one collection's data points by metric name and, where a
@@ -57,11 +56,18 @@ func collect(t *testing.T, r *sdkmetric.ManualReader) map[string]float64 {
 	return out
 }
 
-func TestMetricsCountWhatHappened(t *testing.T) {
-	t.Parallel()
+// manualMeter returns a MeterProvider read on demand, shut down when
+// the test ends.
+func manualMeter(t *testing.T) (*sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return reader, mp
+}
+
+func TestMetricsCountWhatHappened(t *testing.T) {
+	t.Parallel()
+	reader, mp := manualMeter(t)
 	q := open(t, redistest.Name(t), WithMeterProvider(mp))
 	ctx := testCtx(t, 10*time.Second)
 
@@ -104,9 +110,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 
 func TestTenantAndLimitMetrics(t *testing.T) {
 	t.Parallel()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reader, mp := manualMeter(t)
 	q := open(t, redistest.Name(t), WithMeterProvider(mp), WithAcquireWait(10*time.Millisecond))
 	ctx := testCtx(t, 10*time.Second)
 	require.NoError(t, q.SetTenant(ctx, "a", 1))
@@ -134,15 +138,10 @@ func TestTenantAndLimitMetrics(t *testing.T) {
 
 func TestSharedLimitMetrics(t *testing.T) {
 	t.Parallel()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	reader, mp := manualMeter(t)
 	q := open(t, redistest.Name(t), WithMeterProvider(mp))
 	ctx := testCtx(t, 10*time.Second)
-	fixed, err := limit.NewFixed(2)
-	require.NoError(t, err)
-	l, err := NewLimit(fixed, limit.WithPartition("live", 0.5), limit.WithPartition("batch", 0.5))
-	require.NoError(t, err)
+	l := liveBatch(t, 2, 0.5)
 	hold := make(chan struct{})
 	var laters atomic.Int64
 	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {

@@ -31,8 +31,8 @@ func TestBenchSmoke(t *testing.T) {
 		"T3":  {"first_start_late_ms", "start_late_p99_ms"},
 		"T4":  {"recovery_ms"},
 		"T5":  {"b_wait_p50_ms", "b_wait_p99_ms", "run_ms", "a_waiting_when_b_done"},
-		"T6": {"c8_settle_s", "c8_throughput_of_best_fixed", "c8_p99_of_noload", "c8_halved_settle_s",
-			"c32_settle_s", "c32_throughput_of_best_fixed", "c32_p99_of_noload", "c32_halved_settle_s"},
+		"T6": {"c8_settle_s", "c8_in_band_after_settle", "c8_throughput_of_best_fixed", "c8_p99_of_noload", "c8_halved_settle_s",
+			"c32_settle_s", "c32_throughput_of_best_fixed", "c32_p99_of_noload", "c32_halved_settle_s", "c32_halved_in_band_after_settle"},
 		"T6P": {"live_share_of_asked", "batch_alone_of_capacity", "live_p99_ms"},
 		"TM":  {"bytes_per_waiting_task_1000", "bytes_per_outcome_1000"},
 	}
