@@ -25,15 +25,23 @@ func runCmd(args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-func TestQueueCommands(t *testing.T) {
-	t.Parallel()
+// openQueue opens a queue named after the test on the shared server,
+// with a ctx of 30s; both end with the test.
+func openQueue(t *testing.T, opts ...queue.Option) (string, context.Context, *queue.Queue) {
+	t.Helper()
 	name := redistest.Name(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	q, err := queue.Open(ctx, srv.Client(), name)
+	t.Cleanup(cancel)
+	q, err := queue.Open(ctx, srv.Client(), name, opts...)
 	require.NoError(t, err)
-	defer q.Close(context.Background())
-	_, err = q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	return name, ctx, q
+}
+
+func TestQueueCommands(t *testing.T) {
+	t.Parallel()
+	name, ctx, q := openQueue(t)
+	_, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
 		return nil, queue.Permanent(errors.New("bad " + string(t.Payload)))
 	}, queue.WithWorkers(1))
 	require.NoError(t, err)
@@ -120,12 +128,7 @@ func TestQueueCommandErrors(t *testing.T) {
 
 func TestTenantsCommands(t *testing.T) {
 	t.Parallel()
-	name := redistest.Name(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	q, err := queue.Open(ctx, srv.Client(), name)
-	require.NoError(t, err)
-	defer q.Close(context.Background())
+	name, ctx, q := openQueue(t)
 	r := func(args ...string) (int, string, string) {
 		return runCmd(append(append([]string{"tenants"}, args...), "-queue", name, "-redis", srv.Addr())...)
 	}
@@ -133,7 +136,7 @@ func TestTenantsCommands(t *testing.T) {
 	code, out, errOut := r("set", "acme", "3")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, "acme: capacity 3\n", out)
-	_, err = q.Submit(ctx, []byte("x"), queue.WithTenant("acme"))
+	_, err := q.Submit(ctx, []byte("x"), queue.WithTenant("acme"))
 	require.NoError(t, err)
 	code, out, errOut = r("ls")
 	require.Equal(t, exitOK, code, errOut)
@@ -178,12 +181,7 @@ func TestTenantsCommands(t *testing.T) {
 // shared limit shows its limit, partition and drops.
 func TestQueueStatsShowsTheLimit(t *testing.T) {
 	t.Parallel()
-	name := redistest.Name(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	q, err := queue.Open(ctx, srv.Client(), name, queue.WithTTL(time.Second))
-	require.NoError(t, err)
-	defer q.Close(context.Background())
+	name, ctx, q := openQueue(t, queue.WithTTL(time.Second))
 	fixed, err := limit.NewFixed(3)
 	require.NoError(t, err)
 	lim, err := queue.NewLimit(fixed, limit.WithPartition("live", 0.9), limit.WithPartition("batch", 0.1))
