@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/limit"
 )
 
 // A child is this test binary run again as a serving process, so that
@@ -28,8 +29,9 @@ import (
 const childEnv = "SHEPHERD_QUEUE_CHILD"
 
 // runChild serves the queue named by the environment with a handler that
-// sleeps (ignoring its ctx, as a stuck handler would) and answers
-// "child", logging at Info to stderr, until it is killed.
+// sleeps (ignoring its ctx, as a stuck handler would; a payload of N
+// makes a first attempt sleep N ms) and answers "child", logging at Info
+// to stderr, until it is killed.
 func runChild() int {
 	ttl, _ := strconv.Atoi(os.Getenv("CHILD_TTL_MS"))
 	workers, _ := strconv.Atoi(os.Getenv("CHILD_WORKERS"))
@@ -42,10 +44,23 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	opts := []ServeOption{WithWorkers(workers)}
+	if n, _ := strconv.Atoi(os.Getenv("CHILD_LIMIT")); n > 0 {
+		fixed, err := limit.NewFixed(n)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		opts = append(opts, WithConcurrencyLimit(fixed, 1))
+	}
 	_, err = q.Serve(func(ctx context.Context, t *Task) ([]byte, error) {
-		time.Sleep(time.Duration(sleep) * time.Millisecond)
+		d := time.Duration(sleep) * time.Millisecond
+		if ms, err := strconv.Atoi(string(t.Payload)); err == nil && t.Attempt == 1 {
+			d = time.Duration(ms) * time.Millisecond // a first attempt this long
+		}
+		time.Sleep(d)
 		return []byte("child"), nil
-	}, WithWorkers(workers))
+	}, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -207,6 +222,73 @@ func TestPausedProcessHoldsNoTaskAndItsLateOutcomesAreRefused(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, info.Attempt, "the paused attempt counts as one")
 	}
+}
+
+// A process with a concurrency limit of 2, paused past its TTL while it
+// runs 2 tasks, gets its permits back for the attempts it lost: once
+// thawed, it learns they were given away and, as their handlers return
+// (these ignore their ctx, 1.5s on), runs its tasks again, within its
+// limit. Permits kept by the lost attempts would leave it taking nothing,
+// for ever.
+func TestPausedProcessWithALimitGetsItsPermitsBack(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	name := redistest.Name(t)
+	q := open(t, name, WithTTL(ttl)) // submits, and reaps the paused child
+	c := startChild(t, name, ttl, 4, 300*time.Millisecond, "CHILD_LIMIT=2")
+	ctx := testCtx(t, 30*time.Second)
+	var futures []*Future
+	for range 2 {
+		f, err := q.Submit(ctx, []byte("5000"), WithMaxAttempts(3))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.InFlight == 2
+	}, 10*time.Second, 5*time.Millisecond, "the child never took its tasks")
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGSTOP))
+	paused := time.Now()
+	// Longer than the TTL, the handlers and every poll: the child is
+	// declared dead and its 2 tasks wait again, for it alone.
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.InFlight == 0 && st.Available == 2
+	}, 10*time.Second, 10*time.Millisecond, "the paused child's tasks were not given back")
+	time.Sleep(time.Until(paused.Add(3500 * time.Millisecond)))
+	for range 6 {
+		f, err := q.Submit(ctx, nil, WithMaxAttempts(3))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	thawed := time.Now()
+	require.NoError(t, c.cmd.Process.Signal(syscall.SIGCONT))
+	stop := make(chan struct{})
+	var peak atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if st, err := q.Stats(context.Background()); err == nil && st.InFlight > peak.Load() {
+				peak.Store(st.InFlight)
+			}
+		}
+	}()
+	for _, f := range futures {
+		res, err := wait(t, f, 15*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, "child", string(res))
+	}
+	close(stop)
+	took := time.Since(thawed)
+	t.Logf("8 tasks of 300ms at a limit of 2 done %v after the thaw; most in flight %d", took, peak.Load())
+	assert.LessOrEqual(t, peak.Load(), int64(2), "the revived child ran beyond its limit")
+	// The lost handlers' last 1.5s, then 4 rounds of 300ms.
+	assert.Less(t, took, 5*time.Second, "the revived child was slow to run its tasks again")
+	assert.Equal(t, 1, c.count("was declared dead"), "the child was not declared dead while paused")
 }
 
 // A dequeue whose reply is lost (the connection drops after Redis ran the
