@@ -86,7 +86,9 @@ func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) erro
 		if sent {
 			n.withdrawLater(key, nonce) // the admission may run yet
 		}
-		p.told, p.dropped = ctx.Err() == nil, true // Redis failed or is slow
+		// Redis failed, or is so slow that the call's deadline passed: a
+		// drop. A caller that cancelled says nothing of the load.
+		p.told, p.dropped = !errors.Is(ctx.Err(), context.Canceled), true
 		return err
 	}
 	switch res {

@@ -115,3 +115,76 @@ func TestDispatchLimitWaitHonoursCtxAndSendsNothing(t *testing.T) {
 	_, err = AddNode(testCtx(t, 5*time.Second), srv.Client(), pool, WithDispatchLimit(nil, 0))
 	assert.ErrorIs(t, err, ErrInvalidOption)
 }
+
+// TestDispatchLimitBacksOffWhenRedisStalls: 32 producers dispatch
+// within an AIMD limit of at most 16 while Redis freezes for 500ms. Only
+// the calls holding a permit go to the frozen Redis, the others wait;
+// those admissions, slower than the AIMD timeout, are drops, so once
+// they return the limit has backed off; every dispatch succeeds.
+func TestDispatchLimitBacksOffWhenRedisStalls(t *testing.T) {
+	t.Parallel()
+	// Calls that wait out the freeze, and calls whose deadline passes in
+	// it (each fails, having withdrawn its job).
+	for _, callTimeout := range []time.Duration{10 * time.Second, 200 * time.Millisecond} {
+		t.Run(callTimeout.String(), func(t *testing.T) {
+			t.Parallel()
+			dispatchThroughAStall(t, callTimeout)
+		})
+	}
+}
+
+func dispatchThroughAStall(t *testing.T, callTimeout time.Duration) {
+	own := redistest.Start(t)
+	pool := redistest.Name(t)
+	aimd, err := limit.NewAIMD(limit.WithAIMDInitial(8), limit.WithAIMDMax(16), limit.WithAIMDTimeout(DefaultDispatchSlow))
+	require.NoError(t, err)
+	n := addNode(t, own.Client(), pool, WithMaxQueuedJobs(100000), WithDispatchLimit(aimd, 10*time.Second))
+	rec := newRecorder()
+	addWorkers(t, n, rec, 2)
+	ctx := testCtx(t, 30*time.Second)
+	var (
+		wg       sync.WaitGroup
+		sent     atomic.Int64
+		stop     atomic.Bool
+		maxWait  atomic.Int64 // most calls waiting for a permit during the freeze
+		inFreeze atomic.Int64 // most calls holding one
+	)
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; !stop.Load(); j++ {
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				err := n.DispatchJob(cctx, keyN(g*100000+j), nil)
+				cancel()
+				if errors.Is(err, context.DeadlineExceeded) && callTimeout < time.Second {
+					continue
+				}
+				assert.NoError(t, err)
+				sent.Add(1)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return sent.Load() > 200 }, 10*time.Second, time.Millisecond)
+	before := n.DispatchLimit().Limit
+	frozen := make(chan error, 1)
+	go func() { frozen <- own.Pause(500 * time.Millisecond) }()
+	for deadline := time.Now().Add(450 * time.Millisecond); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		dl := n.DispatchLimit()
+		inFreeze.Store(max(inFreeze.Load(), int64(dl.InFlight)))
+		maxWait.Store(max(maxWait.Load(), int64(dl.Waiting)))
+	}
+	require.NoError(t, <-frozen)
+	// The frozen calls return, each a drop.
+	require.Eventually(t, func() bool { return n.DispatchLimit().Limit < before }, 5*time.Second, time.Millisecond,
+		"slow admissions did not lower the limit (%d)", before)
+	after := n.DispatchLimit().Limit
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("limit %d before the freeze, %d after; during it %d calls held a permit, %d waited; %d dispatched",
+		before, after, inFreeze.Load(), maxWait.Load(), sent.Load())
+	assert.LessOrEqual(t, inFreeze.Load(), int64(16), "more calls than the limit went to the frozen Redis")
+	assert.Positive(t, maxWait.Load(), "no producer was held back")
+	assert.Eventually(t, func() bool { return len(rec.runningKeys()) == int(sent.Load()) }, 5*time.Second, 10*time.Millisecond,
+		"a dispatch that returned nil did not start, or a failed one ran")
+}

@@ -217,9 +217,10 @@ const (
 // it waits. A permit is held for the whole call, up to the job's start.
 //
 // alg learns the limit from each admission (the Redis call that queues
-// the job): its time is the sample, and ErrPoolFull, a failed call and
-// (for the default) an admission slower than DefaultDispatchSlow are
-// drops. A nil alg is limit.AIMD from DefaultDispatchLimitInitial,
+// the job): its time is the sample, and ErrPoolFull, a failed call (a
+// Redis error, or the call's deadline passing while Redis does not
+// answer; not a cancelled ctx) and (for the default) an admission slower
+// than DefaultDispatchSlow are drops. A nil alg is limit.AIMD from DefaultDispatchLimitInitial,
 // between 1 and DefaultDispatchLimitMax, backing off by 10% at a drop.
 // Node.DispatchLimit reports the limit. wait must be positive.
 func WithDispatchLimit(alg limit.Algorithm, wait time.Duration) NodeOption {
