@@ -17,5 +17,5 @@ package pool
 const ACLCommands = "+ping +hello +auth +time +client|id +client|unblock +evalsha +eval +multi +exec " +
 	"+xadd +xdel +xlen +xread +xreadgroup +xrevrange +xack +xgroup|create +xgroup|delconsumer " +
 	"+xautoclaim +xclaim +xpending +xinfo|consumers " +
-	"+hset +hget +hmget +hgetall +hdel +hkeys +hlen +hexists +hscan +hincrby " +
+	"+hset +hget +hmget +hgetall +hdel +hkeys +hlen +hexists +hscan +hincrby +lpush +ltrim +lrange " +
 	"+get +set +del +exists +pexpire +unlink +scan +publish +subscribe +unsubscribe"

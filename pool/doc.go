@@ -63,7 +63,11 @@
 //
 // Stats (on a node) and Inspect (without joining) return a snapshot:
 // nodes, workers with health and jobs, the queue, the jobs with no live
-// owner, the pool's settings; Exists and LiveWorkers are cheap checks.
+// owner, the pool's settings, counters of successful and failed Starts
+// and of recovered jobs, and the janitor's recent recoveries; Exists and
+// LiveWorkers are cheap checks. InspectJob (Node.Job on a node) reports
+// one job in O(1): its state, worker and the worker's health, attempts,
+// times, payload and last Start error.
 // With WithMeterProvider a node reports OpenTelemetry metrics (the Metric*
 // constants); alert when shepherd.pool.queue_depth_over_workers grows. The
 // *slog.Logger of WithLogger gets records with pool, node, worker and key

@@ -12,8 +12,8 @@ var (
 	// ErrJobExists: DispatchJob of a key that is already dispatched or
 	// running.
 	ErrJobExists = errors.New("pool: job already exists")
-	// ErrJobNotFound: StopJob or NotifyWorker of a key the pool does not
-	// run.
+	// ErrJobNotFound: StopJob, NotifyWorker, InspectJob or Node.Job of a
+	// key the pool does not run.
 	ErrJobNotFound = errors.New("pool: job not found")
 	// ErrPoolFull: DispatchJob while WithMaxQueuedJobs jobs wait to be
 	// routed. The job was not queued; retry later.

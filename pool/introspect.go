@@ -48,6 +48,19 @@ type Stats struct {
 	// registered or healthy, sorted: the janitor hands them to another
 	// worker within a WorkerTTL; a job listed here for longer is stuck.
 	Orphans []string `json:"orphans"`
+	// Started counts the Starts that succeeded since the pool was created
+	// (every attempt of a job counts); StartsFailed the Starts that
+	// returned an error or panicked. Recovered counts the jobs the janitor
+	// handed to another worker or queued again because their worker was
+	// gone or their Start did not return within PendingJobTTL. Each is
+	// counted in the script that records the change, so a stale event
+	// counts nothing; they survive the pool's nodes and end with Shutdown.
+	Started      int64 `json:"started"`
+	StartsFailed int64 `json:"starts_failed"`
+	Recovered    int64 `json:"recovered"`
+	// Recoveries are the janitor's most recent passes that declared a
+	// worker dead or recovered a job, newest first, at most 20.
+	Recoveries []Recovery `json:"recoveries"`
 }
 
 // NodeStats describes a node of the pool.
@@ -120,8 +133,10 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 	jobsCmd := pipe.HGetAll(ctx, lay.jobs)
 	depthCmd := pipe.XLen(ctx, lay.jobStream)
 	pendingCmd := pipe.XPending(ctx, lay.jobStream, routerGroup)
+	countersCmd := pipe.HGetAll(ctx, lay.counters)
+	recoveryCmd := pipe.LRange(ctx, lay.recovery, 0, maxRecoveries-1)
 	_, _ = pipe.Exec(ctx) // each command's error is checked below
-	for _, c := range []redis.Cmder{timeCmd, settingsCmd, nodesCmd, workersCmd, slotsCmd, aliveCmd, jobsCmd, depthCmd, pendingCmd} {
+	for _, c := range []redis.Cmder{timeCmd, settingsCmd, nodesCmd, workersCmd, slotsCmd, aliveCmd, jobsCmd, depthCmd, pendingCmd, countersCmd, recoveryCmd} {
 		if err := c.Err(); err != nil && !(c == pendingCmd && isNoGroup(err)) {
 			return nil, fmt.Errorf("pool: stats of %q: %w", poolName, err)
 		}
@@ -140,6 +155,17 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 		WorkerTTL: set.workerTTL, PendingJobTTL: set.pendingJobTTL, MaxQueuedJobs: set.maxQueuedJobs,
 		Exists: len(settingsCmd.Val())+len(nodesCmd.Val())+len(workersCmd.Val())+len(aliveCmd.Val())+len(jobsCmd.Val()) > 0,
 		Nodes:  []NodeStats{}, Workers: []WorkerStats{}, Orphans: []string{}}
+	counters := countersCmd.Val()
+	for name, field := range map[string]*int64{counterStarted: &st.Started, counterStartsFailed: &st.StartsFailed, counterRecovered: &st.Recovered} {
+		if raw, ok := counters[name]; ok {
+			if *field, err = strconv.ParseInt(raw, 10, 64); err != nil {
+				return nil, fmt.Errorf("pool: stats of %q: counter %s: %w", poolName, name, err)
+			}
+		}
+	}
+	if st.Recoveries, err = parseRecoveries(recoveryCmd.Val()); err != nil {
+		return nil, fmt.Errorf("pool: stats of %q: %w", poolName, err)
+	}
 	if p, err := pendingCmd.Result(); err == nil && p.Count > 0 {
 		st.Pending = p.Count
 		if ms, ok := streamIDMs(p.Lower); ok {

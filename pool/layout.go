@@ -39,6 +39,8 @@ type layout struct {
 	settings  string // hash: the pool-wide settings (settings.go)
 	nodes     string // hash: node id → node record (JSON)
 	withdrawn string // hash: nonce of a withdrawn DispatchJob → when (ms)
+	counters  string // hash: counter name (counter* in wire.go) → count
+	recovery  string // list: the janitor's latest recoveries (JSON), newest first
 	jobStream string // the job stream's key
 	workers   string // the workers map's hash (read by scripts)
 	slots     string // the slots map's hash (read by scripts)
@@ -87,6 +89,8 @@ func newLayout(pool string) (layout, error) {
 		settings:  s.Key(keys.KindPool, "settings"),
 		nodes:     s.Key(keys.KindPool, "nodes"),
 		withdrawn: s.Key(keys.KindPool, "withdrawn"),
+		counters:  s.Key(keys.KindPool, "counters"),
+		recovery:  s.Key(keys.KindPool, "recoveries"),
 		jobStream: s.Key(keys.KindStream, jobStreamName),
 		workers:   maps[0].Hash,
 		slots:     maps[1].Hash,

@@ -50,10 +50,14 @@ func (n *Node) janitorLoop() {
 			live, dead, nerr := n.nodes(ctx)
 			// Jobs belong to workers: a dead node's workers are reaped
 			// with it, and its router's events are taken over below.
-			if reaped > 0 || time.Since(lastRecover) >= n.cfg.recoverEvery() {
-				n.recoverJobs(ctx)
+			var recovered int64
+			if len(reaped) > 0 || time.Since(lastRecover) >= n.cfg.recoverEvery() {
+				recovered = n.recoverJobs(ctx)
 				n.pruneWithdrawn(ctx)
 				lastRecover = time.Now()
+			}
+			if len(reaped) > 0 || recovered > 0 {
+				n.recordRecovery(ctx, reaped, recovered)
 			}
 			if nerr == nil {
 				n.removeNodes(ctx, dead)
@@ -92,17 +96,19 @@ end
 return 0
 `)
 
-// reap removes the workers whose keep-alive lapsed and returns how many.
-func (n *Node) reap(ctx context.Context) int {
+// reap removes the workers whose keep-alive lapsed and returns their ids.
+func (n *Node) reap(ctx context.Context) []string {
 	res, err := n.run(ctx, reapScript, "reap", []string{n.lay.alive, n.lay.workers}, n.cfg.workerTTL.Milliseconds())
 	if err != nil {
 		n.logger.Warn("reap failed", slog.Any("error", err))
-		return 0
+		return nil
 	}
-	dead, _ := res.([]any)
+	found, _ := res.([]any)
+	dead := make([]string, 0, len(found))
 	t := n.table()
-	for _, v := range dead {
+	for _, v := range found {
 		id, _ := v.(string)
+		dead = append(dead, id)
 		n.logger.Warn("worker declared dead", slog.String("dead_worker", id))
 		n.metrics.add(ctx, n.metrics.dead, 1)
 		for slot, w := range t.slots {
@@ -119,7 +125,7 @@ func (n *Node) reap(ctx context.Context) int {
 			n.logger.Warn("cleaning up a dead worker", slog.Any("error", err))
 		}
 	}
-	return len(dead)
+	return dead
 }
 
 // reapScript lists the workers whose keep-alive is older than the TTL,
@@ -264,25 +270,27 @@ func (n *Node) takeOverRouters(ctx context.Context, consumers []streaming.Consum
 // recoverJobs recovers the jobs of workers that are gone and the jobs
 // stuck before Start for longer than PendingJobTTL, one HSCAN step of the
 // records at a time: recoverScanScript finds them, this node chooses each
-// one's new owner from its slot table, and recoverScript acts.
-func (n *Node) recoverJobs(ctx context.Context) {
+// one's new owner from its slot table, and recoverScript acts. It returns
+// how many jobs it routed or queued again (those that recoverScript counts
+// as recovered), even when a step failed.
+func (n *Node) recoverJobs(ctx context.Context) int64 {
 	counts := map[string]int64{}
 	for cursor := "0"; ; {
 		res, err := n.run(ctx, recoverScanScript, "recover", n.lay.recordKeys(),
 			n.cfg.pendingJobTTL.Milliseconds(), cursor, recoverChunk)
 		if err != nil {
 			n.logger.Warn("recover failed", slog.Any("error", err))
-			return
+			break
 		}
 		out, _ := res.([]any)
 		if len(out) != 2 {
 			n.logger.Warn("recover: unexpected reply", slog.Any("reply", res))
-			return
+			break
 		}
 		if found, _ := out[1].([]any); len(found) > 0 {
 			if err := n.recoverFound(ctx, found, counts); err != nil {
 				n.logger.Warn("recover failed", slog.Any("error", err))
-				return
+				break
 			}
 		}
 		if cursor, _ = out[0].(string); cursor == "0" || cursor == "" {
@@ -298,13 +306,14 @@ func (n *Node) recoverJobs(ctx context.Context) {
 		n.logger.Warn("dispatches failed: their Start did not return within PendingJobTTL",
 			slog.Int64("jobs", failed), slog.Int("attempts", maxSlowStarts), slog.Duration("pending_job_ttl", n.cfg.pendingJobTTL))
 	}
+	return counts["ROUTED"] + counts["REQUEUED"]
 }
 
 // recoverFound runs recoverScript for the jobs recoverScanScript found,
 // and adds its outcomes to counts.
 func (n *Node) recoverFound(ctx context.Context, found []any, counts map[string]int64) error {
 	t := n.table()
-	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev)
+	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.workers, n.lay.slotsRev, n.lay.counters)
 	args := []any{n.cfg.pendingJobTTL.Milliseconds(), strconv.FormatInt(t.rev, 10), maxSlowStarts,
 		fmt.Sprintf("the Start handler did not return within PendingJobTTL (%v) on %d attempts", n.cfg.pendingJobTTL, maxSlowStarts)}
 	stream := func(prefix, id string) int {
@@ -387,16 +396,17 @@ return {step[1], out}
 // table is current (the fence routeScript applies) and names a live
 // worker, else queued again for the routers. Handing it over directly
 // keeps recovered jobs away from the job stream, whose blocked reads a
-// paused node may still hold (until it is declared dead too).
+// paused node may still hold (until it is declared dead too). The jobs
+// routed or queued again are counted as recovered in the counters hash.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] workers
-//	map, KEYS[5] slots map revision, KEYS[6..] the new owners' and the
-//	answered nodes' streams
+//	map, KEYS[5] slots map revision, KEYS[6] counters, KEYS[7..] the new
+//	owners' and the answered nodes' streams
 //	ARGV[1] pending TTL in ms, ARGV[2] the slots revision the owners were
 //	chosen under, ARGV[3] starts after which a slow start fails its
 //	dispatch, ARGV[4] the failure message, then per job: job ref,
 //	worker, state, new owner ("" for none), then the indexes in KEYS
-//	(counted from KEYS[6] as 1; 0 for none) of the new owner's stream,
+//	(counted from KEYS[7] as 1; 0 for none) of the new owner's stream,
 //	of the waiting dispatcher's and of the stop requester's
 //
 // Returns, per job, "ROUTED", "REQUEUED", "DELETED", "FAILED" or "STALE".
@@ -404,6 +414,7 @@ var recoverScript = redis.NewScript(prelude + `
 local now = now_ms()
 local ttl = tonumber(ARGV[1])
 local current = redis.call("HGET", KEYS[5], REV_FIELD) == ARGV[2]
+local recovered = 0
 local out = {}
 for i = 5, #ARGV, 9 do
   local key, r = job(i)
@@ -416,18 +427,18 @@ for i = 5, #ARGV, 9 do
     if r.s == S_STOPPING then
       if gone then
         delrec(key)
-        if si > 0 then send_reply(KEYS[5 + si], r.sq, REPLY_OK) end
-        if di > 0 then send_reply(KEYS[5 + di], r.rq, REPLY_STOPPED .. "StopJob ended it before its Start") end
+        if si > 0 then send_reply(KEYS[6 + si], r.sq, REPLY_OK) end
+        if di > 0 then send_reply(KEYS[6 + di], r.rq, REPLY_STOPPED .. "StopJob ended it before its Start") end
         res = "DELETED"
       end
     elseif gone or stuck then
       if not gone and r.s == S_CLAIMED and r.rd and r.a >= tonumber(ARGV[3]) then
         delrec(key)
-        if di > 0 then send_reply(KEYS[5 + di], r.rq, REPLY_START_FAILED .. r.w .. "\n" .. ARGV[4]) end
+        if di > 0 then send_reply(KEYS[6 + di], r.rq, REPLY_START_FAILED .. r.w .. "\n" .. ARGV[4]) end
         res = "FAILED"
       elseif owner ~= "" and oi > 0 and current and (owner ~= r.w or not gone)
         and redis.call("HEXISTS", KEYS[4], owner) == 1 then
-        reroute(key, r, now, owner, KEYS[5 + oi])
+        reroute(key, r, now, owner, KEYS[6 + oi])
         res = "ROUTED"
       else
         requeue(key, r, now, KEYS[3])
@@ -435,7 +446,9 @@ for i = 5, #ARGV, 9 do
       end
     end
   end
+  if res == "ROUTED" or res == "REQUEUED" then recovered = recovered + 1 end
   out[#out + 1] = res
 end
+count(KEYS[6], C_RECOVERED, recovered)
 return out
 `)

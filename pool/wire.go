@@ -35,8 +35,17 @@ type record struct {
 	// running. Created is when the job was created.
 	Changed int64 `json:"t,omitempty"`
 	Created int64 `json:"c"`
+	// Started is when the current run's Start succeeded (ms, Redis TIME):
+	// set by startedScript, dropped when the job is claimed, queued or
+	// routed again; while running it stands for Changed too. Records
+	// written before it existed lack it.
+	Started int64 `json:"st,omitempty"`
 	// Starts counts the job's claims so far.
 	Starts int `json:"a"`
+	// LastErr is the error text of the job's last failed Start (one after
+	// a move, which queued the job again), cut to maxLastErrorSize bytes;
+	// kept until the job ends. Optional, like Started.
+	LastErr string `json:"e,omitempty"`
 	// DispNode and DispReq are the node and request of the DispatchJob
 	// still waiting for a start's outcome: every start event carries them
 	// until one answers, so that a start retried after a crash still
@@ -72,6 +81,19 @@ const (
 	evNotify = "notify"
 	evReply  = "reply"
 )
+
+// Fields of the pool's counters hash (layout.counters), incremented by
+// the scripts in the same call as the change they count, so that a stale
+// or fenced script counts nothing.
+const (
+	counterStarted      = "started"       // startedScript: a Start succeeded
+	counterStartsFailed = "starts_failed" // failedScript: a Start failed
+	counterRecovered    = "recovered"     // recoverScript: a job routed or queued again
+)
+
+// maxLastErrorSize bounds the error text a failed Start leaves in its
+// job's record (record.LastErr).
+const maxLastErrorSize = 1024
 
 // noReply stands for "nobody waits" in a header's reply fields, and for
 // "none" wherever a script expects a node id.
@@ -140,6 +162,7 @@ local NO_REPLY = %q
 local REV_FIELD = %q
 local REPLY_OK, REPLY_START_FAILED, REPLY_STOPPED = %q, %q, %q
 local STOPPED_BEFORE_START = %q
+local C_STARTED, C_STARTS_FAILED, C_RECOVERED = %q, %q, %q
 local function now_ms()
   local t = redis.call("TIME")
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -165,6 +188,10 @@ local function delrec(key)
   redis.call("HDEL", KEYS[1], key)
   redis.call("HDEL", KEYS[2], key)
 end
+-- count adds n to field of the pool's counters hash, the key counters.
+local function count(counters, field, n)
+  if n > 0 then redis.call("HINCRBY", counters, field, n) end
+end
 local function header(r, node, req)
   return r.n .. " " .. r.g .. " " .. (node or NO_REPLY) .. " " .. (req or NO_REPLY)
 end
@@ -182,13 +209,13 @@ local function send_reply(stream, req, payload)
 end
 -- requeue queues r again in the job stream, for the routers.
 local function requeue(key, r, now, jobstream)
-  r.s = S_QUEUED; r.g = r.g + 1; r.w = ""; r.t = now
+  r.s = S_QUEUED; r.g = r.g + 1; r.w = ""; r.t = now; r.st = nil
   putrec(key, r)
   send_start(jobstream, key, r)
 end
 -- reroute hands r, in a new generation, straight to worker owner.
 local function reroute(key, r, now, owner, stream)
-  r.s = S_ROUTED; r.g = r.g + 1; r.w = owner; r.t = now
+  r.s = S_ROUTED; r.g = r.g + 1; r.w = owner; r.t = now; r.st = nil
   putrec(key, r)
   send_start(stream, key, r)
 end
@@ -198,4 +225,5 @@ end
 	stateQueued, stateRouted, stateClaimed, stateRunning, stateStopping,
 	noReply, rmap.RevField,
 	string(replyOK), string(replyStartFailed), string(replyStopped),
-	stoppedBeforeStart)
+	stoppedBeforeStart,
+	counterStarted, counterStartsFailed, counterRecovered)

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/streaming"
@@ -146,7 +147,7 @@ func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error
 // one outcome per job.
 func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
 	n := w.node
-	sk := newScriptKeys(n.lay.recordKeys()...)
+	sk := newScriptKeys(append(n.lay.recordKeys(), n.lay.counters)...)
 	args := []any{w.id}
 	for _, s := range started {
 		idx := 0
@@ -185,6 +186,17 @@ func (w *Worker) recordStarted(ctx context.Context, key string, h header) (any, 
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// truncateUTF8 cuts s to at most n bytes, at a rune boundary.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // safely calls a user handler, turning a panic into an error.
@@ -243,8 +255,8 @@ func (w *Worker) startFailed(key string, h header, startErr error) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
 	defer cancel()
 	res, err := n.run(ctx, failedScript, "start failed",
-		[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream},
-		append(ref(nil, key, h.nonce, h.gen), w.id)...)
+		[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.counters},
+		append(ref(nil, key, h.nonce, h.gen), w.id, truncateUTF8(startErr.Error(), maxLastErrorSize))...)
 	if err != nil {
 		w.logger.Warn("recording a failed start", slog.String("key", key), slog.Any("error", err))
 	}
@@ -301,7 +313,7 @@ for i = 2, #ARGV, 3 do
   if not alive or not r or r.w ~= wid or r.s ~= S_ROUTED then
     out[#out + 1] = {"STALE"}
   else
-    r.s = S_CLAIMED; r.t = now; r.a = r.a + 1
+    r.s = S_CLAIMED; r.t = now; r.a = r.a + 1; r.st = nil
     putrec(key, r)
     out[#out + 1] = {"OK", redis.call("HGET", KEYS[2], key) or "", tostring(r.c), tostring(r.a)}
   end
@@ -312,16 +324,17 @@ return out
 // startedScript records that Start succeeded, for a batch of a worker's
 // jobs (or one) in one call, and on "OK" or "STOPPING" (Start did succeed
 // either way) answers each waiting DispatchJob, saving the worker a round
-// trip.
+// trip. It records when (r.st) and counts the start in the counters hash.
 //
-//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4..] the
-//	dispatching nodes' streams
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] counters,
+//	KEYS[5..] the dispatching nodes' streams
 //	ARGV[1] worker id, then per job: job ref, request id
 //	(noReply: nobody waits), index of the dispatching node's stream in
-//	KEYS (counted from KEYS[4] as 1; 0 for none)
+//	KEYS (counted from KEYS[5] as 1; 0 for none)
 //
-// It is idempotent: once recorded, running it again returns "OK", so a
-// worker whose connection broke can ask again instead of guessing.
+// It is idempotent: once recorded, running it again returns "OK" (and
+// counts nothing: r.st is set), so a worker whose connection broke can
+// ask again instead of guessing.
 // Returns, per job, "OK"; "STOPPING" when a stop is on its way to this
 // worker (keep the job: the stop event follows); "STALE" when the job was
 // taken away meanwhile (moved after PendingJobTTL, stopped, or this worker
@@ -329,19 +342,23 @@ return out
 var startedScript = redis.NewScript(prelude + `
 local wid = ARGV[1]
 local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
+local now = now_ms()
+local started = 0
 local out = {}
 for i = 2, #ARGV, 5 do
   local key, r = job(i)
   local rq, si = ARGV[i + 3], tonumber(ARGV[i + 4])
   local function answer()
-    if si > 0 then send_reply(KEYS[3 + si], rq, REPLY_OK) end
+    if si > 0 then send_reply(KEYS[4 + si], rq, REPLY_OK) end
   end
   if not r or r.w ~= wid then
     out[#out + 1] = "STALE"
   elseif r.s == S_STOPPING then
     -- Start did succeed: the dispatcher learns it, and the stop that
-    -- follows does not tell it again.
+    -- follows does not tell it again. A stop of a job already running
+    -- keeps its r.st: this is then a retry, which counts nothing.
     answer(); r.rd = nil; r.rq = nil
+    if not r.st then r.st = now; started = started + 1 end
     putrec(key, r)
     out[#out + 1] = "STOPPING"
   elseif r.s == S_RUNNING then
@@ -350,30 +367,41 @@ for i = 2, #ARGV, 5 do
   elseif r.s ~= S_CLAIMED or not alive then
     out[#out + 1] = "STALE"
   else
-    -- A running job needs no timestamp (only routed and claimed jobs
-    -- expire): dropping it keeps the record of each running job short.
-    r.s = S_RUNNING; r.t = nil; r.rd = nil; r.rq = nil
+    -- A running job needs no r.t (only routed and claimed jobs expire):
+    -- r.st, when Start succeeded, stands for it, which keeps the record
+    -- of each running job short.
+    r.s = S_RUNNING; r.t = nil; r.st = now; r.rd = nil; r.rq = nil
     putrec(key, r)
+    started = started + 1
     answer(); out[#out + 1] = "OK"
   end
 end
+count(KEYS[4], C_STARTED, started)
 return out
 `)
 
-// failedScript records that Start failed.
+// failedScript records that Start failed, and counts it in the counters
+// hash unless the event was stale.
 //
-//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream
-//	ARGV[1..3] job ref, ARGV[4] worker id
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] counters
+//	ARGV[1..3] job ref, ARGV[4] worker id, ARGV[5] Start's error text
+//	(at most maxLastErrorSize bytes)
 //
 // While a DispatchJob waits for the job's first successful start, a failed
 // start deletes the job (DispatchJob returns the error); later, a failed
-// start (after a move) queues the job again. Returns "DELETED",
-// "REQUEUED" or "STALE".
+// start (after a move) queues the job again, keeping the error text in
+// r.e. Returns "DELETED", "REQUEUED" or "STALE".
 var failedScript = redis.NewScript(prelude + `
 local key, r = job(1)
 if not r or r.w ~= ARGV[4] then return "STALE" end
-if r.s == S_STOPPING or r.rd then delrec(key); return "DELETED" end
+if r.s == S_STOPPING or r.rd then
+  delrec(key)
+  count(KEYS[4], C_STARTS_FAILED, 1)
+  return "DELETED"
+end
 if r.s ~= S_CLAIMED then return "STALE" end
+r.e = ARGV[5]
 requeue(key, r, now_ms(), KEYS[3])
+count(KEYS[4], C_STARTS_FAILED, 1)
 return "REQUEUED"
 `)
