@@ -115,7 +115,22 @@ func printStatus(w io.Writer, st *pool.Stats) {
 	if len(st.Orphans) > 0 {
 		fmt.Fprintf(w, "  no live owner: %s\n", strings.Join(sample(st.Orphans, 10), " "))
 	}
+	fmt.Fprintf(w, "since the pool began: %d starts ok, %d starts failed, %d jobs recovered\n", st.Started, st.StartsFailed, st.Recovered)
+	for i, r := range st.Recoveries {
+		if i == recoveriesShown {
+			fmt.Fprintf(w, "  ... %d earlier recoveries\n", len(st.Recoveries)-i)
+			break
+		}
+		dead := "-"
+		if len(r.Workers) > 0 {
+			dead = strings.Join(r.Workers, " ")
+		}
+		fmt.Fprintf(w, "  recovered %d jobs at %s; workers declared dead: %s\n", r.Jobs, r.Time.UTC().Format(time.RFC3339), dead)
+	}
 }
+
+// recoveriesShown is how many of the recent recoveries status prints.
+const recoveriesShown = 3
 
 // keySample is how many of a worker's job keys status prints.
 const keySample = 5

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +98,9 @@ func TestStatusTextAndWatch(t *testing.T) {
 	assert.Contains(t, s, "workers: 2")
 	assert.Contains(t, s, "queue: 0 waiting, 0 pending")
 	assert.Contains(t, s, "jobs: 3 total, 3 running, 0 without a live owner")
+	assert.Contains(t, s, "since the pool began: 3 starts ok, 0 starts failed, 0 jobs recovered")
+	host, _ := os.Hostname()
+	assert.Regexp(t, regexp.QuoteMeta(host)+` +`+strconv.Itoa(os.Getpid())+` `, s, "the node's host and PID")
 
 	out.Reset()
 	require.Equal(t, exitOK, run([]string{"status", "-redis", srv.Addr(), "-pool", name, "-json",
