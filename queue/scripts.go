@@ -579,9 +579,9 @@ return 'OK'
 // exist (nothing is written).
 var drainScript = redis.NewScript(prelude + `
 if redis.call('EXISTS', K_SETTINGS) == 0 then return -1 end
-local old = redis.call('HKEYS', KEYS[17])
-for _, p in ipairs(old) do
-  if not redis.call('ZSCORE', K_ALIVE, p) then redis.call('HDEL', KEYS[17], p) end
+local old = redis.call('HGETALL', KEYS[17]) -- not HKEYS: ACLCommands lists what the scripts use
+for i = 1, #old, 2 do
+  if not redis.call('ZSCORE', K_ALIVE, old[i]) then redis.call('HDEL', KEYS[17], old[i]) end
 end
 local n = 0
 for _, p in ipairs(redis.call('ZRANGEBYSCORE', K_ALIVE, now(), '+inf')) do
