@@ -187,7 +187,12 @@ func TestDrainMissingQueue(t *testing.T) {
 	assert.Empty(t, keys, "Drain of a missing queue wrote")
 
 	open(t, name) // only submits
+	// A request left by a process gone for good is dropped.
+	require.NoError(t, srv.Client().HSet(ctx, c.lay.drains, "ghost", "1").Err())
 	n, err = c.Drain(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, n, "a process that does not serve was asked")
+	left, err := srv.Client().HLen(ctx, c.lay.drains).Result()
+	require.NoError(t, err)
+	assert.Zero(t, left, "drain requests left")
 }
