@@ -98,6 +98,14 @@ func TestQueueAsACLUser(t *testing.T) {
 		return err == nil && len(st.Processes) == 1
 	}, 5*time.Second, 10*time.Millisecond)
 	_ = other.pubsub.Close()
+	n, err := q.Drain(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "processes asked to drain")
+	select {
+	case <-srv.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not drain")
+	}
 	require.NoError(t, srv.Stop(ctx))
 	require.NoError(t, q.Close(ctx))
 

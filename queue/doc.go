@@ -22,8 +22,9 @@
 // the cluster, tenants with waiting tasks take turns, and an unregistered
 // tenant is refused with nothing written. A Batch (NewBatch) is waited for
 // as one, fail-fast or collect-all, from any process. A server serves
-// until stopped or drains (WithMode, SetMode): it stops by itself once
-// nothing is left for it. The tasks a process runs at once can follow a
+// until stopped or drains (WithMode, SetMode; Drain switches every
+// serving process from outside): it stops by itself once nothing is left
+// for it. The tasks a process runs at once can follow a
 // limit learnt from the handlers' time (WithConcurrencyLimit), shared by
 // several queues' servers in partitions with guaranteed shares (NewLimit,
 // WithLimit); a task the limit does not allow stays in Redis.

@@ -405,6 +405,67 @@ func ExampleServer_SetMode() {
 	// example-fonts left: 0
 }
 
+// An operator drains a queue's serving processes from outside them (a
+// deploy): each runs what it can take now, then stops by itself.
+// Stats shows each process's mode meanwhile.
+func ExampleClient_Drain() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
+	defer rdb.Close()
+	q, err := queue.Open(ctx, rdb, "example-drain")
+	if err != nil {
+		panic(err)
+	}
+	defer q.Close(ctx)
+	release := make(chan struct{})
+	srv, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		<-release // a long task
+		return nil, nil
+	}, queue.WithWorkers(1))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := q.Submit(ctx, []byte("long")); err != nil {
+		panic(err)
+	}
+	c, err := queue.NewClient(rdb, "example-drain") // in the operator's tool
+	if err != nil {
+		panic(err)
+	}
+	mode := func() string { // as of the process's last keep-alive, sent when the mode changes
+		st, err := c.Stats(ctx)
+		if err != nil || len(st.Processes) == 0 {
+			return ""
+		}
+		return st.Processes[0].Mode
+	}
+	for mode() != "serve" { // Serve announces the server in the background
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	n, err := c.Drain(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("asked", n, "process(es)")
+	for mode() != "drain" {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println(srv.Mode())
+	close(release)
+	<-srv.Done()
+	fmt.Println("drained")
+
+	other, _ := queue.NewClient(rdb, "example-no-such-queue")
+	_, err = other.Drain(ctx)
+	fmt.Println(errors.Is(err, queue.ErrQueueNotFound))
+	// Output:
+	// asked 1 process(es)
+	// drain
+	// drained
+	// true
+}
+
 // The process runs as many tasks at once as its downstream bears:
 // Gradient2 learns it from the handlers' times, between 2 and 8.
 func ExampleWithConcurrencyLimit() {

@@ -168,6 +168,7 @@ type ProcessInfo struct {
 	Limit    int       // its concurrency limit (WithConcurrencyLimit, WithLimit), 0 without one, as of its last keep-alive
 	Part     string    // its partition of a shared Limit (WithLimit)
 	Drops    int64     // its attempts that counted as drops for the limit, as of its last keep-alive
+	Mode     string    // "serve" or "drain" (its Server's Mode), "" when it does not serve; sent at once when it changes
 	LeaseFor time.Duration
 }
 
@@ -213,7 +214,7 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 		var r procRecord
 		_ = json.Unmarshal([]byte(procs.Val()[id]), &r)
 		st.Processes = append(st.Processes, ProcessInfo{ID: id, Host: r.Host, PID: r.PID, Started: time.UnixMilli(r.Started),
-			Workers: r.Workers, Busy: r.Busy, Limit: r.Limit, Part: r.Part, Drops: r.Drops, LeaseFor: lease})
+			Workers: r.Workers, Busy: r.Busy, Limit: r.Limit, Part: r.Part, Drops: r.Drops, Mode: r.Mode, LeaseFor: lease})
 		st.Workers += int64(r.Workers)
 		st.Busy += int64(r.Busy)
 	}

@@ -29,15 +29,19 @@ import (
 //	              order ("" for untenanted tasks)
 //	parked        set: tenants with waiting tasks found at capacity
 //	holds         hash: Acquire token → "process\ntenant"
+//	drains        hash: process → the serial of its server that Drain
+//	              asked to drain, until the process applies it (or the
+//	              server is gone)
 //	batch:ID      hash: a batch's policy (pol), tasks (n), finished tasks
 //	              (done) and first failed task (first)
 //	btasks:ID     list: a batch's task ids, in submission order
 //	task:ID       hash: the task (fields in scripts.go)
 //	inflight:PROC set: the ids a process runs
-//	chan:wake, chan:done:PROC, chan:cancel:PROC   pub/sub channels
+//	chan:wake, chan:drain, chan:done:PROC, chan:cancel:PROC   pub/sub
+//	              channels
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
-	tenants, turns, parked, holds                                                                    string
+	tenants, turns, parked, holds, drains                                                            string
 
 	taskPrefix, inflightPrefix, chanPrefix, batchPrefix, batchTasksPrefix string
 }
@@ -65,6 +69,7 @@ func newLayout(name string) (layout, error) {
 		turns:          k("turns"),
 		parked:         k("parked"),
 		holds:          k("holds"),
+		drains:         k("drains"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
 		// The scripts build these from taskPrefix (see P_BATCH).
@@ -89,6 +94,7 @@ func (l layout) tenantReady(ten string) string {
 }
 func (l layout) inflight(proc string) string { return l.inflightPrefix + proc }
 func (l layout) wakeChannel() string         { return l.chanPrefix + "wake" }
+func (l layout) drainChannel() string        { return l.chanPrefix + "drain" }
 func (l layout) doneChannel(proc string) string {
 	return l.chanPrefix + "done:" + proc
 }

@@ -28,7 +28,7 @@ import (
 // declares dead the processes whose lease ran out, and gives their tasks
 // back. A Queue is safe for concurrent use; Close it when done.
 type Queue struct {
-	Client // Stats, Inspect, Result, Cancel, DeadLetters, Replay, PurgeDead
+	Client // Stats, Inspect, Result, Cancel, DeadLetters, Replay, PurgeDead, Drain
 	cfg    config
 	proc   string
 	logger *slog.Logger
@@ -53,6 +53,11 @@ type Queue struct {
 	closed  bool
 	futures map[string]*Future
 	server  *Server
+	serials int64 // servers made: a server's serial tells it apart from the process's earlier ones
+
+	// drained is the serial of the last server this process switched to
+	// drain because Drain asked (keepAlive's; only keepAliveLoop uses it).
+	drained int64
 
 	testAfterPollRead func() // tests: runs between pollOutcomes' read and its verdicts
 }
@@ -101,8 +106,9 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 
 	// Subscribe before registering: a wake-up or an outcome published
 	// after Open returns must not be missed.
-	q.pubsub = rdb.Subscribe(ctx, lay.wakeChannel(), lay.doneChannel(q.proc), lay.cancelChannel(q.proc))
-	for i := 0; i < 3; i++ {
+	channels := []string{lay.wakeChannel(), lay.drainChannel(), lay.doneChannel(q.proc), lay.cancelChannel(q.proc)}
+	q.pubsub = rdb.Subscribe(ctx, channels...)
+	for range channels {
 		if _, err := q.pubsub.ReceiveTimeout(ctx, 0); err != nil {
 			_ = q.pubsub.Close()
 			return nil, fmt.Errorf("queue: open %q: subscribe: %w", name, err)
@@ -144,16 +150,24 @@ type procRecord struct {
 	Limit   int    `json:"limit,omitempty"` // the concurrency limit (WithConcurrencyLimit, WithLimit)
 	Part    string `json:"part,omitempty"`  // WithLimit's partition
 	Drops   int64  `json:"drops,omitempty"` // attempts that counted as drops for the limit
+	Mode    string `json:"mode,omitempty"`  // the server's Mode, "" without one
+	Serial  int64  `json:"srv,omitempty"`   // the server's serial, 0 without one (drainScript reads it)
 }
 
-func (q *Queue) record() string {
+// current returns the process's server, nil when it does not serve.
+func (q *Queue) current() *Server {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.server
+}
+
+// record describes the process serving with s (nil: not serving).
+func (q *Queue) record(s *Server) string {
 	host, _ := os.Hostname()
 	r := procRecord{Host: host, PID: os.Getpid(), Started: q.started.UnixMilli()}
-	q.mu.Lock()
-	s := q.server
-	q.mu.Unlock()
 	if s != nil {
 		r.Workers, r.Busy = s.size(), s.busyCount()
+		r.Mode, r.Serial = s.Mode().String(), s.serial
 		if s.lim != nil {
 			r.Limit, r.Part, r.Drops = s.Limit(), s.part.pub, s.Drops()
 		}
@@ -165,7 +179,7 @@ func (q *Queue) record() string {
 // register registers the process and settles the queue-wide settings;
 // it reports whether the queue had no settings (new, or Redis lost them).
 func (q *Queue) register(ctx context.Context) (fresh bool, err error) {
-	args := q.lay.commonArgs(q.proc, q.record())
+	args := q.lay.commonArgs(q.proc, q.record(q.current()))
 	for _, s := range []struct {
 		name string
 		val  int64
@@ -259,8 +273,13 @@ func (q *Queue) keepAlive(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
 	sent := time.Since(q.started)
-	res, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", q.lay.common(),
-		q.lay.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), q.record())...)
+	s := q.current()
+	var serial int64
+	if s != nil {
+		serial = s.serial
+	}
+	res, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", q.lay.common(q.lay.drains),
+		q.lay.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), q.record(s), serial, q.drained)...)
 	if err != nil {
 		if ctx.Err() == nil {
 			q.logger.Warn("keep-alive failed", "error", err)
@@ -269,17 +288,22 @@ func (q *Queue) keepAlive(ctx context.Context) {
 	}
 	if res != "GONE" {
 		q.leaseFrom.Store(int64(sent))
-		q.mu.Lock()
-		s := q.server
-		q.mu.Unlock()
+		if res == "DRAIN" && s != nil {
+			q.drained = serial
+			// A server that stopped meanwhile says ErrStopped: nothing
+			// left to drain. SetMode publishes the mode, which tells
+			// Redis the request was applied.
+			if s.SetMode(ModeDrain) == nil {
+				q.logger.Info("draining: asked by an operator (Client.Drain)")
+			}
+			q.kickKeepAlive()
+		}
 		if s != nil {
 			s.checkOrphans(cctx)
 		}
 		return
 	}
-	q.mu.Lock()
-	s := q.server
-	q.mu.Unlock()
+	s = q.current()
 	lost := 0
 	if s != nil {
 		lost = s.abandon()
@@ -351,12 +375,13 @@ func (q *Queue) droppedDead(ctx context.Context, n int64) {
 }
 
 // listen handles the process's pub/sub messages: wake-ups, outcomes of
-// the tasks it submitted, and cancellations of tasks it runs. go-redis
-// resubscribes after a reconnect; what was published meanwhile is lost,
-// which is why an idle server also looks for work every second and
-// pollFutures reads pending outcomes every second.
+// the tasks it submitted, cancellations of tasks it runs, and drain
+// requests. go-redis resubscribes after a reconnect; what was published
+// meanwhile is lost, which is why an idle server also looks for work
+// every second, pollFutures reads pending outcomes every second, and a
+// drain request waits in Redis for the process's next keep-alive.
 func (q *Queue) listen(msgs <-chan *redis.Message) {
-	done, cancel := q.lay.doneChannel(q.proc), q.lay.cancelChannel(q.proc)
+	done, cancel, drain := q.lay.doneChannel(q.proc), q.lay.cancelChannel(q.proc), q.lay.drainChannel()
 	for {
 		select {
 		case <-q.tasks.Context().Done():
@@ -375,6 +400,8 @@ func (q *Queue) listen(msgs <-chan *redis.Message) {
 				if s != nil {
 					s.cancelTask(m.Payload)
 				}
+			case drain:
+				q.kickKeepAlive() // it reads this process's request, if any
 			default:
 				q.signalWake()
 			}
@@ -453,7 +480,7 @@ func (q *Queue) giveBack(ctx context.Context, remove bool, ids ...string) (int64
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	res, err := script.Run(ctx, q.rdb, deregisterScript, "queue: give back tasks", q.lay.common(q.lay.inflight(q.proc)), args...)
+	res, err := script.Run(ctx, q.rdb, deregisterScript, "queue: give back tasks", q.lay.common(q.lay.inflight(q.proc), q.lay.drains), args...)
 	n, _ := res.(int64)
 	return n, err
 }

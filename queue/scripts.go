@@ -544,22 +544,66 @@ return out
 `)
 
 // keepAliveScript extends a process's lease by ARGV[5] ms and stores its
-// record, unless it was declared dead meanwhile.
+// record, unless it was declared dead meanwhile. It also answers a drain
+// request (drainScript): the process's request stays until the process
+// says it applied it, or the server it names is gone, so a lost reply
+// does not lose it.
 //
-//	ARGV[4] process, ARGV[5] ttl (ms), ARGV[6] record (JSON)
+//	KEYS[17] drains
+//	ARGV[4] process, ARGV[5] ttl (ms), ARGV[6] record (JSON), ARGV[7]
+//	the serial of the process's server ("0": none), ARGV[8] the serial
+//	whose drain request it applied last ("0": none)
 //
-// Returns "OK" or "GONE".
+// Returns "OK", "DRAIN" (drain the server ARGV[7]) or "GONE".
 var keepAliveScript = redis.NewScript(prelude + `
 if not redis.call('ZSCORE', K_ALIVE, ARGV[4]) then return 'GONE' end
 redis.call('ZADD', K_ALIVE, now() + tonumber(ARGV[5]), ARGV[4])
 redis.call('HSET', K_PROCS, ARGV[4], ARGV[6])
+local d = redis.call('HGET', KEYS[17], ARGV[4])
+if d then
+  if d == ARGV[7] and d ~= ARGV[8] then return 'DRAIN' end
+  redis.call('HDEL', KEYS[17], ARGV[4])
+end
 return 'OK'
+`)
+
+// drainScript asks every live process that serves, by its record (its
+// server's serial "srv"), to switch that server to drain: it stores the
+// serial in drains, which the process reads on its next keep-alive, and
+// publishes on the drain channel so that the processes keep alive at
+// once. Requests left by processes no longer registered are dropped.
+//
+//	KEYS[17] drains
+//
+// Returns how many processes were asked, or -1 when the queue does not
+// exist (nothing is written).
+var drainScript = redis.NewScript(prelude + `
+if redis.call('EXISTS', K_SETTINGS) == 0 then return -1 end
+local old = redis.call('HGETALL', KEYS[17]) -- not HKEYS: ACLCommands lists what the scripts use
+for i = 1, #old, 2 do
+  if not redis.call('ZSCORE', K_ALIVE, old[i]) then redis.call('HDEL', KEYS[17], old[i]) end
+end
+local n = 0
+for _, p in ipairs(redis.call('ZRANGEBYSCORE', K_ALIVE, now(), '+inf')) do
+  local rec = redis.call('HGET', K_PROCS, p)
+  local ok, r = false, nil
+  if rec then ok, r = pcall(cjson.decode, rec) end
+  local srv = ok and type(r) == 'table' and tonumber(r.srv) or 0
+  if srv > 0 then
+    redis.call('HSET', KEYS[17], p, string.format('%d', srv))
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('PUBLISH', P_CHAN .. 'drain', '') end
+return n
 `)
 
 // reapScript declares dead up to ARGV[4] processes whose lease ran out,
 // and gives their tasks in flight back: each such attempt counts as
 // failed ("stopped answering"), so a task that kills its process every
-// time ends as a dead letter after its max attempts.
+// time ends as a dead letter after its max attempts. A drain request
+// of a process declared dead is kept: if the process comes back, it
+// still drains (drainScript drops the requests of processes gone).
 //
 //	ARGV[4] limit
 //
@@ -607,9 +651,10 @@ return {#procs, requeued, finished, dropped}
 // that it does not run: all of them once it runs none (a stopped server
 // whose outcomes could not be recorded), or the ids listed (tasks whose
 // dequeue reply was lost). They go back to ready at once without using
-// an attempt. With ARGV[5] "1" it also removes the process (Close).
+// an attempt. With ARGV[5] "1" it also removes the process (Close) and
+// its drain request.
 //
-//	KEYS[17] the process's inflight set
+//	KEYS[17] the process's inflight set, KEYS[18] drains
 //	ARGV[4] process, ARGV[5] "1" to remove it, ARGV[6...] ids (none: all)
 //
 // Returns how many tasks went back.
@@ -636,6 +681,7 @@ if ARGV[5] == '1' then
   redis.call('ZREM', K_ALIVE, ARGV[4])
   redis.call('HDEL', K_PROCS, ARGV[4])
   redis.call('SREM', K_IDLE, ARGV[4])
+  redis.call('HDEL', KEYS[18], ARGV[4])
   releaseHolds({ARGV[4]})
 end
 if back > 0 then wake() end

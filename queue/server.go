@@ -77,6 +77,7 @@ type Server struct {
 	modeSet  chan struct{} // capacity 1: the mode changed
 	done     chan struct{} // closed when Stop has finished
 	doneOnce sync.Once
+	serial   int64 // this process's servers are numbered from 1 (Client.Drain names one)
 
 	mu      sync.Mutex
 	running map[string]*run // by task id, from hand-out to outcome
@@ -203,13 +204,15 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		q.mu.Unlock()
 		return nil, ErrAlreadyServing
 	}
+	q.serials++
+	s.serial = q.serials
 	q.server = s
 	q.mu.Unlock()
 	go s.feed() // owned by the server: Stop closes its input and waits for it
 	for _, w := range s.workers {
 		s.loops.Go(func() { s.work(w) })
 	}
-	q.kickKeepAlive() // publish the worker count
+	q.kickKeepAlive() // publish the worker count and mode (Client.Drain finds the server by them)
 	return s, nil
 }
 
@@ -302,8 +305,10 @@ func (m Mode) String() string {
 
 // SetMode switches the server to m at once, in either direction, while
 // it runs: a server switched to ModeDrain stops when nothing is left for
-// it (at once if it is idle). It returns ErrStopped once the server is
-// stopping or stopped.
+// it (at once if it is idle). The process publishes the new mode at once
+// (Stats' ProcessInfo.Mode). It returns ErrStopped once the server is
+// stopping or stopped. Client.Drain does the same from outside the
+// process.
 func (s *Server) SetMode(m Mode) error {
 	if m != ModeServe && m != ModeDrain {
 		return invalid("unknown mode %d", int32(m))
@@ -311,7 +316,9 @@ func (s *Server) SetMode(m Mode) error {
 	if s.isStopping() {
 		return ErrStopped
 	}
-	s.mode.Store(int32(m))
+	if Mode(s.mode.Swap(int32(m))) != m {
+		s.q.kickKeepAlive()
+	}
 	select {
 	case s.modeSet <- struct{}{}:
 	default:

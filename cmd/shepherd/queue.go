@@ -14,12 +14,12 @@ import (
 )
 
 func init() {
-	commands["queue"] = command{summary: "inspect a queue: stats, ls, dead, replay, cancel, purge-dead", run: runQueue}
+	commands["queue"] = command{summary: "inspect a queue: stats, ls, dead, replay, cancel, purge-dead, drain", run: runQueue}
 	commands["tenants"] = command{summary: "a queue's tenants: ls, set ID CAPACITY, rm ID, untenanted CAPACITY", run: runTenants}
 }
 
 const (
-	queueSynopsis   = "queue stats|ls|dead|replay|cancel|purge-dead -queue NAME [flags] [ID...]"
+	queueSynopsis   = "queue stats|ls|dead|replay|cancel|purge-dead|drain -queue NAME [flags] [ID...]"
 	tenantsSynopsis = "tenants ls|set ID CAPACITY|rm ID...|untenanted CAPACITY|none -queue NAME [flags]"
 )
 
@@ -32,6 +32,7 @@ var queueSubcommands = map[string]func(ctx context.Context, c *queue.Client, o q
 	"replay":     queueReplay,
 	"cancel":     queueCancel,
 	"purge-dead": queuePurge,
+	"drain":      queueDrain,
 }
 
 type queueOpts struct {
@@ -93,7 +94,7 @@ func runClientCommand(cmd, synopsis string, subs map[string]func(ctx context.Con
 	if cmd == "queue" {
 		fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: waiting, delayed, retry, active or dead")
 		fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
-		fs.BoolVar(&o.yes, "yes", false, "purge-dead: do not ask for confirmation")
+		fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain: do not ask for confirmation")
 	}
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this `duration`")
 	if code, ok := parse(fs, args[1:]); !ok {
@@ -150,16 +151,20 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		c.Name(), st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead, st.DeadDropped)
 	fmt.Fprintf(o.stdout, "workers: %d busy of %d, in %d processes\n", st.Busy, st.Workers, len(st.Processes))
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tWORKERS\tBUSY\tLIMIT\tPARTITION\tDROPS\tLEASE")
+	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tMODE\tWORKERS\tBUSY\tLIMIT\tPARTITION\tDROPS\tLEASE")
 	for _, p := range st.Processes {
-		lim, part, drops := "-", "-", "-"
+		mode, lim, part, drops := "-", "-", "-", "-"
+		if p.Mode != "" {
+			mode = p.Mode
+		}
 		if p.Limit > 0 {
 			lim, drops = fmt.Sprint(p.Limit), fmt.Sprint(p.Drops)
 		}
 		if p.Part != "" {
 			part = p.Part
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%v\n", p.ID, p.Host, p.PID, p.Workers, p.Busy, lim, part, drops, p.LeaseFor.Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%v\n", p.ID, p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
+			p.LeaseFor.Round(time.Millisecond))
 	}
 	return tw.Flush()
 }
@@ -267,6 +272,20 @@ func queuePurge(ctx context.Context, c *queue.Client, o queueOpts) error {
 		return err
 	}
 	fmt.Fprintf(o.stdout, "deleted %d dead letters\n", n)
+	return nil
+}
+
+// queueDrain switches every serving process of the queue to drain mode
+// (queue.Client.Drain), after a confirmation unless -yes.
+func queueDrain(ctx context.Context, c *queue.Client, o queueOpts) error {
+	if !o.yes && !confirm(o.stderr, fmt.Sprintf("Switch every serving process of queue %q to drain mode (each stops once nothing is left for it)?", c.Name())) {
+		return fmt.Errorf("%w: not confirmed", errUsage)
+	}
+	n, err := c.Drain(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.stdout, "asked %d processes to drain\n", n)
 	return nil
 }
 

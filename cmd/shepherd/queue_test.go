@@ -118,6 +118,8 @@ func TestQueueCommandErrors(t *testing.T) {
 		{[]string{"queue", "stats", "-queue", "a}b", "-redis", srv.Addr()}, exitUsage, "invalid option"},
 		{[]string{"queue", "stats", "-queue", "missing-queue", "-redis", srv.Addr()}, exitError, `queue "missing-queue" not found`},
 		{[]string{"queue", "ls", "-queue", "missing-queue", "-redis", srv.Addr(), "-state", "bogus"}, exitError, `not found`},
+		{[]string{"queue", "drain", "-queue", "missing-queue", "-redis", srv.Addr(), "-yes"}, exitError, `queue "missing-queue" not found`},
+		{[]string{"queue", "drain", "-queue", "q", "extra"}, exitUsage, "unexpected arguments"},
 	} {
 		code, _, errOut := runCmd(tc.args...)
 		assert.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
@@ -203,4 +205,65 @@ func TestQueueStatsShowsTheLimit(t *testing.T) {
 		return code == exitOK && strings.Contains(out, "LIMIT  PARTITION  DROPS") &&
 			regexp.MustCompile(`\s2\s+0\s+2\s+live\s+1\s`).MatchString(out)
 	}, 10*time.Second, 20*time.Millisecond, "stats do not show limit 2 (the workers), partition live, 1 drop")
+}
+
+// TestQueueDrainCommand: "queue drain" asks for a yes, then switches the
+// serving process to drain: stats shows its mode, and it stops once its
+// task is done.
+func TestQueueDrainCommand(t *testing.T) {
+	t.Parallel()
+	name, ctx, q := openQueue(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	t.Cleanup(func() { // before the queue closes, should the test fail first
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	s, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil, nil
+	}, queue.WithWorkers(1))
+	require.NoError(t, err)
+	_, err = q.Submit(ctx, []byte("x"))
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the task never started")
+	}
+	// The process's row: its mode and 1 worker.
+	showsMode := func(mode string) {
+		t.Helper()
+		row := regexp.MustCompile(regexp.QuoteMeta(q.Process()) + `\s.*\s` + mode + `\s+1\s+\d+\s`)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			code, out, errOut := runCmd("queue", "stats", "-queue", name, "-redis", srv.Addr())
+			require.Equal(c, exitOK, code, errOut)
+			assert.Regexp(c, `PID\s+MODE\s+WORKERS`, out)
+			assert.Regexp(c, row, out)
+		}, 10*time.Second, 20*time.Millisecond, "stats do not show the process in mode %s", mode)
+	}
+	showsMode("serve")
+
+	code, _, errOut := runCmd("queue", "drain", "-queue", name, "-redis", srv.Addr())
+	assert.Equal(t, exitUsage, code, "drain without a yes")
+	assert.Contains(t, errOut, "not confirmed")
+	assert.Equal(t, queue.ModeServe, s.Mode(), "drained without a yes")
+
+	code, out, errOut := runCmd("queue", "drain", "-queue", name, "-redis", srv.Addr(), "-yes")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "asked 1 processes to drain\n", out)
+	showsMode("drain")
+	assert.Equal(t, queue.ModeDrain, s.Mode())
+	close(release)
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drained server did not stop")
+	}
 }

@@ -1,0 +1,42 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// Drain asks every live process of the queue that serves to switch its
+// Server to ModeDrain, as Server.SetMode(ModeDrain) does in the process:
+// each server runs what it can take now, then stops by itself and its
+// Done closes. It returns how many processes were asked: those whose
+// last keep-alive showed a server (already draining or not), and
+// ErrQueueNotFound when the queue does not exist (nothing is written).
+// It costs one script call, O(processes).
+//
+// The request is stored with the queue, per process and per server, and
+// every process reads its own on its keep-alive; a pub/sub message makes
+// the processes keep alive at once, so a server usually switches within
+// a round trip or two. A process cut off from pub/sub at that moment
+// switches at its next keep-alive instead (within TTL/3), and a paused
+// one when it comes back, even after it was declared dead meanwhile.
+//
+// Drain names the servers that exist when it runs: a server started
+// later, by a new process or by one that was asked (after its server
+// stopped), serves as usual, and a server switched back with
+// SetMode(ModeServe) after it applied the request stays so. Limit: Serve
+// announces a new server with a keep-alive sent at once but in the
+// background, so a server started less than a round trip to Redis
+// before Drain may be neither asked nor counted.
+func (q *Client) Drain(ctx context.Context) (int, error) {
+	res, err := script.Run(ctx, q.rdb, drainScript, "queue: drain", q.lay.common(q.lay.drains), q.lay.commonArgs()...)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.(int64)
+	if n < 0 {
+		return 0, fmt.Errorf("%w: %q", ErrQueueNotFound, q.name)
+	}
+	return int(n), nil
+}
