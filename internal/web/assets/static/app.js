@@ -1,0 +1,45 @@
+// Live updates: a page marked data-live=MS fetches its own live part
+// (?partial=1) every MS milliseconds and swaps it in, unless the user is typing in
+// one of its fields. Nothing else runs here; every page works without it.
+(function () {
+  "use strict";
+  var main = document.getElementById("live");
+  var state = document.getElementById("live-state");
+  if (!main || !main.dataset.live) { return; }
+  var every = Math.max(100, parseInt(main.dataset.live, 10) || 1000), failures = 0, stopped = false;
+  function url() {
+    var u = new URL(window.location.href);
+    u.searchParams.delete("done");
+    u.searchParams.set("partial", "1");
+    return u.toString();
+  }
+  function typing() {
+    var a = document.activeElement;
+    return a && main.contains(a) && (a.tagName === "INPUT" || a.tagName === "SELECT" || a.tagName === "TEXTAREA");
+  }
+  function tick() {
+    if (stopped) { return; }
+    if (document.hidden || typing()) { setTimeout(tick, every); return; }
+    fetch(url(), { credentials: "same-origin", cache: "no-store" }).then(function (r) {
+      if (r.status === 404 || r.status === 401 || r.status === 403) {
+        stopped = true;
+        state.textContent = "stopped updating (" + r.status + ")";
+        return null;
+      }
+      if (!r.ok) { throw new Error("HTTP " + r.status); }
+      return r.text();
+    }).then(function (html) {
+      if (html === null || html === undefined) { return; }
+      if (!typing()) { main.innerHTML = html; }
+      failures = 0;
+      state.textContent = "live " + new Date().toLocaleTimeString();
+      main.dataset.updated = String(Date.now());
+    }).catch(function (e) {
+      failures++;
+      state.textContent = "update failed (" + e.message + "), retrying";
+    }).then(function () {
+      if (!stopped) { setTimeout(tick, every * Math.min(1 + failures, 10)); }
+    });
+  }
+  setTimeout(tick, every);
+})();

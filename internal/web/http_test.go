@@ -1,0 +1,227 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/pool"
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+func TestJSONTwinsMatchTheLibrary(t *testing.T) {
+	t.Parallel()
+	name, n, _ := livePool(t, 2, keysN("j", 6)...)
+	q, _, _ := liveQueue(t, "dead-a")
+	_, base := dashboard(t, Config{})
+	ctx := testCtx(t, 20*time.Second)
+
+	code, body := get(t, base+"/?format=json")
+	require.Equal(t, http.StatusOK, code, body)
+	var ov overviewView
+	require.NoError(t, json.Unmarshal([]byte(body), &ov))
+	var row *poolRow
+	for i := range ov.Pools {
+		if ov.Pools[i].Name == name {
+			row = &ov.Pools[i]
+		}
+	}
+	require.NotNil(t, row, "the overview lists the pool")
+	assert.Equal(t, 6, row.Jobs)
+	assert.Equal(t, 2, row.WorkersHealthy)
+	assert.Equal(t, "ok", row.Health)
+
+	code, body = get(t, base+"/pool/"+name+"?format=json")
+	require.Equal(t, http.StatusOK, code, body)
+	var pv struct {
+		Stats   pool.Stats `json:"stats"`
+		History []sample   `json:"history"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &pv))
+	st, err := n.Stats(ctx)
+	require.NoError(t, err)
+	require.Len(t, pv.Stats.Workers, 2)
+	for i, w := range st.Workers {
+		assert.Equal(t, w.Keys, pv.Stats.Workers[i].Keys)
+	}
+	assert.NotEmpty(t, pv.History)
+
+	code, body = get(t, base+"/pool/"+name+"/job/j-03?format=json")
+	require.Equal(t, http.StatusOK, code, body)
+	var jv struct {
+		Job pool.JobInfo `json:"job"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &jv))
+	assert.Equal(t, "j-03", jv.Job.Key)
+	assert.Equal(t, pool.JobRunning, jv.Job.State)
+	assert.Equal(t, "payload of j-03", string(jv.Job.Payload))
+
+	code, body = get(t, base+"/queue/"+q.Name()+"?format=json")
+	require.Equal(t, http.StatusOK, code, body)
+	var qv struct {
+		Stats queue.Stats      `json:"stats"`
+		Dead  []queue.TaskInfo `json:"dead"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &qv))
+	assert.EqualValues(t, 1, qv.Stats.Dead)
+	require.Len(t, qv.Dead, 1)
+	assert.Equal(t, "dead-a", qv.Dead[0].ID)
+
+	code, body = get(t, base+"/pool/no-such-pool?format=json")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, `"error"`)
+}
+
+func TestHostileRequests(t *testing.T) {
+	t.Parallel()
+	evil := `<script>alert("k")</script>/../?x=1#y`
+	huge := strings.Repeat("0123456789abcdef", 64<<10) // 1 MiB
+	name, n, _ := livePool(t, 1, "plain")
+	ctx := testCtx(t, 20*time.Second)
+	require.NoError(t, n.DispatchJob(ctx, evil, []byte(`<b onmouseover="x()">bold</b>`)))
+	require.NoError(t, n.DispatchJob(ctx, "huge", []byte(huge)))
+	_, base := dashboard(t, Config{})
+	jobURL := func(k string) string { return base + "/pool/" + url.PathEscape(name) + "/job/" + url.PathEscape(k) }
+
+	t.Run("unknown pool, job, queue, task", func(t *testing.T) {
+		for _, path := range []string{"/pool/nope", "/pool/" + name + "/job/nope", "/queue/nope", "/queue/nope/task/x", "/nope"} {
+			code, _ := get(t, base+path)
+			assert.Equal(t, http.StatusNotFound, code, path)
+		}
+		code, _ := get(t, base+"/pool/"+url.PathEscape("a}b"))
+		assert.Equal(t, http.StatusBadRequest, code, "a name no pool can have")
+	})
+	t.Run("a key with HTML in it is escaped", func(t *testing.T) {
+		code, body := get(t, jobURL(evil))
+		require.Equal(t, http.StatusOK, code, body)
+		assert.NotContains(t, body, `<script>alert`)
+		assert.Contains(t, body, `&lt;script&gt;alert(&#34;k&#34;)&lt;/script&gt;`)
+		assert.NotContains(t, body, `<b onmouseover`)
+		assert.Contains(t, body, `&lt;b onmouseover=&#34;x()&#34;&gt;bold&lt;/b&gt;`)
+		// The pool page links to it with its key escaped in the path.
+		_, body = get(t, base+"/pool/"+name)
+		assert.Contains(t, body, `/job/`+url.PathEscape(evil))
+	})
+	t.Run("a huge payload is truncated", func(t *testing.T) {
+		code, body := get(t, jobURL("huge"))
+		require.Equal(t, http.StatusOK, code)
+		assert.Less(t, len(body), 20<<10, "the page stays small")
+		assert.Contains(t, body, "Truncated: 1048576 bytes in all")
+	})
+	t.Run("wrong method", func(t *testing.T) {
+		code, _ := get(t, base+"/pool/"+name+"/stop")
+		assert.Equal(t, http.StatusMethodNotAllowed, code)
+		code, _ = post(t, base+"/pool/"+name, "")
+		assert.Equal(t, http.StatusMethodNotAllowed, code)
+	})
+	t.Run("a POST without the CSRF token", func(t *testing.T) {
+		code, body := post(t, base+"/pool/"+name+"/stop", "key=plain&confirm=yes")
+		assert.Equal(t, http.StatusForbidden, code, body)
+		code, _ = post(t, base+"/pool/"+name+"/stop", "key=plain&confirm=yes&csrf=0000")
+		assert.Equal(t, http.StatusForbidden, code)
+		_, err := pool.InspectJob(ctx, srv.Client(), name, "plain")
+		assert.NoError(t, err, "the job still runs")
+	})
+	t.Run("a POST from another site", func(t *testing.T) {
+		d, base := dashboard(t, Config{})
+		code, _ := post(t, base+"/pool/"+name+"/stop", "key=plain&confirm=yes&csrf="+d.csrfToken(), "Sec-Fetch-Site", "cross-site")
+		assert.Equal(t, http.StatusForbidden, code)
+		_, err := pool.InspectJob(ctx, srv.Client(), name, "plain")
+		assert.NoError(t, err, "the job still runs")
+	})
+	t.Run("another Host", func(t *testing.T) {
+		code, _ := get(t, base+"/", "Host", "evil.example:8080")
+		assert.Equal(t, http.StatusForbidden, code, "DNS rebinding")
+		code, _ = get(t, base+"/", "Host", "localhost:8080")
+		assert.Equal(t, http.StatusOK, code)
+	})
+	t.Run("an action without confirmation asks", func(t *testing.T) {
+		d, base := dashboard(t, Config{})
+		code, body := post(t, base+"/pool/"+name+"/stop", "key=plain&csrf="+d.csrfToken())
+		assert.Equal(t, http.StatusOK, code)
+		assert.Contains(t, body, `id="confirm"`)
+		_, err := pool.InspectJob(ctx, srv.Client(), name, "plain")
+		assert.NoError(t, err, "nothing happened yet")
+	})
+	t.Run("headers", func(t *testing.T) {
+		req, err := http.NewRequest(http.MethodGet, base+"/", nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Contains(t, resp.Header.Get("Content-Security-Policy"), "default-src 'self'")
+		assert.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
+	})
+}
+
+func TestTokenAndReadOnlyOverHTTP(t *testing.T) {
+	t.Parallel()
+	name, _, _ := livePool(t, 1, "k1", "k2")
+	ctx := testCtx(t, 20*time.Second)
+
+	d, base := dashboard(t, Config{Token: "tok-123"})
+	csrf := "csrf=" + d.csrfToken()
+	code, _ := get(t, base+"/")
+	assert.Equal(t, http.StatusUnauthorized, code, "no token")
+	code, _ = get(t, base+"/pool/"+name+"?format=json")
+	assert.Equal(t, http.StatusUnauthorized, code, "no token, JSON twin")
+	code, _ = get(t, base+"/static/style.css")
+	assert.Equal(t, http.StatusUnauthorized, code, "no token, static file")
+	code, _ = get(t, base+"/", "Authorization", "Bearer wrong")
+	assert.Equal(t, http.StatusUnauthorized, code, "wrong token")
+	code, _ = get(t, base+"/", "Authorization", "Bearer tok-123")
+	assert.Equal(t, http.StatusOK, code, "bearer token")
+	code, _ = get(t, base+"/", "Cookie", tokenCookie+"=tok-123")
+	assert.Equal(t, http.StatusOK, code, "cookie")
+	code, _ = get(t, base+"/?token=wrong")
+	assert.Equal(t, http.StatusUnauthorized, code, "wrong token in the URL")
+	code, _ = post(t, base+"/pool/"+name+"/stop", "key=k1&confirm=yes&"+csrf)
+	assert.Equal(t, http.StatusUnauthorized, code, "an action without the token")
+	code, _ = post(t, base+"/pool/"+name+"/stop", "key=k1&confirm=yes&"+csrf, "Authorization", "Bearer tok-123")
+	assert.Equal(t, http.StatusSeeOther, code, "an action with it")
+	_, err := pool.InspectJob(ctx, srv.Client(), name, "k1")
+	assert.ErrorIs(t, err, pool.ErrJobNotFound)
+
+	d, base = dashboard(t, Config{ReadOnly: true})
+	code, _ = post(t, base+"/pool/"+name+"/stop", "key=k2&confirm=yes&csrf="+d.csrfToken())
+	assert.Equal(t, http.StatusForbidden, code, "read-only")
+	code, _ = post(t, base+"/pool/"+name+"/shutdown", "confirm=yes&csrf="+d.csrfToken())
+	assert.Equal(t, http.StatusForbidden, code, "read-only")
+	_, err = pool.InspectJob(ctx, srv.Client(), name, "k2")
+	assert.NoError(t, err, "the job still runs")
+	code, body := get(t, base+"/pool/"+name+"/job/k2")
+	assert.Equal(t, http.StatusOK, code)
+	assert.NotContains(t, body, `method="post"`, "no form is offered")
+}
+
+func TestNewChecksItsConfig(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{})
+	assert.ErrorContains(t, err, "nil Redis client")
+	_, err = New(Config{Redis: srv.Client(), SampleEvery: -time.Second})
+	assert.ErrorContains(t, err, "must not be negative")
+}
+
+func TestPreviewIsBoundedAndSafe(t *testing.T) {
+	t.Parallel()
+	p := preview([]byte("héllo"))
+	assert.Equal(t, "héllo", p.Text)
+	assert.False(t, p.Truncated || p.Hex)
+
+	long := []byte(strings.Repeat("é", previewBytes)) // 2 bytes a rune: cut mid-rune
+	p = preview(long)
+	assert.True(t, p.Truncated)
+	assert.False(t, p.Hex, "text cut inside a rune is still text")
+	assert.LessOrEqual(t, len(p.Text), previewBytes)
+
+	bin := []byte{0xff, 0x00, 0xfe, 'a'}
+	p = preview(bin)
+	assert.True(t, p.Hex)
+	assert.Equal(t, "0000  ff 00 fe 61\n", p.Text)
+}

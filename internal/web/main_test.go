@@ -1,0 +1,249 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/pool"
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+var srv *redistest.Server
+
+// browser is one headless Chromium shared by the package's tests; each
+// test opens its own tab, one test at a time (use holds it): tabs driven
+// at once in one headless browser stall, as a tab in the background is
+// not rendered.
+var browser struct {
+	use    sync.Mutex
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+// TestMain starts a private Redis, runs the tests, closes the browser and
+// Redis, and checks that no goroutine outlived them.
+func TestMain(m *testing.M) {
+	s, err := redistest.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv = s
+	code := m.Run()
+	if browser.cancel != nil {
+		browser.cancel()
+	}
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// chromiumPath finds Debian's chromium (CI installs it); its absence
+// fails the browser tests rather than skipping them.
+func chromiumPath() (string, error) {
+	for _, name := range []string{os.Getenv("SHEPHERD_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
+		if name == "" {
+			continue
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("no chromium found: install Debian's chromium package (.ci/run does), or set SHEPHERD_CHROMIUM")
+}
+
+// tab opens a browser tab for the test, closed at its end; every action
+// in it must finish within d.
+func tab(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	browser.once.Do(func() {
+		path, err := chromiumPath()
+		if err != nil {
+			browser.err = err
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+			chromedp.WindowSize(1280, 900))
+		actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+		bctx, cancelB := chromedp.NewContext(actx)
+		if err := chromedp.Run(bctx); err != nil { // starts the browser
+			cancelB()
+			cancelA()
+			browser.err = fmt.Errorf("starting %s: %w", path, err)
+			return
+		}
+		browser.ctx = bctx
+		browser.cancel = func() { cancelB(); cancelA() }
+	})
+	require.NoError(t, browser.err)
+	browser.use.Lock()
+	t.Cleanup(browser.use.Unlock)
+	ctx, cancel := chromedp.NewContext(browser.ctx)
+	t.Cleanup(cancel)
+	ctx, cancelT := context.WithTimeout(ctx, d)
+	t.Cleanup(cancelT)
+	return ctx
+}
+
+// dashboard serves a dashboard of the test Redis on a free loopback port.
+func dashboard(t *testing.T, cfg Config) (*Server, string) {
+	t.Helper()
+	cfg.Redis = srv.Client()
+	if cfg.SampleEvery == 0 {
+		cfg.SampleEvery = 100 * time.Millisecond
+	}
+	d, err := New(cfg)
+	require.NoError(t, err)
+	hs := httptest.NewServer(d)
+	t.Cleanup(func() {
+		hs.Close()
+		d.Close()
+	})
+	return d, hs.URL
+}
+
+// testCtx is a context that ends with the test, or after d.
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// jobs is a JobHandler that records what runs.
+type jobs struct {
+	mu      sync.Mutex
+	running map[string]bool
+	stopped map[string]bool
+}
+
+func newJobs() *jobs { return &jobs{running: map[string]bool{}, stopped: map[string]bool{}} }
+
+func (h *jobs) Start(ctx context.Context, job *pool.Job) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.running[job.Key] = true
+	return nil
+}
+
+func (h *jobs) Stop(ctx context.Context, key string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.running, key)
+	h.stopped[key] = true
+	return nil
+}
+
+func (h *jobs) wasStopped(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stopped[key]
+}
+
+// livePool starts a node with workers on a new pool and dispatches jobs
+// with payloads.
+func livePool(t *testing.T, workers int, keys ...string) (string, *pool.Node, *jobs) {
+	t.Helper()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	n, err := pool.AddNode(ctx, srv.Client(), name, pool.WithWorkerTTL(2*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	h := newJobs()
+	for range workers {
+		_, err := n.AddWorker(ctx, h)
+		require.NoError(t, err)
+	}
+	for _, k := range keys {
+		require.NoError(t, n.DispatchJob(ctx, k, []byte("payload of "+k)))
+	}
+	return name, n, h
+}
+
+// liveQueue opens a queue served by one process whose handler fails
+// every task whose payload says "fail" while failing is set (it starts
+// set), and returns it after the tasks named in dead became dead letters.
+func liveQueue(t *testing.T, dead ...string) (*queue.Queue, *queue.Server, *atomic.Bool) {
+	t.Helper()
+	ctx := testCtx(t, 20*time.Second)
+	q, err := queue.Open(ctx, srv.Client(), redistest.Name(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	failing := &atomic.Bool{}
+	failing.Store(true)
+	s, err := q.Serve(func(ctx context.Context, task *queue.Task) ([]byte, error) {
+		if string(task.Payload) == "fail" && failing.Load() {
+			return nil, queue.Permanent(errors.New("cannot do <b>this</b>"))
+		}
+		return []byte("done"), nil
+	}, queue.WithWorkers(2))
+	require.NoError(t, err)
+	for _, id := range dead {
+		f, err := q.Submit(ctx, []byte("fail"), queue.WithTaskID(id))
+		require.NoError(t, err)
+		<-f.Done()
+	}
+	return q, s, failing
+}
+
+// get fetches a path of the dashboard with plain HTTP.
+func get(t *testing.T, url string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	return do(t, req)
+}
+
+// post posts a form with plain HTTP.
+func post(t *testing.T, url, form string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(form))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 20 * time.Second}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}

@@ -1,0 +1,278 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/shepherd-go/shepherd/pool"
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+// overviewView is the overview's data: every pool and queue found.
+type overviewView struct {
+	Time   time.Time  `json:"time"`
+	Pools  []poolRow  `json:"pools"`
+	Queues []queueRow `json:"queues"`
+}
+
+// poolRow is a pool at a glance.
+type poolRow struct {
+	Name           string `json:"name"`
+	Nodes          int    `json:"nodes"`
+	NodesHealthy   int    `json:"nodes_healthy"`
+	Workers        int    `json:"workers"`
+	WorkersHealthy int    `json:"workers_healthy"`
+	Jobs           int    `json:"jobs"`
+	Running        int    `json:"running"`
+	Queued         int64  `json:"queued"`
+	Orphans        int    `json:"orphans"`
+	// Health is "ok", "warn" (a dead worker or node, jobs without a live
+	// owner, events pending for longer than PendingJobTTL) or "bad" (jobs
+	// and no live worker), with Problem saying why; "error" when the pool
+	// could not be read (Error).
+	Health  string `json:"health"`
+	Problem string `json:"problem,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// queueRow is a queue at a glance.
+type queueRow struct {
+	Name      string `json:"name"`
+	Processes int    `json:"processes"`
+	Workers   int64  `json:"workers"`
+	Busy      int64  `json:"busy"`
+	Available int64  `json:"available"`
+	Delayed   int64  `json:"delayed"`
+	Retrying  int64  `json:"retrying"`
+	InFlight  int64  `json:"in_flight"`
+	Dead      int64  `json:"dead"`
+	Health    string `json:"health"` // as poolRow's: "bad" is tasks waiting and no worker
+	Problem   string `json:"problem,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	pools, queues, err := Names(ctx, s.rdb)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	s.hist.touch()
+	v := overviewView{Time: time.Now(), Pools: []poolRow{}, Queues: []queueRow{}}
+	for _, name := range pools {
+		st, err := pool.Inspect(ctx, s.rdb, name)
+		if err != nil {
+			v.Pools = append(v.Pools, poolRow{Name: name, Health: "error", Error: err.Error()})
+			continue
+		}
+		if st.Exists {
+			v.Pools = append(v.Pools, summarizePool(st))
+		}
+	}
+	for _, name := range queues {
+		row := queueRow{Name: name}
+		c, err := queue.NewClient(s.rdb, name)
+		var st queue.Stats
+		if err == nil {
+			st, err = c.Stats(ctx)
+		}
+		if err != nil {
+			row.Health, row.Error = "error", err.Error()
+		} else {
+			row = summarizeQueue(name, st)
+		}
+		v.Queues = append(v.Queues, row)
+	}
+	s.render(w, r, "overview", page{Title: "shepherd", Live: true, View: v})
+}
+
+// summarizePool judges a pool's health from a snapshot.
+func summarizePool(st *pool.Stats) poolRow {
+	row := poolRow{Name: st.Pool, Nodes: len(st.Nodes), Workers: len(st.Workers), Jobs: st.Jobs,
+		Running: st.Running, Queued: st.QueueDepth, Orphans: len(st.Orphans), Health: "ok"}
+	for _, n := range st.Nodes {
+		if n.Healthy {
+			row.NodesHealthy++
+		}
+	}
+	for _, w := range st.Workers {
+		if w.Healthy {
+			row.WorkersHealthy++
+		}
+	}
+	switch {
+	case row.WorkersHealthy == 0 && (st.Jobs > 0 || st.QueueDepth > 0):
+		row.Health, row.Problem = "bad", "jobs but no live worker"
+	case len(st.Orphans) > 0:
+		row.Health, row.Problem = "warn", "jobs without a live owner"
+	case st.OldestPending > st.PendingJobTTL:
+		row.Health, row.Problem = "warn", "a job event pending for longer than PendingJobTTL"
+	case row.WorkersHealthy < row.Workers || row.NodesHealthy < row.Nodes:
+		row.Health, row.Problem = "warn", "a dead worker or node"
+	}
+	return row
+}
+
+// summarizeQueue judges a queue's health from its stats.
+func summarizeQueue(name string, st queue.Stats) queueRow {
+	row := queueRow{Name: name, Processes: len(st.Processes), Workers: st.Workers, Busy: st.Busy,
+		Available: st.Available, Delayed: st.Delayed, Retrying: st.Retrying, InFlight: st.InFlight, Dead: st.Dead, Health: "ok"}
+	switch {
+	case st.Workers == 0 && st.Available > 0:
+		row.Health, row.Problem = "bad", "tasks waiting and no worker"
+	case st.Dead > 0:
+		row.Health, row.Problem = "warn", "dead letters"
+	}
+	return row
+}
+
+// poolView is a pool's page.
+type poolView struct {
+	Stats   *pool.Stats `json:"stats"`
+	Series  []string    `json:"series"`
+	History []sample    `json:"history"`
+	Chart   chart       `json:"-"`
+	// MostJobs is the most jobs of a worker: the full width of the bars.
+	MostJobs int64   `json:"-"`
+	Summary  poolRow `json:"summary"`
+}
+
+func (s *Server) poolPage(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("pool")
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	st, ok := s.inspectPool(w, r, ctx, name)
+	if !ok {
+		return
+	}
+	v := poolView{Stats: st, Series: poolSeries, History: s.hist.get("pool:" + name), Summary: summarizePool(st)}
+	if len(v.History) == 0 || v.History[len(v.History)-1].Time.Before(st.Time) {
+		// The page's own reading ends the chart: it is never behind the table.
+		s.hist.add("pool:"+name, poolSample(st))
+		v.History = append(v.History, poolSample(st))
+	}
+	v.Chart = newChart(poolSeries, v.History)
+	for _, ws := range st.Workers {
+		v.MostJobs = max(v.MostJobs, int64(ws.Jobs))
+	}
+	s.render(w, r, "pool", page{Title: "pool " + name, Live: true, View: v,
+		Crumbs: []crumb{{"pool " + name, ""}}})
+}
+
+// inspectPool reads a pool for a page; it answers 404 for a pool Redis
+// holds nothing of, and 400 for a name no pool can have.
+func (s *Server) inspectPool(w http.ResponseWriter, r *http.Request, ctx context.Context, name string) (*pool.Stats, bool) {
+	st, err := pool.Inspect(ctx, s.rdb, name)
+	switch {
+	case errors.Is(err, pool.ErrInvalidOption):
+		s.fail(w, r, http.StatusBadRequest, err.Error())
+		return nil, false
+	case err != nil:
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return nil, false
+	case !st.Exists:
+		s.fail(w, r, http.StatusNotFound, "pool "+quote(name)+" not found: Redis holds nothing of it")
+		return nil, false
+	}
+	return st, true
+}
+
+// findJob sends the pool page's key search to the job's page.
+func (s *Server) findJob(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("key")
+	if key == "" {
+		http.Redirect(w, r, "/pool/"+url.PathEscape(r.PathValue("pool")), http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/pool/"+url.PathEscape(r.PathValue("pool"))+"/job/"+url.PathEscape(key), http.StatusSeeOther)
+}
+
+// jobView is a job's page.
+type jobView struct {
+	Job     *pool.JobInfo  `json:"job"`
+	Preview payloadPreview `json:"-"`
+	Age     time.Duration  `json:"-"` // since Created
+	InState time.Duration  `json:"-"` // since Changed
+}
+
+func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
+	name, key := r.PathValue("pool"), r.PathValue("key")
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	job, err := pool.InspectJob(ctx, s.rdb, name, key)
+	switch {
+	case errors.Is(err, pool.ErrJobNotFound):
+		if _, ok := s.inspectPool(w, r, ctx, name); ok {
+			s.fail(w, r, http.StatusNotFound, "job "+quote(key)+" not found in pool "+quote(name)+": never dispatched, stopped, or its Start failed")
+		}
+		return
+	case errors.Is(err, pool.ErrInvalidKey), errors.Is(err, pool.ErrInvalidOption):
+		s.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	v := jobView{Job: job, Preview: preview(job.Payload), Age: job.Time.Sub(job.Created), InState: job.Time.Sub(job.Changed)}
+	s.render(w, r, "job", page{Title: "job " + key, Live: true, View: v,
+		Crumbs: []crumb{{"pool " + name, "/pool/" + url.PathEscape(name)}, {"job " + key, ""}}})
+}
+
+// stopJob stops a job, through a client-only node that joins for it.
+func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) {
+	name, key := r.PathValue("pool"), r.PostFormValue("key")
+	if key == "" {
+		s.fail(w, r, http.StatusBadRequest, "no job key given")
+		return
+	}
+	if !s.confirmed(w, r, "Stop job "+quote(key)+" of pool "+quote(name)+"? Its worker's Stop runs and the job is deleted.") {
+		return
+	}
+	err := s.withNode(r, name, func(ctx context.Context, n *pool.Node) error { return n.StopJob(ctx, key) })
+	if s.actionFailed(w, r, "stop job", err) {
+		return
+	}
+	s.logger.Info("web: job stopped", "pool", name, "key", key)
+	http.Redirect(w, r, "/pool/"+url.PathEscape(name)+"?done=stopped", http.StatusSeeOther)
+}
+
+// shutdownPool shuts a pool down: every job stops and the pool is deleted.
+func (s *Server) shutdownPool(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("pool")
+	if !s.confirmed(w, r, "Shut pool "+quote(name)+" down? Every job on every node stops, and the pool is deleted from Redis.") {
+		return
+	}
+	err := s.withNode(r, name, func(ctx context.Context, n *pool.Node) error { return n.Shutdown(ctx) })
+	if s.actionFailed(w, r, "shut down", err) {
+		return
+	}
+	s.logger.Info("web: pool shut down", "pool", name)
+	http.Redirect(w, r, "/?done=shutdown", http.StatusSeeOther)
+}
+
+// withNode joins an existing pool as a client-only node for one action.
+func (s *Server) withNode(r *http.Request, name string, f func(ctx context.Context, n *pool.Node) error) error {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ActionTimeout)
+	defer cancel()
+	exists, err := pool.Exists(ctx, s.rdb, name)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return errNotFound{"pool " + quote(name) + " not found"}
+	}
+	n, err := pool.AddNode(ctx, s.rdb, name, pool.WithClientOnly(), pool.WithLogger(s.logger))
+	if err != nil {
+		return err
+	}
+	err = f(ctx, n)
+	if cerr := n.Close(context.WithoutCancel(ctx)); cerr != nil && !errors.Is(cerr, pool.ErrPoolShutdown) {
+		err = errors.Join(err, cerr)
+	}
+	return err
+}

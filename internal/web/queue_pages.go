@@ -1,0 +1,188 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+// deadShown is how many dead letters the queue page lists.
+const deadShown = 50
+
+// queueView is a queue's page.
+type queueView struct {
+	Name    string             `json:"name"`
+	Stats   queue.Stats        `json:"stats"`
+	Dead    []queue.TaskInfo   `json:"dead"` // the newest deadShown dead letters
+	Series  []string           `json:"series"`
+	History []sample           `json:"history"`
+	Summary queueRow           `json:"summary"`
+	Chart   chart              `json:"-"`
+	Most    int64              `json:"-"` // the widest bar: the most workers or capacity
+	Tenants []queue.TenantInfo `json:"-"`
+}
+
+func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("queue")
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	c, ok := s.queueClient(w, r, ctx, name)
+	if !ok {
+		return
+	}
+	st, err := c.Stats(ctx)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	dead, err := c.DeadLetters(ctx, 0, deadShown)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	now := time.Now()
+	v := queueView{Name: name, Stats: st, Dead: dead, Series: queueSeries, History: s.hist.get("queue:" + name),
+		Summary: summarizeQueue(name, st), Tenants: st.Tenants}
+	s.hist.add("queue:"+name, queueSample(st, now))
+	v.History = append(v.History, queueSample(st, now))
+	v.Chart = newChart(queueSeries, v.History)
+	for _, p := range st.Processes {
+		v.Most = max(v.Most, int64(p.Workers))
+	}
+	for _, t := range st.Tenants {
+		v.Most = max(v.Most, t.Capacity, t.Load)
+	}
+	s.render(w, r, "queue", page{Title: "queue " + name, Live: true, View: v, Crumbs: []crumb{{"queue " + name, ""}}})
+}
+
+// queueClient returns a client of an existing queue, or answers 400 for a
+// name no queue can have and 404 for a queue Redis does not hold.
+func (s *Server) queueClient(w http.ResponseWriter, r *http.Request, ctx context.Context, name string) (*queue.Client, bool) {
+	c, err := queue.NewClient(s.rdb, name)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, err.Error())
+		return nil, false
+	}
+	ok, err := c.Exists(ctx)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return nil, false
+	}
+	if !ok {
+		s.fail(w, r, http.StatusNotFound, "queue "+quote(name)+" not found")
+		return nil, false
+	}
+	return c, true
+}
+
+// taskView is a task's page.
+type taskView struct {
+	Queue   string         `json:"queue"`
+	Task    queue.TaskInfo `json:"task"`
+	Preview payloadPreview `json:"-"`
+	Result  payloadPreview `json:"-"`
+}
+
+func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
+	name, id := r.PathValue("queue"), r.PathValue("id")
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	c, ok := s.queueClient(w, r, ctx, name)
+	if !ok {
+		return
+	}
+	t, err := c.Inspect(ctx, id)
+	switch {
+	case errors.Is(err, queue.ErrTaskNotFound):
+		s.fail(w, r, http.StatusNotFound, "task "+quote(id)+" not found in queue "+quote(name))
+		return
+	case errors.Is(err, queue.ErrInvalidOption):
+		s.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	v := taskView{Queue: name, Task: t, Preview: preview(t.Payload), Result: preview(t.Result)}
+	s.render(w, r, "task", page{Title: "task " + id, Live: true, View: v,
+		Crumbs: []crumb{{"queue " + name, "/queue/" + url.PathEscape(name)}, {"task " + id, ""}}})
+}
+
+// queueAction runs an action on an existing queue and redirects to its
+// page with the done message.
+func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, what, question, done string, f func(ctx context.Context, c *queue.Client) error) {
+	name := r.PathValue("queue")
+	if !s.confirmed(w, r, question) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ActionTimeout)
+	defer cancel()
+	c, err := queue.NewClient(s.rdb, name)
+	if err == nil {
+		var ok bool
+		if ok, err = c.Exists(ctx); err == nil && !ok {
+			err = errNotFound{"queue " + quote(name) + " not found"}
+		}
+	}
+	if err == nil {
+		err = f(ctx, c)
+	}
+	if s.actionFailed(w, r, what, err) {
+		return
+	}
+	s.logger.Info("web: "+what, "queue", name, "form", r.PostForm.Encode())
+	http.Redirect(w, r, "/queue/"+url.PathEscape(name)+"?done="+done, http.StatusSeeOther)
+}
+
+// formID returns the form's id field, or answers 400.
+func (s *Server) formID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PostFormValue("id")
+	if id == "" {
+		s.fail(w, r, http.StatusBadRequest, "no task id given")
+		return "", false
+	}
+	return id, true
+}
+
+func (s *Server) replayDead(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.formID(w, r)
+	if !ok {
+		return
+	}
+	s.queueAction(w, r, "replay", "Queue dead letter "+quote(id)+" again, with its attempts reset?", "replayed",
+		func(ctx context.Context, c *queue.Client) error { return c.Replay(ctx, id) })
+}
+
+func (s *Server) deleteDead(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.formID(w, r)
+	if !ok {
+		return
+	}
+	s.queueAction(w, r, "delete", "Delete dead letter "+quote(id)+"? Its payload and errors are lost.", "deleted",
+		func(ctx context.Context, c *queue.Client) error { return c.DeleteDead(ctx, id) })
+}
+
+func (s *Server) setTenant(w http.ResponseWriter, r *http.Request) {
+	id := r.PostFormValue("tenant")
+	capacity, err := strconv.Atoi(strings.TrimSpace(r.PostFormValue("capacity")))
+	if id == "" || err != nil {
+		s.fail(w, r, http.StatusBadRequest, "a tenant and a whole-number capacity are needed")
+		return
+	}
+	s.queueAction(w, r, "set tenant", "Set tenant "+quote(id)+"'s capacity to "+strconv.Itoa(capacity)+"? It takes effect at once in every process.", "tenant",
+		func(ctx context.Context, c *queue.Client) error { return c.SetTenant(ctx, id, capacity) })
+}
+
+func (s *Server) drainQueue(w http.ResponseWriter, r *http.Request) {
+	s.queueAction(w, r, "drain", "Switch every serving process of queue "+quote(r.PathValue("queue"))+" to drain? Each runs what it can take now, then stops serving.", "drain",
+		func(ctx context.Context, c *queue.Client) error {
+			_, err := c.Drain(ctx)
+			return err
+		})
+}
