@@ -263,7 +263,14 @@ func TestSharedLimitPartitionsBorrowAndReclaim(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	assert.Less(t, low, samples/10, "batch lost live's idle share %d times in %d samples", low, samples)
+	// A worker between two tasks (its outcome recorded, the next taken:
+	// a Redis round trip and the feed's batching) also counts as a dip:
+	// ~10% of the samples under -race on a busy 2-core machine, up to
+	// the threshold of 10% the test first had (it failed so in -race runs).
+	// Losing the share to live's looks, the bug this guards against, shows
+	// as 75-98% (seen with demand ignored in Limit.acquire).
+	t.Logf("batch below 3 in %d of %d samples", low, samples)
+	assert.Less(t, low, samples/3, "batch lost live's idle share %d times in %d samples", low, samples)
 	lf := submitN(t, ctx, live, 100, "l")
 	require.Eventually(t, func() bool { return liveRun.now.Load() == 3 && batchRun.now.Load() == 1 }, 5*time.Second, time.Millisecond,
 		"live does not get its share back (live %d, batch %d)", liveRun.now.Load(), batchRun.now.Load())
