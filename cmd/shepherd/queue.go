@@ -14,25 +14,26 @@ import (
 )
 
 func init() {
-	commands["queue"] = command{summary: "inspect a queue: stats, ls, dead, replay, cancel, purge-dead, drain", run: runQueue}
+	commands["queue"] = command{summary: "inspect a queue: stats, ls, dead, replay, cancel, delete-dead, purge-dead, drain", run: runQueue}
 	commands["tenants"] = command{summary: "a queue's tenants: ls, set ID CAPACITY, rm ID, untenanted CAPACITY", run: runTenants}
 }
 
 const (
-	queueSynopsis   = "queue stats|ls|dead|replay|cancel|purge-dead|drain -queue NAME [flags] [ID...]"
+	queueSynopsis   = "queue stats|ls|dead|replay|cancel|delete-dead|purge-dead|drain -queue NAME [flags] [ID...]"
 	tenantsSynopsis = "tenants ls|set ID CAPACITY|rm ID...|untenanted CAPACITY|none -queue NAME [flags]"
 )
 
 // queueSubcommands maps a queue subcommand to what it does with a Client
 // of an existing queue.
 var queueSubcommands = map[string]func(ctx context.Context, c *queue.Client, o queueOpts) error{
-	"stats":      queueStats,
-	"ls":         queueList,
-	"dead":       queueDead,
-	"replay":     queueReplay,
-	"cancel":     queueCancel,
-	"purge-dead": queuePurge,
-	"drain":      queueDrain,
+	"stats":       queueStats,
+	"ls":          queueList,
+	"dead":        queueDead,
+	"replay":      queueReplay,
+	"cancel":      queueCancel,
+	"purge-dead":  queuePurge,
+	"delete-dead": queueDeleteDead,
+	"drain":       queueDrain,
 }
 
 type queueOpts struct {
@@ -69,7 +70,7 @@ var wantArgs = map[string]struct {
 	min, max int
 	missing  string
 }{
-	"queue replay": {1, -1, "missing task id"}, "queue cancel": {1, -1, "missing task id"},
+	"queue replay": {1, -1, "missing task id"}, "queue cancel": {1, -1, "missing task id"}, "queue delete-dead": {1, -1, "missing task id"},
 	"tenants set": {2, 2, "want a tenant id and a capacity"}, "tenants rm": {1, -1, "missing tenant id"},
 	"tenants untenanted": {1, 1, "want a capacity, or none"},
 }
@@ -243,6 +244,10 @@ func queueReplay(ctx context.Context, c *queue.Client, o queueOpts) error {
 
 func queueCancel(ctx context.Context, c *queue.Client, o queueOpts) error {
 	return eachID(o, "cancelled", func(id string) error { return c.Cancel(ctx, id) })
+}
+
+func queueDeleteDead(ctx context.Context, c *queue.Client, o queueOpts) error {
+	return eachID(o, "deleted", func(id string) error { return c.DeleteDead(ctx, id) })
 }
 
 // eachID runs f on every id, says what happened to each, and fails if

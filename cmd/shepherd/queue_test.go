@@ -90,6 +90,16 @@ func TestQueueCommands(t *testing.T) {
 	_, err = q.Result(ctx, "t2")
 	assert.ErrorIs(t, err, queue.ErrCancelled)
 
+	f3, err := q.Submit(ctx, []byte("y"), queue.WithTaskID("t3"))
+	require.NoError(t, err)
+	<-f3.Done()
+	code, out, errOut = runCmd("queue", "delete-dead", "-queue", name, "-redis", srv.Addr(), "t3", "t2")
+	assert.Equal(t, exitError, code, errOut)
+	assert.Contains(t, out, "t3: deleted")
+	assert.Contains(t, out, "t2: queue: task not found", "a cancelled task is no dead letter")
+	_, err = q.Inspect(ctx, "t3")
+	assert.ErrorIs(t, err, queue.ErrTaskNotFound)
+
 	code, _, errOut = runCmd("queue", "purge-dead", "-queue", name, "-redis", srv.Addr())
 	assert.Equal(t, exitUsage, code, "purge-dead without a yes")
 	assert.Contains(t, errOut, "not confirmed")
