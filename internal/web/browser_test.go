@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/pool"
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -369,8 +370,11 @@ func yOf(point string) int {
 // (default: a temporary directory), for people to look at.
 func TestScreenshots(t *testing.T) {
 	t.Parallel()
-	name, n, _ := livePool(t, 4, keysN("tenant", 23)...)
-	q, _, _ := liveQueue(t, "invoice-17", "invoice-18")
+	// Names that read well in the README; the suffix keeps them unique.
+	unique := redistest.Name(t)
+	suffix := unique[len(unique)-8:]
+	name, n, _ := namedPool(t, "ingest-"+suffix, 4, keysN("tenant", 23)...)
+	q, _, _ := namedQueue(t, "thumbnails-"+suffix, "invoice-17", "invoice-18")
 	ctx := tab(t, 40*time.Second)
 	require.NoError(t, q.SetTenant(ctx, "acme", 4))
 	_, base := dashboard(t, Config{SampleEvery: 50 * time.Millisecond, RefreshEvery: static})

@@ -169,8 +169,13 @@ func (h *jobs) wasStopped(key string) bool {
 // with payloads.
 func livePool(t *testing.T, workers int, keys ...string) (string, *pool.Node, *jobs) {
 	t.Helper()
+	return namedPool(t, redistest.Name(t), workers, keys...)
+}
+
+// namedPool is livePool with the pool's name given.
+func namedPool(t *testing.T, name string, workers int, keys ...string) (string, *pool.Node, *jobs) {
+	t.Helper()
 	ctx := testCtx(t, 20*time.Second)
-	name := redistest.Name(t)
 	n, err := pool.AddNode(ctx, srv.Client(), name, pool.WithWorkerTTL(2*time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
@@ -190,8 +195,14 @@ func livePool(t *testing.T, workers int, keys ...string) (string, *pool.Node, *j
 // set), and returns it after the tasks named in dead became dead letters.
 func liveQueue(t *testing.T, dead ...string) (*queue.Queue, *queue.Server, *atomic.Bool) {
 	t.Helper()
+	return namedQueue(t, redistest.Name(t), dead...)
+}
+
+// namedQueue is liveQueue with the queue's name given.
+func namedQueue(t *testing.T, name string, dead ...string) (*queue.Queue, *queue.Server, *atomic.Bool) {
+	t.Helper()
 	ctx := testCtx(t, 20*time.Second)
-	q, err := queue.Open(ctx, srv.Client(), redistest.Name(t))
+	q, err := queue.Open(ctx, srv.Client(), name)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(context.Background()) })
 	failing := &atomic.Bool{}
