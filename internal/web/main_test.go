@@ -114,7 +114,9 @@ func tab(t *testing.T, d time.Duration) context.Context {
 // dashboard serves a dashboard of the test Redis on a free loopback port.
 func dashboard(t *testing.T, cfg Config) (*Server, string) {
 	t.Helper()
-	cfg.Redis = srv.Client()
+	if cfg.Redis == nil {
+		cfg.Redis = srv.Client()
+	}
 	if cfg.SampleEvery == 0 {
 		cfg.SampleEvery = 100 * time.Millisecond
 	}
