@@ -151,11 +151,10 @@ func (s *Server) poolPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := poolView{Stats: st, Series: poolSeries, History: s.hist.get("pool:" + name), Summary: summarizePool(st)}
-	if len(v.History) == 0 || v.History[len(v.History)-1].Time.Before(st.Time) {
-		// The page's own reading ends the chart: it is never behind the table.
-		s.hist.add("pool:"+name, poolSample(st))
-		v.History = append(v.History, poolSample(st))
-	}
+	// The page's own reading ends its chart, which is then never behind the
+	// table; it is not kept, so that views do not crowd the sampler's
+	// evenly spaced history.
+	v.History = append(v.History, poolSample(st))
 	v.Chart = newChart(poolSeries, v.History)
 	for _, ws := range st.Workers {
 		v.MostJobs = max(v.MostJobs, int64(ws.Jobs))

@@ -49,8 +49,7 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	v := queueView{Name: name, Stats: st, Dead: dead, Series: queueSeries, History: s.hist.get("queue:" + name),
 		Summary: summarizeQueue(name, st), Tenants: st.Tenants}
-	s.hist.add("queue:"+name, queueSample(st, now))
-	v.History = append(v.History, queueSample(st, now))
+	v.History = append(v.History, queueSample(st, now)) // as on the pool page
 	v.Chart = newChart(queueSeries, v.History)
 	for _, p := range st.Processes {
 		v.Most = max(v.Most, int64(p.Workers))
