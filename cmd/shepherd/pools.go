@@ -9,36 +9,14 @@ import (
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/web"
-	"github.com/shepherd-go/shepherd/pool"
-	"github.com/shepherd-go/shepherd/queue"
 )
 
 func init() {
-	commands["pools"] = command{summary: "list the pools and queues a Redis holds", run: runPools}
+	commands["pools"] = command{summary: "list the pools and queues a Redis holds, with their health", run: runPools}
 }
 
-// listing is what pools prints.
-type listing struct {
-	Pools  []poolLine  `json:"pools"`
-	Queues []queueLine `json:"queues"`
-}
-
-type poolLine struct {
-	Name    string `json:"name"`
-	Nodes   int    `json:"nodes"`
-	Workers int    `json:"workers_live"`
-	Jobs    int    `json:"jobs"`
-	Orphans int    `json:"orphans"`
-}
-
-type queueLine struct {
-	Name      string `json:"name"`
-	Processes int    `json:"processes"`
-	Available int64  `json:"available"`
-	InFlight  int64  `json:"in_flight"`
-	Dead      int64  `json:"dead"`
-}
-
+// runPools prints what the dashboard's overview shows (its JSON twin
+// with -json).
 func runPools(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("pools", "pools [-redis ADDR] [-json]", stderr)
 	addr := redisFlag(fs)
@@ -58,57 +36,41 @@ func runPools(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "pools", err)
 	}
 	defer rdb.Close()
-	pools, queues, err := web.Names(ctx, rdb)
+	l, err := web.List(ctx, rdb)
 	if err != nil {
 		return fail(stderr, "pools", err)
 	}
-	out := listing{Pools: []poolLine{}, Queues: []queueLine{}}
-	for _, name := range pools {
-		st, err := pool.Inspect(ctx, rdb, name)
-		if err != nil {
-			return fail(stderr, "pools", err)
-		}
-		if !st.Exists {
-			continue
-		}
-		l := poolLine{Name: name, Nodes: len(st.Nodes), Jobs: st.Jobs, Orphans: len(st.Orphans)}
-		for _, w := range st.Workers {
-			if w.Healthy {
-				l.Workers++
-			}
-		}
-		out.Pools = append(out.Pools, l)
-	}
-	for _, name := range queues {
-		c, err := queue.NewClient(rdb, name)
-		if err != nil {
-			return fail(stderr, "pools", err)
-		}
-		st, err := c.Stats(ctx)
-		if err != nil {
-			return fail(stderr, "pools", err)
-		}
-		out.Queues = append(out.Queues, queueLine{Name: name, Processes: len(st.Processes), Available: st.Available, InFlight: st.InFlight, Dead: st.Dead})
-	}
 	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(out); err != nil {
+		if err := json.NewEncoder(stdout).Encode(l); err != nil {
 			return fail(stderr, "pools", err)
 		}
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POOL\tNODES\tLIVE WORKERS\tJOBS\tNO LIVE OWNER")
-	for _, l := range out.Pools {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", l.Name, l.Nodes, l.Workers, l.Jobs, l.Orphans)
+	fmt.Fprintln(tw, "POOL\tHEALTH\tNODES LIVE\tWORKERS LIVE\tJOBS\tQUEUED\tNO LIVE OWNER")
+	for _, p := range l.Pools {
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%d/%d\t%d\t%d\t%d\n", p.Name, health3(p.Health, p.Problem, p.Error),
+			p.NodesHealthy, p.Nodes, p.WorkersHealthy, p.Workers, p.Jobs, p.Queued, p.Orphans)
 	}
-	tw.Flush()
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "QUEUE\tPROCESSES\tAVAILABLE\tIN FLIGHT\tDEAD")
-	for _, l := range out.Queues {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", l.Name, l.Processes, l.Available, l.InFlight, l.Dead)
+	fmt.Fprintln(tw, "QUEUE\tHEALTH\tPROCESSES\tBUSY/WORKERS\tAVAILABLE\tIN FLIGHT\tDEAD")
+	for _, q := range l.Queues {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%d\t%d\t%d\n", q.Name, health3(q.Health, q.Problem, q.Error),
+			q.Processes, q.Busy, q.Workers, q.Available, q.InFlight, q.Dead)
 	}
 	if err := tw.Flush(); err != nil {
 		return fail(stderr, "pools", err)
 	}
 	return exitOK
+}
+
+// health3 renders a listed health with its reason.
+func health3(health, problem, errText string) string {
+	switch {
+	case errText != "":
+		return health + " (" + errText + ")"
+	case problem != "":
+		return health + " (" + problem + ")"
+	}
+	return health
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/web"
 	"github.com/shepherd-go/shepherd/pool"
 )
 
@@ -50,9 +51,9 @@ func TestPoolsListsPoolsAndQueues(t *testing.T) {
 	queueName, _, _ := openQueue(t)
 	var out, errOut bytes.Buffer
 	require.Equal(t, exitOK, run([]string{"pools", "-redis", srv.Addr(), "-json"}, &out, &errOut), errOut.String())
-	var l listing
+	var l web.Listing
 	require.NoError(t, json.Unmarshal(out.Bytes(), &l))
-	var p *poolLine
+	var p *web.PoolRow
 	for i := range l.Pools {
 		if l.Pools[i].Name == poolName {
 			p = &l.Pools[i]
@@ -60,7 +61,8 @@ func TestPoolsListsPoolsAndQueues(t *testing.T) {
 	}
 	require.NotNil(t, p, "the pool is listed")
 	assert.Equal(t, 2, p.Jobs)
-	assert.Equal(t, 1, p.Workers)
+	assert.Equal(t, 1, p.WorkersHealthy)
+	assert.Equal(t, "ok", p.Health)
 	found := false
 	for _, q := range l.Queues {
 		found = found || q.Name == queueName

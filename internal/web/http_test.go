@@ -24,9 +24,9 @@ func TestJSONTwinsMatchTheLibrary(t *testing.T) {
 
 	code, body := get(t, base+"/?format=json")
 	require.Equal(t, http.StatusOK, code, body)
-	var ov overviewView
+	var ov Listing
 	require.NoError(t, json.Unmarshal([]byte(body), &ov))
-	var row *poolRow
+	var row *PoolRow
 	for i := range ov.Pools {
 		if ov.Pools[i].Name == name {
 			row = &ov.Pools[i]

@@ -7,19 +7,22 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shepherd-go/shepherd/pool"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
-// overviewView is the overview's data: every pool and queue found.
-type overviewView struct {
+// Listing is every pool and queue of a Redis at a glance: the overview
+// page, its JSON twin, and the pools command.
+type Listing struct {
 	Time   time.Time  `json:"time"`
-	Pools  []poolRow  `json:"pools"`
-	Queues []queueRow `json:"queues"`
+	Pools  []PoolRow  `json:"pools"`
+	Queues []QueueRow `json:"queues"`
 }
 
-// poolRow is a pool at a glance.
-type poolRow struct {
+// PoolRow is a pool at a glance.
+type PoolRow struct {
 	Name           string `json:"name"`
 	Nodes          int    `json:"nodes"`
 	NodesHealthy   int    `json:"nodes_healthy"`
@@ -38,8 +41,8 @@ type poolRow struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// queueRow is a queue at a glance.
-type queueRow struct {
+// QueueRow is a queue at a glance.
+type QueueRow struct {
 	Name      string `json:"name"`
 	Processes int    `json:"processes"`
 	Workers   int64  `json:"workers"`
@@ -49,34 +52,32 @@ type queueRow struct {
 	Retrying  int64  `json:"retrying"`
 	InFlight  int64  `json:"in_flight"`
 	Dead      int64  `json:"dead"`
-	Health    string `json:"health"` // as poolRow's: "bad" is tasks waiting and no worker
+	Health    string `json:"health"` // as PoolRow's: "bad" is tasks waiting and no worker
 	Problem   string `json:"problem,omitempty"`
 	Error     string `json:"error,omitempty"`
 }
 
-func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := readCtx(r)
-	defer cancel()
-	pools, queues, err := Names(ctx, s.rdb)
+// List lists the pools and queues of rdb (Names) with their health. A
+// pool or a queue that cannot be read is listed with its Error.
+func List(ctx context.Context, rdb redis.UniversalClient) (*Listing, error) {
+	pools, queues, err := Names(ctx, rdb)
 	if err != nil {
-		s.fail(w, r, http.StatusBadGateway, err.Error())
-		return
+		return nil, err
 	}
-	s.hist.touch()
-	v := overviewView{Time: time.Now(), Pools: []poolRow{}, Queues: []queueRow{}}
+	l := &Listing{Time: time.Now(), Pools: []PoolRow{}, Queues: []QueueRow{}}
 	for _, name := range pools {
-		st, err := pool.Inspect(ctx, s.rdb, name)
+		st, err := pool.Inspect(ctx, rdb, name)
 		if err != nil {
-			v.Pools = append(v.Pools, poolRow{Name: name, Health: "error", Error: err.Error()})
+			l.Pools = append(l.Pools, PoolRow{Name: name, Health: "error", Error: err.Error()})
 			continue
 		}
 		if st.Exists {
-			v.Pools = append(v.Pools, summarizePool(st))
+			l.Pools = append(l.Pools, summarizePool(st))
 		}
 	}
 	for _, name := range queues {
-		row := queueRow{Name: name}
-		c, err := queue.NewClient(s.rdb, name)
+		row := QueueRow{Name: name}
+		c, err := queue.NewClient(rdb, name)
 		var st queue.Stats
 		if err == nil {
 			st, err = c.Stats(ctx)
@@ -86,14 +87,26 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		} else {
 			row = summarizeQueue(name, st)
 		}
-		v.Queues = append(v.Queues, row)
+		l.Queues = append(l.Queues, row)
 	}
-	s.render(w, r, "overview", page{Title: "shepherd", Live: true, View: v})
+	return l, nil
+}
+
+func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := readCtx(r)
+	defer cancel()
+	l, err := List(ctx, s.rdb)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	s.hist.touch()
+	s.render(w, r, "overview", page{Title: "shepherd", Live: true, View: l})
 }
 
 // summarizePool judges a pool's health from a snapshot.
-func summarizePool(st *pool.Stats) poolRow {
-	row := poolRow{Name: st.Pool, Nodes: len(st.Nodes), Workers: len(st.Workers), Jobs: st.Jobs,
+func summarizePool(st *pool.Stats) PoolRow {
+	row := PoolRow{Name: st.Pool, Nodes: len(st.Nodes), Workers: len(st.Workers), Jobs: st.Jobs,
 		Running: st.Running, Queued: st.QueueDepth, Orphans: len(st.Orphans), Health: "ok"}
 	for _, n := range st.Nodes {
 		if n.Healthy {
@@ -119,8 +132,8 @@ func summarizePool(st *pool.Stats) poolRow {
 }
 
 // summarizeQueue judges a queue's health from its stats.
-func summarizeQueue(name string, st queue.Stats) queueRow {
-	row := queueRow{Name: name, Processes: len(st.Processes), Workers: st.Workers, Busy: st.Busy,
+func summarizeQueue(name string, st queue.Stats) QueueRow {
+	row := QueueRow{Name: name, Processes: len(st.Processes), Workers: st.Workers, Busy: st.Busy,
 		Available: st.Available, Delayed: st.Delayed, Retrying: st.Retrying, InFlight: st.InFlight, Dead: st.Dead, Health: "ok"}
 	switch {
 	case st.Workers == 0 && st.Available > 0:
@@ -139,7 +152,7 @@ type poolView struct {
 	Chart   chart       `json:"-"`
 	// MostJobs is the most jobs of a worker: the full width of the bars.
 	MostJobs int64   `json:"-"`
-	Summary  poolRow `json:"summary"`
+	Summary  PoolRow `json:"summary"`
 }
 
 func (s *Server) poolPage(w http.ResponseWriter, r *http.Request) {

@@ -22,7 +22,7 @@ type queueView struct {
 	Dead    []queue.TaskInfo   `json:"dead"` // the newest deadShown dead letters
 	Series  []string           `json:"series"`
 	History []sample           `json:"history"`
-	Summary queueRow           `json:"summary"`
+	Summary QueueRow           `json:"summary"`
 	Chart   chart              `json:"-"`
 	Most    int64              `json:"-"` // the widest bar: the most workers or capacity
 	Tenants []queue.TenantInfo `json:"-"`
