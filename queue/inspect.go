@@ -159,17 +159,22 @@ type Stats struct {
 
 // ProcessInfo describes one process of the queue.
 type ProcessInfo struct {
-	ID       string
-	Host     string
-	PID      int
-	Started  time.Time // the process's own clock
-	Workers  int       // 0: it only submits
-	Busy     int       // as of its last keep-alive
-	Limit    int       // its concurrency limit (WithConcurrencyLimit, WithLimit), 0 without one, as of its last keep-alive
-	Part     string    // its partition of a shared Limit (WithLimit)
-	Drops    int64     // its attempts that counted as drops for the limit, as of its last keep-alive
-	Mode     string    // "serve" or "drain" (its Server's Mode), "" when it does not serve; sent at once when it changes
-	LeaseFor time.Duration
+	ID      string
+	Host    string
+	PID     int
+	Started time.Time // the process's own clock
+	Workers int       // 0: it only submits
+	Busy    int       // as of its last keep-alive
+	Limit   int       // its concurrency limit (WithConcurrencyLimit, WithLimit), 0 without one, as of its last keep-alive
+	Part    string    // its partition of a shared Limit (WithLimit)
+	Drops   int64     // its attempts that counted as drops for the limit, as of its last keep-alive
+	Mode    string    // "serve" or "drain" (its Server's Mode), "" when it does not serve; sent at once when it changes
+	// P50, P90 and P99 are the percentiles of its handlers' run times over
+	// its last Sampled attempts (at most 512), as of its last keep-alive;
+	// zero before its first attempt.
+	P50, P90, P99 time.Duration
+	Sampled       int
+	LeaseFor      time.Duration
 }
 
 // Stats reads the queue's depth by state and its processes.
@@ -214,7 +219,9 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 		var r procRecord
 		_ = json.Unmarshal([]byte(procs.Val()[id]), &r)
 		st.Processes = append(st.Processes, ProcessInfo{ID: id, Host: r.Host, PID: r.PID, Started: time.UnixMilli(r.Started),
-			Workers: r.Workers, Busy: r.Busy, Limit: r.Limit, Part: r.Part, Drops: r.Drops, Mode: r.Mode, LeaseFor: lease})
+			Workers: r.Workers, Busy: r.Busy, Limit: r.Limit, Part: r.Part, Drops: r.Drops, Mode: r.Mode, LeaseFor: lease,
+			P50: time.Duration(r.P50) * time.Microsecond, P90: time.Duration(r.P90) * time.Microsecond, P99: time.Duration(r.P99) * time.Microsecond,
+			Sampled: r.Sampled})
 		st.Workers += int64(r.Workers)
 		st.Busy += int64(r.Busy)
 	}

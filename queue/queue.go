@@ -152,6 +152,11 @@ type procRecord struct {
 	Drops   int64  `json:"drops,omitempty"` // attempts that counted as drops for the limit
 	Mode    string `json:"mode,omitempty"`  // the server's Mode, "" without one
 	Serial  int64  `json:"srv,omitempty"`   // the server's serial, 0 without one (drainScript reads it)
+	// P50, P90, P99 (µs) of its last Sampled handler run times.
+	P50     int64 `json:"p50,omitempty"`
+	P90     int64 `json:"p90,omitempty"`
+	P99     int64 `json:"p99,omitempty"`
+	Sampled int   `json:"took,omitempty"`
 }
 
 // current returns the process's server, nil when it does not serve.
@@ -168,6 +173,8 @@ func (q *Queue) record(s *Server) string {
 	if s != nil {
 		r.Workers, r.Busy = s.size(), s.busyCount()
 		r.Mode, r.Serial = s.Mode().String(), s.serial
+		p50, p90, p99, n := s.took.percentiles()
+		r.P50, r.P90, r.P99, r.Sampled = p50.Microseconds(), p90.Microseconds(), p99.Microseconds(), n
 		if s.lim != nil {
 			r.Limit, r.Part, r.Drops = s.Limit(), s.part.pub, s.Drops()
 		}

@@ -77,7 +77,8 @@ type Server struct {
 	modeSet  chan struct{} // capacity 1: the mode changed
 	done     chan struct{} // closed when Stop has finished
 	doneOnce sync.Once
-	serial   int64 // this process's servers are numbered from 1 (Client.Drain names one)
+	serial   int64     // this process's servers are numbered from 1 (Client.Drain names one)
+	took     durations // recent handler run times, for the keep-alive's percentiles
 
 	mu      sync.Mutex
 	running map[string]*run // by task id, from hand-out to outcome

@@ -113,6 +113,7 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	res, err, panicked := call(ctx, w.slot, t)
 	r.finished.Store(true)
 	elapsed := time.Since(start)
+	s.took.add(elapsed)
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	halted := s.hard.Err() != nil
 	cancel()

@@ -152,9 +152,12 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		c.Name(), st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead, st.DeadDropped)
 	fmt.Fprintf(o.stdout, "workers: %d busy of %d, in %d processes\n", st.Busy, st.Workers, len(st.Processes))
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tMODE\tWORKERS\tBUSY\tLIMIT\tPARTITION\tDROPS\tLEASE")
+	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tMODE\tWORKERS\tBUSY\tLIMIT\tPARTITION\tDROPS\tP50/P99\tLEASE")
 	for _, p := range st.Processes {
-		mode, lim, part, drops := "-", "-", "-", "-"
+		mode, lim, part, drops, took := "-", "-", "-", "-", "-"
+		if p.Sampled > 0 {
+			took = fmt.Sprintf("%v/%v", p.P50.Round(10*time.Microsecond), p.P99.Round(10*time.Microsecond))
+		}
 		if p.Mode != "" {
 			mode = p.Mode
 		}
@@ -164,8 +167,8 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		if p.Part != "" {
 			part = p.Part
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%v\n", p.ID, p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
-			p.LeaseFor.Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%v\n", p.ID, p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
+			took, p.LeaseFor.Round(time.Millisecond))
 	}
 	return tw.Flush()
 }

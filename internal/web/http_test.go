@@ -73,6 +73,15 @@ func TestJSONTwinsMatchTheLibrary(t *testing.T) {
 	require.Len(t, qv.Dead, 1)
 	assert.Equal(t, "dead-a", qv.Dead[0].ID)
 
+	// The processes' handler percentiles, once a keep-alive published them.
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && len(st.Processes) == 1 && st.Processes[0].Sampled > 0
+	}, 10*time.Second, 50*time.Millisecond)
+	code, body = get(t, base+"/queue/"+q.Name())
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Regexp(t, `data-field="took">[0-9.]+[µm]?s / [0-9.]+[µm]?s / [0-9.]+[µm]?s<`, body)
+
 	code, body = get(t, base+"/pool/no-such-pool?format=json")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Contains(t, body, `"error"`)
