@@ -17,8 +17,9 @@ const tokenCookie = "shepherd_token"
 
 // guard wraps the pages with the checks every request passes, in order:
 // the Host header, the token, the route (404, or 405 for a wrong method),
-// and for a POST the read-only switch and the CSRF token. Every answer gets headers that keep the pages from being
-// framed, sniffed or fed code from elsewhere.
+// and for a POST the read-only switch and the CSRF token. Every answer
+// gets headers that keep the pages from being framed, sniffed or fed
+// code from elsewhere.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -38,7 +39,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 				q := r.URL.Query()
 				q.Del("token")
-				u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+				u := url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: q.Encode()}
 				http.Redirect(w, r, u.String(), http.StatusSeeOther)
 				return
 			}
