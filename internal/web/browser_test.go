@@ -338,13 +338,21 @@ func TestLiveUpdatesWithoutReload(t *testing.T) {
 func TestChartDrawsTheHistory(t *testing.T) {
 	t.Parallel()
 	name, n, _ := livePool(t, 1, "a")
-	_, base := dashboard(t, Config{SampleEvery: 50 * time.Millisecond, RefreshEvery: static})
+	d, base := dashboard(t, Config{SampleEvery: 50 * time.Millisecond, RefreshEvery: static})
 	ctx := tab(t, 30*time.Second)
 	// A first view starts the sampler; the second page shows what it read.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/pool/"+name), chromedp.WaitVisible("main", chromedp.ByQuery)))
-	for _, k := range []string{"b", "c", "d"} {
+	sampled := func(jobs int64) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			ss := d.hist.get("pool:" + name)
+			return len(ss) > 0 && ss[len(ss)-1].Values[3] == jobs
+		}, 10*time.Second, 10*time.Millisecond, "the sampler did not see %d jobs", jobs)
+	}
+	sampled(1)
+	for i, k := range []string{"b", "c", "d"} {
 		require.NoError(t, n.DispatchJob(ctx, k, nil))
-		time.Sleep(150 * time.Millisecond) // a few samples per step, for the chart to show them
+		sampled(int64(i + 2))
 	}
 	var points []string
 	require.NoError(t, chromedp.Run(ctx,
@@ -354,7 +362,7 @@ func TestChartDrawsTheHistory(t *testing.T) {
 	))
 	require.Len(t, points, len(poolSeries))
 	jobsLine := strings.Fields(points[3])
-	require.GreaterOrEqual(t, len(jobsLine), 4, "several samples")
+	require.GreaterOrEqual(t, len(jobsLine), 5, "a sample at each count and the page's own")
 	first, last := jobsLine[0], jobsLine[len(jobsLine)-1]
 	assert.NotEqual(t, yOf(first), yOf(last), "the jobs line rises from 1 to 4")
 	assert.Greater(t, yOf(first), yOf(last), "higher counts are drawn higher (smaller y)")
