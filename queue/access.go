@@ -12,6 +12,6 @@ package queue
 // (+client|setinfo).
 const ACLCommands = "+ping +hello +auth +time +evalsha +eval +subscribe +unsubscribe +publish " +
 	"+get +incr +incrby +decr +exists +del +pexpire +persist " +
-	"+hset +hget +hmget +hgetall +hdel +hlen " +
+	"+hset +hget +hmget +hgetall +hkeys +hdel +hlen " +
 	"+lpush +rpush +lpop +rpop +lrem +llen +sadd +srem +smembers +hincrby " +
 	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zrevrange +zpopmin +zremrangebyscore"

@@ -74,6 +74,11 @@ func TestQueueAsACLUser(t *testing.T) {
 		info, err := q.Inspect(ctx, blocked.ID())
 		return err == nil && info.State == StateActive
 	}, 5*time.Second, 5*time.Millisecond)
+	// The operators' lists, by state (HKEYS for the active ones).
+	for _, state := range []State{StateWaiting, StateDelayed, StateRetrying, StateActive} {
+		_, err := q.Tasks(ctx, state, 0, 10)
+		require.NoError(t, err, "tasks %s", state)
+	}
 	require.NoError(t, q.Cancel(ctx, blocked.ID()))
 	_, err = wait(t, blocked, 5*time.Second)
 	assert.ErrorIs(t, err, ErrCancelled)
