@@ -3,7 +3,6 @@ package web
 import (
 	"errors"
 	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 
@@ -47,10 +46,10 @@ func (s *Server) confirmed(w http.ResponseWriter, r *http.Request, question stri
 // the queue the action is about.
 func backURL(r *http.Request) string {
 	if p := r.PathValue("pool"); p != "" {
-		return "/pool/" + url.PathEscape(p)
+		return poolURL(p)
 	}
 	if q := r.PathValue("queue"); q != "" {
-		return "/queue/" + url.PathEscape(q)
+		return queueURL(q)
 	}
 	return "/"
 }

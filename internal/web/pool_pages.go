@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -159,7 +158,7 @@ func (s *Server) poolPage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("pool")
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	st, ok := s.inspectPool(w, r, ctx, name)
+	st, ok := s.inspectPool(ctx, w, r, name)
 	if !ok {
 		return
 	}
@@ -178,7 +177,7 @@ func (s *Server) poolPage(w http.ResponseWriter, r *http.Request) {
 
 // inspectPool reads a pool for a page; it answers 404 for a pool Redis
 // holds nothing of, and 400 for a name no pool can have.
-func (s *Server) inspectPool(w http.ResponseWriter, r *http.Request, ctx context.Context, name string) (*pool.Stats, bool) {
+func (s *Server) inspectPool(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (*pool.Stats, bool) {
 	st, err := pool.Inspect(ctx, s.rdb, name)
 	switch {
 	case errors.Is(err, pool.ErrInvalidOption):
@@ -196,12 +195,11 @@ func (s *Server) inspectPool(w http.ResponseWriter, r *http.Request, ctx context
 
 // findJob sends the pool page's key search to the job's page.
 func (s *Server) findJob(w http.ResponseWriter, r *http.Request) {
-	key := r.URL.Query().Get("key")
-	if key == "" {
-		http.Redirect(w, r, "/pool/"+url.PathEscape(r.PathValue("pool")), http.StatusSeeOther)
-		return
+	to := poolURL(r.PathValue("pool"))
+	if key := r.URL.Query().Get("key"); key != "" {
+		to = jobURL(r.PathValue("pool"), key)
 	}
-	http.Redirect(w, r, "/pool/"+url.PathEscape(r.PathValue("pool"))+"/job/"+url.PathEscape(key), http.StatusSeeOther)
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 // jobView is a job's page.
@@ -219,7 +217,7 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 	job, err := pool.InspectJob(ctx, s.rdb, name, key)
 	switch {
 	case errors.Is(err, pool.ErrJobNotFound):
-		if _, ok := s.inspectPool(w, r, ctx, name); ok {
+		if _, ok := s.inspectPool(ctx, w, r, name); ok {
 			s.fail(w, r, http.StatusNotFound, "job "+quote(key)+" not found in pool "+quote(name)+": never dispatched, stopped, or its Start failed")
 		}
 		return
@@ -232,7 +230,7 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := jobView{Job: job, Preview: preview(job.Payload), Age: job.Time.Sub(job.Created), InState: job.Time.Sub(job.Changed)}
 	s.render(w, r, "job", page{Title: "job " + key, Live: true, View: v,
-		Crumbs: []crumb{{"pool " + name, "/pool/" + url.PathEscape(name)}, {"job " + key, ""}}})
+		Crumbs: []crumb{{"pool " + name, poolURL(name)}, {"job " + key, ""}}})
 }
 
 // stopJob stops a job, through a client-only node that joins for it.
@@ -250,7 +248,7 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logger.Info("web: job stopped", "pool", name, "key", key)
-	http.Redirect(w, r, "/pool/"+url.PathEscape(name)+"?done=stopped", http.StatusSeeOther)
+	http.Redirect(w, r, poolURL(name)+"?done=stopped", http.StatusSeeOther)
 }
 
 // shutdownPool shuts a pool down: every job stops and the pool is deleted.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +31,7 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	c, ok := s.queueClient(w, r, ctx, name)
+	c, ok := s.queueClient(ctx, w, r, name)
 	if !ok {
 		return
 	}
@@ -62,7 +61,7 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
 
 // queueClient returns a client of an existing queue, or answers 400 for a
 // name no queue can have and 404 for a queue Redis does not hold.
-func (s *Server) queueClient(w http.ResponseWriter, r *http.Request, ctx context.Context, name string) (*queue.Client, bool) {
+func (s *Server) queueClient(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (*queue.Client, bool) {
 	c, err := queue.NewClient(s.rdb, name)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err.Error())
@@ -92,7 +91,7 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 	name, id := r.PathValue("queue"), r.PathValue("id")
 	ctx, cancel := readCtx(r)
 	defer cancel()
-	c, ok := s.queueClient(w, r, ctx, name)
+	c, ok := s.queueClient(ctx, w, r, name)
 	if !ok {
 		return
 	}
@@ -110,7 +109,7 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := taskView{Queue: name, Task: t, Preview: preview(t.Payload), Result: preview(t.Result)}
 	s.render(w, r, "task", page{Title: "task " + id, Live: true, View: v,
-		Crumbs: []crumb{{"queue " + name, "/queue/" + url.PathEscape(name)}, {"task " + id, ""}}})
+		Crumbs: []crumb{{"queue " + name, queueURL(name)}, {"task " + id, ""}}})
 }
 
 // queueAction runs an action on an existing queue and redirects to its
@@ -136,7 +135,7 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, what, quest
 		return
 	}
 	s.logger.Info("web: "+what, "queue", name, "form", r.PostForm.Encode())
-	http.Redirect(w, r, "/queue/"+url.PathEscape(name)+"?done="+done, http.StatusSeeOther)
+	http.Redirect(w, r, queueURL(name)+"?done="+done, http.StatusSeeOther)
 }
 
 // formID returns the form's id field, or answers 400.

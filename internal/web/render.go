@@ -35,10 +35,10 @@ var pages = func() map[string]*template.Template {
 		"dur":      func(d time.Duration) string { return round(d).String() },
 		"when":     when,
 		"barWidth": barWidth,
-		"poolURL":  func(p string) string { return "/pool/" + url.PathEscape(p) },
-		"jobURL":   func(p, k string) string { return "/pool/" + url.PathEscape(p) + "/job/" + url.PathEscape(k) },
-		"queueURL": func(q string) string { return "/queue/" + url.PathEscape(q) },
-		"taskURL":  func(q, id string) string { return "/queue/" + url.PathEscape(q) + "/task/" + url.PathEscape(id) },
+		"poolURL":  poolURL,
+		"jobURL":   jobURL,
+		"queueURL": queueURL,
+		"taskURL":  taskURL,
 		"preview":  preview,
 		"of":       of,
 		"head":     head,
@@ -246,3 +246,10 @@ func head(s []string, n int) headOf {
 	}
 	return headOf{Items: s[:n], More: len(s) - n}
 }
+
+// The pages' addresses, with names and keys escaped: the templates' links
+// and the handlers' redirects both use these.
+func poolURL(p string) string     { return "/pool/" + url.PathEscape(p) }
+func jobURL(p, key string) string { return poolURL(p) + "/job/" + url.PathEscape(key) }
+func queueURL(q string) string    { return "/queue/" + url.PathEscape(q) }
+func taskURL(q, id string) string { return queueURL(q) + "/task/" + url.PathEscape(id) }
