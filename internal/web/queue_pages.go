@@ -16,15 +16,14 @@ const deadShown = 50
 
 // queueView is a queue's page.
 type queueView struct {
-	Name    string             `json:"name"`
-	Stats   queue.Stats        `json:"stats"`
-	Dead    []queue.TaskInfo   `json:"dead"` // the newest deadShown dead letters
-	Series  []string           `json:"series"`
-	History []sample           `json:"history"`
-	Summary QueueRow           `json:"summary"`
-	Chart   chart              `json:"-"`
-	Most    int64              `json:"-"` // the widest bar: the most workers or capacity
-	Tenants []queue.TenantInfo `json:"-"`
+	Name    string           `json:"name"`
+	Stats   queue.Stats      `json:"stats"`
+	Dead    []queue.TaskInfo `json:"dead"` // the newest deadShown dead letters
+	Series  []string         `json:"series"`
+	History []sample         `json:"history"`
+	Summary QueueRow         `json:"summary"`
+	Chart   chart            `json:"-"`
+	Most    int64            `json:"-"` // the widest process bar: the most workers
 }
 
 func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
@@ -47,14 +46,11 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now()
 	v := queueView{Name: name, Stats: st, Dead: dead, Series: queueSeries, History: s.hist.get("queue:" + name),
-		Summary: summarizeQueue(name, st), Tenants: st.Tenants}
+		Summary: summarizeQueue(name, st)}
 	v.History = append(v.History, queueSample(st, now)) // as on the pool page
 	v.Chart = newChart(queueSeries, v.History)
 	for _, p := range st.Processes {
 		v.Most = max(v.Most, int64(p.Workers))
-	}
-	for _, t := range st.Tenants {
-		v.Most = max(v.Most, t.Capacity, t.Load)
 	}
 	s.render(w, r, "queue", page{Title: "queue " + name, Live: true, View: v, Crumbs: []crumb{{"queue " + name, ""}}})
 }
@@ -62,21 +58,34 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
 // queueClient returns a client of an existing queue, or answers 400 for a
 // name no queue can have and 404 for a queue Redis does not hold.
 func (s *Server) queueClient(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (*queue.Client, bool) {
+	c, err := s.existingQueue(ctx, name)
+	var nf errNotFound
+	switch {
+	case errors.Is(err, queue.ErrInvalidOption):
+		s.fail(w, r, http.StatusBadRequest, err.Error())
+	case errors.As(err, &nf):
+		s.fail(w, r, http.StatusNotFound, err.Error())
+	case err != nil:
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+	}
+	return c, err == nil
+}
+
+// existingQueue returns a client of the queue name, or an error: invalid
+// (a name no queue can have), errNotFound, or Redis's.
+func (s *Server) existingQueue(ctx context.Context, name string) (*queue.Client, error) {
 	c, err := queue.NewClient(s.rdb, name)
 	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, err.Error())
-		return nil, false
+		return nil, err
 	}
 	ok, err := c.Exists(ctx)
+	if err == nil && !ok {
+		err = errNotFound{"queue " + quote(name) + " not found"}
+	}
 	if err != nil {
-		s.fail(w, r, http.StatusBadGateway, err.Error())
-		return nil, false
+		return nil, err
 	}
-	if !ok {
-		s.fail(w, r, http.StatusNotFound, "queue "+quote(name)+" not found")
-		return nil, false
-	}
-	return c, true
+	return c, nil
 }
 
 // taskView is a task's page.
@@ -121,13 +130,7 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, what, quest
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ActionTimeout)
 	defer cancel()
-	c, err := queue.NewClient(s.rdb, name)
-	if err == nil {
-		var ok bool
-		if ok, err = c.Exists(ctx); err == nil && !ok {
-			err = errNotFound{"queue " + quote(name) + " not found"}
-		}
-	}
+	c, err := s.existingQueue(ctx, name)
 	if err == nil {
 		err = f(ctx, c)
 	}
