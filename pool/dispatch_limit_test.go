@@ -138,7 +138,8 @@ func dispatchThroughAStall(t *testing.T, callTimeout time.Duration) {
 	pool := redistest.Name(t)
 	aimd, err := limit.NewAIMD(limit.WithAIMDInitial(8), limit.WithAIMDMax(16), limit.WithAIMDTimeout(DefaultDispatchSlow))
 	require.NoError(t, err)
-	n := addNode(t, own.Client(), pool, WithMaxQueuedJobs(100000), WithDispatchLimit(aimd, 10*time.Second))
+	low := &lowWater{Algorithm: aimd}
+	n := addNode(t, own.Client(), pool, WithMaxQueuedJobs(100000), WithDispatchLimit(low, 10*time.Second))
 	rec := newRecorder()
 	addWorkers(t, n, rec, 2)
 	ctx := testCtx(t, 30*time.Second)
@@ -167,6 +168,7 @@ func dispatchThroughAStall(t *testing.T, callTimeout time.Duration) {
 	}
 	require.Eventually(t, func() bool { return sent.Load() > 200 }, 10*time.Second, time.Millisecond)
 	before := n.DispatchLimit().Limit
+	low.reset(before)
 	frozen := make(chan error, 1)
 	go func() { frozen <- own.Pause(500 * time.Millisecond) }()
 	for deadline := time.Now().Add(450 * time.Millisecond); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
@@ -175,16 +177,46 @@ func dispatchThroughAStall(t *testing.T, callTimeout time.Duration) {
 		maxWait.Store(max(maxWait.Load(), int64(dl.Waiting)))
 	}
 	require.NoError(t, <-frozen)
-	// The frozen calls return, each a drop.
-	require.Eventually(t, func() bool { return n.DispatchLimit().Limit < before }, 5*time.Second, time.Millisecond,
+	// The frozen calls return, each a drop. The limit regrows by one a
+	// fast admission, within milliseconds: its low water mark is read
+	// from the algorithm (polling it missed the dip under -race).
+	require.Eventually(t, func() bool { return low.lowest() < before }, 5*time.Second, time.Millisecond,
 		"slow admissions did not lower the limit (%d)", before)
-	after := n.DispatchLimit().Limit
+	after := low.lowest()
 	stop.Store(true)
 	wg.Wait()
-	t.Logf("limit %d before the freeze, %d after; during it %d calls held a permit, %d waited; %d dispatched",
+	t.Logf("limit %d before the freeze, down to %d after; during it %d calls held a permit, %d waited; %d dispatched",
 		before, after, inFreeze.Load(), maxWait.Load(), sent.Load())
 	assert.LessOrEqual(t, inFreeze.Load(), int64(16), "more calls than the limit went to the frozen Redis")
 	assert.Positive(t, maxWait.Load(), "no producer was held back")
 	assert.Eventually(t, func() bool { return len(rec.runningKeys()) == int(sent.Load()) }, 5*time.Second, 10*time.Millisecond,
 		"a dispatch that returned nil did not start, or a failed one ran")
+}
+
+// lowWater is an Algorithm that remembers the lowest limit it returned
+// since reset.
+type lowWater struct {
+	limit.Algorithm
+	mu  sync.Mutex
+	low int
+}
+
+func (l *lowWater) Update(s limit.Sample) int {
+	v := l.Algorithm.Update(s)
+	l.mu.Lock()
+	l.low = min(l.low, v)
+	l.mu.Unlock()
+	return v
+}
+
+func (l *lowWater) reset(v int) {
+	l.mu.Lock()
+	l.low = v
+	l.mu.Unlock()
+}
+
+func (l *lowWater) lowest() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.low
 }
