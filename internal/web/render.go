@@ -227,8 +227,6 @@ func toInt64(v any) int64 {
 		return int64(x)
 	case int64:
 		return x
-	case int32:
-		return int64(x)
 	}
 	return 0
 }

@@ -55,15 +55,15 @@ type Config struct {
 
 // Server is a dashboard. It is an http.Handler; Close stops its sampler.
 type Server struct {
-	cfg     Config
-	rdb     redis.UniversalClient
-	mux     *http.ServeMux
-	secret  []byte // keys the CSRF token; new each run
-	logger  *slog.Logger
-	hist    *history
-	stop    context.CancelFunc
-	done    chan struct{}
-	closeMu sync.Once
+	cfg       Config
+	rdb       redis.UniversalClient
+	mux       *http.ServeMux
+	secret    []byte // keys the CSRF token; new each run
+	logger    *slog.Logger
+	hist      *history
+	stop      context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a dashboard of cfg.Redis. Call Close when done.
@@ -104,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 
 // Close stops the history sampler. It does not close the Redis client.
 func (s *Server) Close() {
-	s.closeMu.Do(func() {
+	s.closeOnce.Do(func() {
 		s.stop()
 		<-s.done
 	})
