@@ -52,6 +52,8 @@ type Node struct {
 	loops, background, stops, watchers *group.Group
 	ctx                                context.Context // loops.Context(): cancelled when the node stops
 
+	runs runs // the runs of keys on this node's workers: every Start and Stop holds its key here
+
 	mu          sync.Mutex
 	closed      bool
 	shutDown    bool // closed because the pool shut down
@@ -73,10 +75,11 @@ type Node struct {
 // node only updates the counters (an atomic add) and calls a hook that is
 // set.
 type testSignals struct {
-	keepAlivePaused atomic.Bool    // simulate a frozen process: no keep-alives
-	startBatches    atomic.Int64   // start batches of more than one job
-	releasesRouted  atomic.Int64   // released jobs handed straight to their new owner
-	admitHook       func(ran bool) // runs before and after an admission pipeline
+	keepAlivePaused  atomic.Bool    // simulate a frozen process: no keep-alives
+	startBatches     atomic.Int64   // start batches of more than one job
+	releasesRouted   atomic.Int64   // released jobs handed straight to their new owner
+	staleRunsStopped atomic.Int64   // stale runs a Start stopped first (another worker's, declared dead)
+	admitHook        func(ran bool) // runs before and after an admission pipeline
 }
 
 // AddNode joins the pool called poolName (creating it if needed) through

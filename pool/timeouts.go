@@ -55,7 +55,7 @@ func (c nodeConfig) notifyTimeout() time.Duration { return c.pendingJobTTL }
 
 // stopTimeout bounds every Stop handler call: StopJob's, a move's,
 // RemoveWorker's, Close's and Shutdown's. A Stop that ignores its ctx is
-// left running (see callStop).
+// left running (see stopHeld).
 func (c nodeConfig) stopTimeout() time.Duration { return c.workerShutdownTTL }
 
 // routerAckGrace is how long a job event may stay unacknowledged by a

@@ -35,13 +35,7 @@ type Worker struct {
 	startCost time.Duration // owned by the loop: moving average of Start's duration
 
 	stopOnce sync.Once
-
-	// Stop handlers that outlived their deadline and still run, by key: a
-	// later Start of the key waits for them, so a handler never runs Start
-	// and Stop of one key at once.
-	stopsMu    sync.Mutex
-	stopsAlive map[string]chan struct{}
-	running    atomic.Int64 // len(jobs), published by the loop for metrics
+	running  atomic.Int64 // len(jobs), published by the loop for metrics
 }
 
 // workerInbox is how many events may wait for a busy worker before the

@@ -62,8 +62,8 @@ func (w *Worker) depart(ctx context.Context, handOver bool, quitErr error) error
 	if handOver {
 		w.handOverAll(stopCtx) // leaves w.jobs empty
 	}
-	for key := range w.jobs {
-		_ = w.callStop(stopCtx, key)
+	for key, h := range w.jobs {
+		_ = w.stopRun(stopCtx, key, h.gen)
 		delete(w.jobs, key)
 	}
 	cancel()

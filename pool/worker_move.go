@@ -52,7 +52,7 @@ func (w *Worker) move(key string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.stopTimeout())
 	defer cancel()
 	h := w.jobs[key]
-	_ = w.callStop(ctx, key)
+	_ = w.stopRun(ctx, key, h.gen)
 	delete(w.jobs, key)
 	n.metrics.add(ctx, n.metrics.moved, 1)
 	if err := w.release(ctx, key, h); err != nil {
@@ -110,7 +110,7 @@ func (w *Worker) handOverAll(ctx context.Context) {
 		batch := refs[:min(releaseBatch, len(refs))]
 		refs = refs[len(batch):]
 		for _, r := range batch {
-			_ = w.callStop(ctx, r.key)
+			_ = w.stopRun(ctx, r.key, r.h.gen)
 			delete(w.jobs, r.key)
 		}
 		n.metrics.add(ctx, n.metrics.moved, int64(len(batch)))
@@ -220,14 +220,17 @@ return out
 
 // revive handles the pool having declared this worker dead: its jobs were
 // (or will be) started elsewhere, so it stops them here without touching
-// their records, and joins again as a fresh member.
+// their records, and joins again as a fresh member. Another worker of
+// this node that rejoined first may have been handed one of these keys
+// back and stopped the stale run before its Start (see runs): that run's
+// Stop is then not called again.
 func (w *Worker) revive() {
 	n := w.node
 	w.logger.Warn("worker was declared dead; stopping its stale jobs and rejoining", slog.Int("jobs", len(w.jobs)))
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.stopTimeout())
 	defer cancel()
-	for key := range w.jobs {
-		_ = w.callStop(ctx, key)
+	for key, h := range w.jobs {
+		_ = w.stopRun(ctx, key, h.gen)
 		delete(w.jobs, key)
 	}
 	if _, ok := n.shutdown.Get(shutdownFlag); ok {

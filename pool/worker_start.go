@@ -96,7 +96,7 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 		if !claimed {
 			continue
 		}
-		d, err := w.runStart(job)
+		d, err := w.runStart(job, s.h.gen)
 		if err != nil {
 			w.startFailed(s.key, s.h, err)
 			continue
@@ -225,16 +225,17 @@ func (w *Worker) claimed(key string, res any) (*Job, bool) {
 	return &Job{Key: key, Payload: []byte(payload), CreatedAt: time.UnixMilli(created), Attempt: attempt}, true
 }
 
-// runStart runs the Start handler of a claimed job, once a Stop of its key
-// still running here has returned, and returns its error and how long it
-// took. Start's ctx ends after PendingJobTTL: an error after that says so.
-func (w *Worker) runStart(job *Job) (time.Duration, error) {
+// runStart runs the Start handler of a claimed job in generation gen,
+// fenced by startRun (after every other handler call of its key on this
+// node, and after the Stop of a stale run of it here), and returns its
+// error and how long it took. Start's ctx ends after PendingJobTTL: an
+// error after that says so.
+func (w *Worker) runStart(job *Job, gen int64) (time.Duration, error) {
 	n := w.node
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
 	defer cancel()
-	w.awaitStop(ctx, job.Key)
 	began := time.Now()
-	err := safely(w.logger, "Start", job.Key, func() error { return w.handler.Start(ctx, job) })
+	err := w.startRun(ctx, job, gen)
 	took := time.Since(began)
 	n.metrics.startDone(ctx, began, err)
 	if w.startCost == 0 {
@@ -285,7 +286,7 @@ func (w *Worker) startRecorded(key string, h header, attempt int, took time.Dura
 		}
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.stopTimeout())
 		defer scancel()
-		_ = w.callStop(sctx, key)
+		_ = w.stopRun(sctx, key, h.gen)
 		return
 	}
 	w.jobs[key] = h // startedScript answered the dispatcher

@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 
@@ -19,7 +18,7 @@ func (w *Worker) stopEvent(ctx context.Context, key string, h header, dispatcher
 	gen := h.gen
 	if running, ok := w.jobs[key]; ok {
 		gen = running.gen
-		stopErr = w.callStop(ctx, key)
+		stopErr = w.stopRun(ctx, key, gen)
 		delete(w.jobs, key)
 		n.metrics.add(ctx, n.metrics.stopped, 1)
 	}
@@ -79,60 +78,6 @@ func orNoReply(node string) string {
 		return noReply
 	}
 	return node
-}
-
-// callStop runs the Stop handler, waiting no longer than ctx allows: a
-// handler that ignores its ctx is left running (in the node's stops
-// group, which Close waits for up to WorkerShutdownTTL more), so that
-// Close, RemoveWorker and moves stay bounded by WorkerShutdownTTL. A later
-// Start of the same key on this worker waits for such a Stop to return
-// (awaitStop).
-func (w *Worker) callStop(ctx context.Context, key string) error {
-	done := make(chan error, 1)
-	finished := make(chan struct{})
-	call := func() {
-		defer close(finished)
-		done <- safely(w.logger, "Stop", key, func() error { return w.handler.Stop(ctx, key) })
-	}
-	if !w.node.stops.Go(call) {
-		call() // the node has stopped: nobody is left to wait for
-	}
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("pool: Stop of %q did not return in time: %w", key, ctx.Err())
-		w.stopsMu.Lock()
-		if w.stopsAlive == nil {
-			w.stopsAlive = make(map[string]chan struct{})
-		}
-		w.stopsAlive[key] = finished
-		w.stopsMu.Unlock()
-	}
-	if err != nil {
-		w.logger.Warn("stop failed", slog.String("key", key), slog.Any("error", err))
-	}
-	return err
-}
-
-// awaitStop waits until a Stop of key that outlived its deadline has
-// returned, or ctx ends.
-func (w *Worker) awaitStop(ctx context.Context, key string) {
-	w.stopsMu.Lock()
-	finished := w.stopsAlive[key]
-	w.stopsMu.Unlock()
-	if finished == nil {
-		return
-	}
-	select {
-	case <-finished:
-		w.stopsMu.Lock()
-		if w.stopsAlive[key] == finished {
-			delete(w.stopsAlive, key)
-		}
-		w.stopsMu.Unlock()
-	case <-ctx.Done():
-	}
 }
 
 // stoppedScript deletes a job whose Stop ran on its worker (or that was

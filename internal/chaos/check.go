@@ -73,12 +73,21 @@ type Report struct {
 	Lost       []string            // acknowledged, not stopped, not running
 	Duplicates []string            // running on more than one worker
 	Zombies    []string            // acknowledged as stopped, still running
+
+	// Last is each key's last handler event (a start or a stop), and
+	// LastRuns whether it leaves the key running: a start on a process
+	// that is still live.
+	Last     map[string]Entry
+	LastRuns map[string]bool
+	// Nodes maps the pool node ids the processes logged to their names.
+	Nodes map[string]string
 }
 
 // Check replays the log and computes the report. A process is live unless
 // the log records its kill or exit.
 func Check(entries []Entry) *Report {
-	r := &Report{Entries: len(entries), StartsPerKey: map[string]int{}, Running: map[string][]string{}}
+	r := &Report{Entries: len(entries), StartsPerKey: map[string]int{}, Running: map[string][]string{},
+		Last: map[string]Entry{}, LastRuns: map[string]bool{}, Nodes: map[string]string{}}
 	holders := map[string]map[string]bool{} // key → holder (proc/worker) set
 	gone := map[string]bool{}               // procs killed or exited
 	expected := map[string]bool{}           // acknowledged and not stopped
@@ -134,6 +143,7 @@ func Check(entries []Entry) *Report {
 		case EvStart:
 			r.Starts++
 			r.StartsPerKey[e.Key]++
+			r.Last[e.Key] = e
 			if gone[e.Proc] {
 				continue // a late write of a killed process
 			}
@@ -171,6 +181,7 @@ func Check(entries []Entry) *Report {
 			}
 		case EvStop:
 			r.Stops++
+			r.Last[e.Key] = e
 			if holders[e.Key][holder] {
 				if fk := frozen[e.Proc]; fk != nil && fk[e.Key] && thawed[e.Proc] > 0 {
 					r.StaleAfterThaw = append(r.StaleAfterThaw, time.Duration(e.Ms-thawed[e.Proc])*time.Millisecond)
@@ -198,6 +209,8 @@ func Check(entries []Entry) *Report {
 			dropProc(e.Proc, e.Ms, true)
 		case EvExit:
 			dropProc(e.Proc, e.Ms, false)
+		case EvJoin:
+			r.Nodes[e.Key] = e.Proc
 		case EvFreeze:
 			r.Freezes++
 			fk := map[string]bool{}
@@ -222,6 +235,9 @@ func Check(entries []Entry) *Report {
 				}
 			}
 		}
+	}
+	for key, e := range r.Last {
+		r.LastRuns[key] = e.Event == EvStart && !gone[e.Proc]
 	}
 	for _, o := range open {
 		r.Overlaps = append(r.Overlaps, *o)

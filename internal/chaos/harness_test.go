@@ -442,6 +442,51 @@ func (c *cluster) recordsAgree(r *Report) error {
 			return fmt.Errorf("acknowledged job %s has no record", k)
 		}
 	}
+	return c.recordsMatchHandlers(ctx, r, jobKeys)
+}
+
+// recordsMatchHandlers compares every key's last handler event with what
+// InspectJob says of it: a job the pool records as running on a node must
+// have last started on that node's process, and a job whose last event is
+// a start on a live process must be recorded as running there. A record
+// that says running with nothing running is a job nothing will ever
+// restart (FAILURE-MODES.md 21).
+func (c *cluster) recordsMatchHandlers(ctx context.Context, r *Report, jobKeys []string) error {
+	keys := map[string]bool{}
+	for _, k := range jobKeys {
+		keys[k] = true
+	}
+	for k := range r.Last {
+		keys[k] = true
+	}
+	for k := range keys {
+		info, err := pool.InspectJob(ctx, c.rdb, c.pool, k)
+		if errors.Is(err, pool.ErrJobNotFound) {
+			info, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		last, runs := r.Last[k], r.LastRuns[k]
+		recorded := ""
+		if info != nil && info.State == pool.JobRunning {
+			recorded = r.Nodes[info.Node]
+			if recorded == "" {
+				return fmt.Errorf("job %s runs on node %s, which no process logged", k, info.Node)
+			}
+		}
+		switch {
+		case recorded != "" && (!runs || last.Proc != recorded):
+			return fmt.Errorf("job %s: the pool records it running on %s (worker %s, generation %d), but its last handler event is %q on %q",
+				k, recorded, info.Worker, info.Generation, last.Event, last.Proc)
+		case recorded == "" && runs:
+			state := "no record"
+			if info != nil {
+				state = string(info.State)
+			}
+			return fmt.Errorf("job %s last started on %s, but the pool says %s", k, last.Proc, state)
+		}
+	}
 	return nil
 }
 

@@ -34,6 +34,8 @@ type config struct {
 	slowPrefix               string
 	slow                     time.Duration
 	failPrefix, panicPrefix  string
+	stopDelay                time.Duration
+	shared                   bool
 	verbose                  bool
 }
 
@@ -54,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.slow, "slow", 0, "how long a slow Start sleeps")
 	fs.StringVar(&c.failPrefix, "fail-prefix", "", "keys whose Start fails")
 	fs.StringVar(&c.panicPrefix, "panic-prefix", "", "keys whose Stop panics (after it stopped the job)")
+	fs.DurationVar(&c.stopDelay, "stop-delay", 0, "how long every Stop takes (closing a connection, say)")
+	fs.BoolVar(&c.shared, "shared", false, "one handler for all the workers, keyed by job key (the common way); logged as worker \"shared\"")
 	fs.BoolVar(&c.verbose, "v", false, "log the pool's warnings to stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -90,8 +94,17 @@ func serve(c config, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := chaos.NewLog(rdb, c.logKey)
+	// The log maps the node to this process, for the check that compares
+	// the pool's records with the handlers' last events.
+	if err := log.AppendRetry(ctx, chaos.EvJoin, c.name, "", node.ID()); err != nil {
+		return errors.Join(err, node.Close(context.Background()))
+	}
+	shared := &handler{cfg: c, log: log, worker: "shared"}
 	for i := 0; i < c.workers; i++ {
 		h := &handler{cfg: c, log: log, worker: fmt.Sprintf("w%d", i)}
+		if c.shared {
+			h = shared
+		}
 		if _, err := node.AddWorker(ctx, h); err != nil {
 			return errors.Join(err, node.Close(context.Background()))
 		}
@@ -112,7 +125,10 @@ func serve(c config, stdout, stderr io.Writer) error {
 }
 
 // handler records its Starts and Stops in the log, and misbehaves for the
-// keys its flags name.
+// keys its flags name. With -shared one handler serves every worker of the
+// process, as most users write it: its Stop(key) stops whatever run of key
+// it started, so the pool must never call it for a run that was not the
+// last Start of key on this node.
 type handler struct {
 	cfg    config
 	log    *chaos.Log
@@ -148,6 +164,9 @@ func (h *handler) Stop(ctx context.Context, key string) error {
 	// is briefly away.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
+	if h.cfg.stopDelay > 0 {
+		time.Sleep(h.cfg.stopDelay) // tearing the job down takes a while
+	}
 	err := h.log.AppendRetry(lctx, chaos.EvStop, h.cfg.name, h.worker, key)
 	if h.cfg.panicPrefix != "" && strings.HasPrefix(key, h.cfg.panicPrefix) {
 		panic("chaosworker: Stop panics for " + key)
