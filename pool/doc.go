@@ -39,7 +39,9 @@
 //   - One owner: a moving job is stopped on its old worker before it starts
 //     on the new one; a frozen worker that comes back stops its stale
 //     copies at once, and no write of its for them is accepted. That
-//     window is the only double running.
+//     window is the only double running. On a node, every Start and Stop
+//     is fenced by its run (worker and generation), so a stale copy's Stop
+//     never ends a fresh run of the key on another worker (runs.go).
 //   - Bounded queue, by rejection (ErrPoolFull); nothing is trimmed. With
 //     WithDispatchLimit, DispatchJob calls wait for a permit of a limit
 //     that backs off when the pool rejects or Redis slows.
@@ -83,7 +85,8 @@ package pool
 //	table.go         the slot table: jump hash, slots taken and freed
 //	worker.go        a worker and its loop
 //	worker_start.go  claim, Start, record (a batch of one or more)
-//	worker_stop.go   Stop handlers, a stop event, a stop ended by a leaver
+//	worker_stop.go   a stop event, a stop ended by a leaver
+//	runs.go          every Start and Stop call, fenced by run on the node
 //	worker_move.go   rebalance, hand-over (release), revival
 //	worker_leave.go  RemoveWorker
 //	request.go       StopJob, NotifyWorker, answers and waiting calls

@@ -22,8 +22,12 @@ type Job struct {
 // JobHandler runs a worker's jobs. Start starts the long-running job and
 // returns: it must not block for the job's lifetime. Stop stops it. A
 // handler's methods may be called concurrently for different keys, never
-// for the same key. A panic in a handler is recovered, logged and treated
-// as an error.
+// for the same key, even when one handler serves several workers of a
+// node: Start and Stop of a key run one at a time across the node, and a
+// Stop always ends the key's last successful Start on that node (a stale
+// run a worker kept while frozen is stopped before a fresh Start of its
+// key on another worker, and not again). A panic in a handler is
+// recovered, logged and treated as an error.
 type JobHandler interface {
 	Start(ctx context.Context, job *Job) error
 	Stop(ctx context.Context, key string) error
