@@ -23,7 +23,7 @@ import (
 // it thaws; meanwhile another worker of the same process may have
 // rejoined and been handed the same key back. Stopping by key would then
 // stop the fresh run, while the pool records it as running on a healthy
-// worker: nothing would ever restart it (FAILURE-MODES.md 21). With the
+// worker: nothing would ever restart it. With the
 // fence, whichever comes first stops the stale run, and the fresh Start
 // follows it.
 type runs struct {

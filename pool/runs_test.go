@@ -12,9 +12,8 @@ import (
 )
 
 // A worker declared dead stops its stale copies after another worker of
-// its node may have been handed the key back (FAILURE-MODES.md 21). With
-// one handler for both, as most users write it, a Stop by key would stop
-// the fresh run. The fence stops the stale run before the fresh Start and
+// its node may have been handed the key back. With one handler for both,
+// as most users write it, a Stop by key would stop the fresh run. The fence stops the stale run before the fresh Start and
 // skips the stale worker's later Stop.
 func TestStaleStopSparesTheFreshRun(t *testing.T) {
 	t.Parallel()

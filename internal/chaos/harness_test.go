@@ -450,7 +450,7 @@ func (c *cluster) recordsAgree(r *Report) error {
 // have last started on that node's process, and a job whose last event is
 // a start on a live process must be recorded as running there. A record
 // that says running with nothing running is a job nothing will ever
-// restart (FAILURE-MODES.md 21).
+// restart.
 func (c *cluster) recordsMatchHandlers(ctx context.Context, r *Report, jobKeys []string) error {
 	keys := map[string]bool{}
 	for _, k := range jobKeys {

@@ -20,7 +20,7 @@ var chaosThaws = flag.Int("chaos.thaws", 2,
 // workers, keyed by job key, as most users write it: a stale copy's Stop
 // that runs after a fresh Start of the same key on another worker of the
 // process stops the fresh run, while the pool records the job as running
-// on a healthy worker, and nothing restarts it (FAILURE-MODES.md 21).
+// on a healthy worker, and nothing restarts it.
 // Every Stop takes 30 ms, so a process's workers take a while to stop
 // their stale copies and the first one to rejoin gets keys back while the
 // others still hold them; the CPU is loaded around the thaw.
