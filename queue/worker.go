@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/backoff"
@@ -156,17 +155,6 @@ func (s *Server) awaitLease(id string) (lost, halted bool) {
 		}
 	}
 	return false, false
-}
-
-// call runs the handler, turning a panic into an error.
-func call(ctx context.Context, sl slot, t *Task) (res []byte, err error, panicked bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			res, err, panicked = nil, fmt.Errorf("panic: %v\n%s", p, debug.Stack()), true
-		}
-	}()
-	res, err = sl.handle(ctx, t)
-	return res, err, false
 }
 
 // classify decides what an attempt's end means for the task: the kind
