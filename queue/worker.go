@@ -110,10 +110,14 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	inflight := s.busy.Add(1)
 	start := time.Now()
 	res, err, panicked := call(ctx, w.slot, t)
+	returned := time.Now()
 	r.finished.Store(true)
-	elapsed := time.Since(start)
+	elapsed := returned.Sub(start)
 	s.took.add(elapsed)
-	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	timedOut := pastDeadline(ctx, returned)
+	if timedOut && err == nil && !panicked {
+		res, err = nil, errLateResult // WithTimeout: the attempt has failed
+	}
 	halted := s.hard.Err() != nil
 	cancel()
 	s.busy.Add(-1)
