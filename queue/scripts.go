@@ -151,12 +151,13 @@ local function releaseHolds(procs)
   end
 end
 
+` + fileDeadFn + `
 -- finish records a final outcome (done, dead or cancelled). A dead letter
--- is kept (with its payload, for replay) in the dead set, whose oldest
--- entries are dropped beyond the max_dead setting; other outcomes expire
--- after the task's retention. The submitting process is told by flush,
--- which every script that calls finish runs before it returns. Returns
--- how many dead letters were dropped.
+-- is kept (with its payload, for replay) in the dead set (fileDead, in
+-- dead.go); other outcomes expire after the task's retention. The
+-- submitting process is told by flush, which every script that calls
+-- finish runs before it returns. Returns how many dead letters were
+-- dropped.
 local notes, nfinished = {}, 0
 local cancelRest
 local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
@@ -186,17 +187,7 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
   nfinished = nfinished + 1
   local dropped = 0
   if st == 'dead' then
-    redis.call('ZADD', K_DEAD, t, id)
-    local maxd = tonumber(redis.call('HGET', K_SETTINGS, 'max_dead') or '0')
-    if maxd > 0 then
-      local over = redis.call('ZCARD', K_DEAD) - maxd
-      if over > 0 then
-        local old = redis.call('ZPOPMIN', K_DEAD, over)
-        for i = 1, #old, 2 do redis.call('DEL', P_TASK .. old[i]) end
-        redis.call('INCRBY', K_DROPPED, over)
-        dropped = over
-      end
-    end
+    dropped = fileDead(id, t)
   else
     redis.call('PEXPIRE', tk, ret)
   end
