@@ -135,7 +135,7 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	}
 	kind, data, delay := s.classify(t, res, err, panicked, timedOut, halted, elapsed)
 	q.m.attempts.Add(context.Background(), 1, q.m.attrs, outcomeAttr(kind))
-	o := outcomeReq{t: t, kind: kind, data: data, delay: delay}
+	o := outcomeReq{t: t, kind: kind, data: data, delay: delay, stack: stackOf(err)}
 	if !halted {
 		o.sample = &limit.Sample{RTT: elapsed, InFlight: int(inflight), Dropped: timedOut || kind == "later"}
 	}
@@ -211,6 +211,7 @@ type outcomeReq struct {
 	t     *Task
 	kind  string
 	data  string
+	stack string // a panic's (stackOf), recorded with the error
 	delay time.Duration
 	lost  bool // the process was declared dead: not recorded
 	// sample is what the attempt tells the concurrency limit, nil when it
@@ -452,7 +453,7 @@ func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task
 	}
 	args := q.lay.commonArgs(q.proc, n, promoteLimit)
 	for _, o := range batch {
-		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds())
+		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds(), o.stack)
 	}
 	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for fails := 0; ; fails++ {
