@@ -73,8 +73,13 @@ var (
 // AttemptError is what one attempt of a task failed with.
 type AttemptError struct {
 	Attempt int       // 1 for the first attempt
-	Err     string    // the handler's error text, or why the attempt ended
+	Err     string    // the handler's error text, or why the attempt ended; "panic: VALUE" (one line) for a panic
 	At      time.Time // by Redis's clock
+	// Stack is the goroutine's stack when the handler panicked, from the
+	// panicking frame down, cut to at most 4 KiB; "" for an attempt that
+	// did not panic. A task keeps the stack of its latest panic only:
+	// Stack is "" on the earlier attempts that panicked.
+	Stack string
 }
 
 // TaskError is the final error of a task that failed or was cancelled:

@@ -115,13 +115,14 @@ func parseAttempts(s string) []AttemptError {
 		A int    `json:"a"`
 		E string `json:"e"`
 		T int64  `json:"t"`
+		S string `json:"s"`
 	}
 	if err := json.Unmarshal([]byte(s), &list); err != nil {
 		return []AttemptError{{Err: "unreadable error list: " + s}}
 	}
 	out := make([]AttemptError, len(list))
 	for i, a := range list {
-		out[i] = AttemptError{Attempt: a.A, Err: a.E, At: time.UnixMilli(a.T)}
+		out[i] = AttemptError{Attempt: a.A, Err: a.E, At: time.UnixMilli(a.T), Stack: a.S}
 	}
 	return out
 }

@@ -314,8 +314,8 @@ func validID(id string) error {
 	return nil
 }
 
-// DeadLetters lists up to limit dead letters, newest first, skipping the
-// offset newest.
+// DeadLetters lists up to limit dead letters, newest first (in the order
+// they died, also within one millisecond), skipping the offset newest.
 func (q *Client) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo, error) {
 	if offset < 0 || limit < 1 {
 		return nil, invalid("dead letters need offset >= 0 and limit >= 1, got %d and %d", offset, limit)

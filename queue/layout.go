@@ -14,7 +14,10 @@ import (
 //	delayed       zset: first attempts not due yet, by due time (ms)
 //	retry         zset: later attempts not due yet, by due time (ms)
 //	active        hash: id → process, the tasks in flight
-//	dead          zset: dead letters, by the time they died (ms)
+//	dead          zset: dead letters, by the time they died (ms, Redis's
+//	              clock), raised to one above the newest letter's when
+//	              not above it: strictly increasing, the order of death
+//	              (the time shown is the task's fin field)
 //	count         string: unfinished tasks, for MaxQueued
 //	deaddropped   string: dead letters dropped at MaxDeadLetters
 //	alive         zset: process → keep-alive expiry (ms, Redis's clock)

@@ -250,8 +250,13 @@ func WithMaxAttempts(n int) SubmitOption {
 }
 
 // WithTimeout bounds each attempt: the handler's ctx ends after d, and an
-// attempt that returns then has failed (and its worker's resource is
-// reset). Defaults to 1m.
+// attempt whose handler returns at or after that deadline has failed,
+// even when it returns a result: the result is dropped, the worker's
+// resource is reset, and the task is retried under its policy (a dead
+// letter after its max attempts). Lateness is judged by when the handler
+// returned (the process's monotonic clock), not by when its return is
+// recorded: a handler that returns before the deadline is in time.
+// Defaults to 1m.
 func WithTimeout(d time.Duration) SubmitOption {
 	return func(c *submitConfig) error {
 		if d <= 0 {

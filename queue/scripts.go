@@ -20,9 +20,10 @@ import "github.com/redis/go-redis/v9"
 // to per-attempt timeout (ms), sub the submitting process, own the
 // process running it, ret retention (ms), enq submitted at, due due at,
 // beg last attempt began at, fin finished at (ms, Redis's clock), errs
-// the attempts' errors (JSON list of {a, e, t}), lerr the last
-// RetryLater error, res the result, cx "1" once cancelled while running,
-// ten the tenant ("" for none).
+// the attempts' errors (JSON list of {a, e, t, s}: s the stack of the
+// latest panic, on its attempt only), lerr the last RetryLater error, res
+// the result, cx "1" once cancelled while running, ten the tenant (""
+// for none).
 //
 // Tenants (layout.go): the tenants hash holds "u" the untenanted tasks'
 // capacity (none when absent), and per tenant ("" for untenanted tasks:
@@ -58,11 +59,18 @@ local function wake()
   if redis.call('EXISTS', K_IDLE) == 1 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
 end
 
--- adderr appends an attempt's error to the task's list and returns it.
-local function adderr(tk, errs, att, msg, t)
+-- adderr appends an attempt's error, and the stack of its panic if any,
+-- to the task's list and returns it. A task keeps its latest panic's
+-- stack only (a few KiB at most), not one per attempt.
+local function adderr(tk, errs, att, msg, t, stack)
   local list = {}
   if errs and errs ~= '' then list = cjson.decode(errs) end
-  list[#list + 1] = {a = att, e = msg, t = t}
+  local e = {a = att, e = msg, t = t}
+  if stack and stack ~= '' then
+    for _, old in ipairs(list) do old.s = nil end
+    e.s = stack
+  end
+  list[#list + 1] = e
   local s = cjson.encode(list)
   redis.call('HSET', tk, 'errs', s)
   return s
@@ -151,12 +159,13 @@ local function releaseHolds(procs)
   end
 end
 
+` + fileDeadFn + `
 -- finish records a final outcome (done, dead or cancelled). A dead letter
--- is kept (with its payload, for replay) in the dead set, whose oldest
--- entries are dropped beyond the max_dead setting; other outcomes expire
--- after the task's retention. The submitting process is told by flush,
--- which every script that calls finish runs before it returns. Returns
--- how many dead letters were dropped.
+-- is kept (with its payload, for replay) in the dead set (fileDead, in
+-- dead.go); other outcomes expire after the task's retention. The
+-- submitting process is told by flush, which every script that calls
+-- finish runs before it returns. Returns how many dead letters were
+-- dropped.
 local notes, nfinished = {}, 0
 local cancelRest
 local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
@@ -186,17 +195,7 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
   nfinished = nfinished + 1
   local dropped = 0
   if st == 'dead' then
-    redis.call('ZADD', K_DEAD, t, id)
-    local maxd = tonumber(redis.call('HGET', K_SETTINGS, 'max_dead') or '0')
-    if maxd > 0 then
-      local over = redis.call('ZCARD', K_DEAD) - maxd
-      if over > 0 then
-        local old = redis.call('ZPOPMIN', K_DEAD, over)
-        for i = 1, #old, 2 do redis.call('DEL', P_TASK .. old[i]) end
-        redis.call('INCRBY', K_DROPPED, over)
-        dropped = over
-      end
-    end
+    dropped = fileDead(id, t)
   else
     redis.call('PEXPIRE', tk, ret)
   end
@@ -443,7 +442,7 @@ return take(ARGV[4], KEYS[17], tonumber(ARGV[5]), tonumber(ARGV[6]))
 //	attempt: id, attempt, kind ("ok", "fail", "perm": no retry, "later":
 //	RetryLater, no attempt used, "release": its process stops, back to
 //	ready at once, no attempt used), the result ("ok") or the error, the
-//	delay (ms) of "fail" and "later"
+//	delay (ms) of "fail" and "later", the stack of a panic ("" for none)
 //
 // Returns {dead letters dropped, k, outcome * k, take's reply...}: one
 // outcome per attempt, "STALE", "done", "cancelled", "dead", "retry",
@@ -453,7 +452,7 @@ local proc = ARGV[4]
 local t = now()
 local ended = {} -- attempts no longer in flight
 local unloads = {} -- tenant → how many of them
-local function complete(id, attempt, kind, data, delay)
+local function complete(id, attempt, kind, data, delay, stack)
   local tk = P_TASK .. id
   local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx', 'ten')
   if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
@@ -465,7 +464,7 @@ local function complete(id, attempt, kind, data, delay)
   end
   if f[8] == '1' then
     local errs = f[7]
-    if kind ~= 'release' then errs = adderr(tk, f[7], att, data, t) end
+    if kind ~= 'release' then errs = adderr(tk, f[7], att, data, t, stack) end
     return 'cancelled', finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil, ten)
   end
   if kind == 'release' then
@@ -479,7 +478,7 @@ local function complete(id, attempt, kind, data, delay)
     redis.call('ZADD', K_RETRY, due, id)
     return 'later', 0, true
   end
-  local errs = adderr(tk, f[7], att, data, t)
+  local errs = adderr(tk, f[7], att, data, t, stack)
   if kind == 'fail' and att < tonumber(f[4]) then
     redis.call('HSET', tk, 'st', 'retry', 'own', '', 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
@@ -488,8 +487,8 @@ local function complete(id, attempt, kind, data, delay)
   return 'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil, ten)
 end
 local out, dropped, again = {0, 0}, 0, false
-for i = 7, #ARGV, 5 do
-  local st, d, w = complete(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+for i = 7, #ARGV, 6 do
+  local st, d, w = complete(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
   out[#out + 1] = st
   dropped = dropped + d
   again = again or w

@@ -28,9 +28,12 @@ type Task struct {
 // bytes). An error fails the attempt: the task is retried after a backoff
 // until its max attempts, then becomes a dead letter; wrap the error with
 // Permanent to fail it at once, or with RetryLater to run it again later
-// without using an attempt. A panic fails the attempt like an error. The
-// ctx ends at the attempt's timeout, when the task is cancelled, and on a
-// hard stop; a handler must return soon after.
+// without using an attempt. A panic fails the attempt like an error:
+// its error is one line, "panic: VALUE", and its stack is kept apart
+// (AttemptError.Stack). The ctx ends at the attempt's timeout, when the
+// task is cancelled, and on a hard stop; a handler must return soon
+// after. A result returned after the timeout is dropped: the attempt has
+// failed (see WithTimeout).
 type Handler func(ctx context.Context, t *Task) ([]byte, error)
 
 // ResourceHandler is a Handler that gets its worker's resource.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/backoff"
@@ -111,10 +110,14 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	inflight := s.busy.Add(1)
 	start := time.Now()
 	res, err, panicked := call(ctx, w.slot, t)
+	returned := time.Now()
 	r.finished.Store(true)
-	elapsed := time.Since(start)
+	elapsed := returned.Sub(start)
 	s.took.add(elapsed)
-	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	timedOut := pastDeadline(ctx, returned)
+	if timedOut && err == nil && !panicked {
+		res, err = nil, errLateResult // WithTimeout: the attempt has failed
+	}
 	halted := s.hard.Err() != nil
 	cancel()
 	s.busy.Add(-1)
@@ -132,7 +135,7 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	}
 	kind, data, delay := s.classify(t, res, err, panicked, timedOut, halted, elapsed)
 	q.m.attempts.Add(context.Background(), 1, q.m.attrs, outcomeAttr(kind))
-	o := outcomeReq{t: t, kind: kind, data: data, delay: delay}
+	o := outcomeReq{t: t, kind: kind, data: data, delay: delay, stack: stackOf(err)}
 	if !halted {
 		o.sample = &limit.Sample{RTT: elapsed, InFlight: int(inflight), Dropped: timedOut || kind == "later"}
 	}
@@ -156,17 +159,6 @@ func (s *Server) awaitLease(id string) (lost, halted bool) {
 		}
 	}
 	return false, false
-}
-
-// call runs the handler, turning a panic into an error.
-func call(ctx context.Context, sl slot, t *Task) (res []byte, err error, panicked bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			res, err, panicked = nil, fmt.Errorf("panic: %v\n%s", p, debug.Stack()), true
-		}
-	}()
-	res, err = sl.handle(ctx, t)
-	return res, err, false
 }
 
 // classify decides what an attempt's end means for the task: the kind
@@ -219,6 +211,7 @@ type outcomeReq struct {
 	t     *Task
 	kind  string
 	data  string
+	stack string // a panic's (stackOf), recorded with the error
 	delay time.Duration
 	lost  bool // the process was declared dead: not recorded
 	// sample is what the attempt tells the concurrency limit, nil when it
@@ -460,7 +453,7 @@ func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task
 	}
 	args := q.lay.commonArgs(q.proc, n, promoteLimit)
 	for _, o := range batch {
-		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds())
+		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds(), o.stack)
 	}
 	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for fails := 0; ; fails++ {

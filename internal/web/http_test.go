@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/pool"
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -237,4 +239,35 @@ func TestPreviewIsBoundedAndSafe(t *testing.T) {
 	p = preview(bin)
 	assert.True(t, p.Hex)
 	assert.Equal(t, "0000  ff 00 fe 61\n", p.Text)
+}
+
+// kaboom is a handler's bug, named so that its frame is found in the
+// stack.
+func kaboom() { panic("kaboom") }
+
+// The task page shows a panic's error as one line, and its stack apart.
+func TestTaskPageShowsAPanicsStackApart(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	q, err := queue.Open(ctx, srv.Client(), redistest.Name(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	_, err = q.Serve(func(context.Context, *queue.Task) ([]byte, error) {
+		kaboom()
+		return nil, nil
+	}, queue.WithWorkers(1))
+	require.NoError(t, err)
+	f, err := q.Submit(ctx, nil, queue.WithTaskID("bug"), queue.WithMaxAttempts(1))
+	require.NoError(t, err)
+	_, err = f.Wait(ctx)
+	require.ErrorIs(t, err, queue.ErrFailed)
+	_, base := dashboard(t, Config{})
+
+	code, body := get(t, base+"/queue/"+q.Name()+"/task/bug")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `<td class="error-text">panic: kaboom</td>`, "the error is one line")
+	assert.Regexp(t, `(?s)<pre class="stack">goroutine [^<]*web\.kaboom\(`, body, "the stack is shown apart")
+	code, body = get(t, base+"/queue/"+q.Name())
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `<td class="error-text">panic: kaboom</td>`, "the dead letters' list shows the one line")
 }
