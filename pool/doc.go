@@ -84,14 +84,17 @@ package pool
 //	route.go         routers: the job stream to a worker's stream
 //	table.go         the slot table: jump hash, slots taken and freed
 //	worker.go        a worker and its loop
-//	worker_start.go  claim, Start, record (a batch of one or more)
+//	worker_start.go  a batch of start events: claim, Start, record
+//	worker_record.go the claim and record scripts; a failed or stale Start
 //	worker_stop.go   a stop event, a stop ended by a leaver
 //	runs.go          every Start and Stop call, fenced by run on the node
 //	worker_move.go   rebalance, hand-over (release), revival
 //	worker_leave.go  RemoveWorker
 //	request.go       StopJob, NotifyWorker, answers and waiting calls
 //	keepalive.go     keep-alives, and rejoining after being declared dead
-//	recover.go       the janitor: dead workers and nodes, recovery
+//	janitor.go       the janitor: its lease, dead workers and nodes, dead
+//	                 routers' events
+//	recover.go       recovery of dead workers' jobs and of stuck starts
 //	inbox.go         reading the workers' streams
 //	wire.go          the record, states, events, header, reply codes and
 //	                 the Lua prelude rendered from them

@@ -1,0 +1,224 @@
+package pool
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// claimJobs runs claimScript for starts and returns one reply per job.
+func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error) {
+	n := w.node
+	args := make([]any, 0, 1+3*len(starts))
+	args = append(args, w.id)
+	for _, s := range starts {
+		args = ref(args, s.key, s.h.nonce, s.h.gen)
+	}
+	res, err := n.run(ctx, claimScript, "claim", n.lay.recordKeys(), args...)
+	return perJob(res, err, len(starts), "claim")
+}
+
+// recordJobs runs startedScript for jobs whose Start succeeded and returns
+// one outcome per job.
+func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
+	n := w.node
+	sk := newScriptKeys(append(n.lay.recordKeys(), n.lay.counters)...)
+	args := []any{w.id}
+	for _, s := range started {
+		idx := 0
+		if s.h.reqID != noReply && s.h.replyTo != noReply {
+			idx = sk.add(n.replyStream(s.h.replyTo))
+		}
+		args = append(ref(args, s.key, s.h.nonce, s.h.gen), s.h.reqID, idx)
+	}
+	res, err := n.run(ctx, startedScript, "started", sk.keys, args...)
+	return perJob(res, err, len(started), "started")
+}
+
+// recordStarted runs startedScript for a job whose Start succeeded. An
+// error leaves it unknown whether the script ran (Redis may have applied
+// it and died before answering), so it asks again until Redis answers or
+// ctx ends: the script is idempotent. Stopping the job on the first error
+// instead would leave a record saying "running here" with nothing
+// running, which no recovery notices.
+func (w *Worker) recordStarted(ctx context.Context, key string, h header) (any, error) {
+	n := w.node
+	wait := 10 * time.Millisecond
+	for {
+		outcomes, err := w.recordJobs(ctx, []startRef{{key: key, h: h}})
+		if err == nil {
+			return outcomes[0], nil
+		}
+		if ctx.Err() != nil || n.ctx.Err() != nil {
+			return nil, err
+		}
+		t := time.NewTimer(wait) // retry backoff while Redis is unreachable
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// startFailed records that Start failed: the job is deleted and its
+// dispatcher told, or it is queued again (after a move).
+func (w *Worker) startFailed(key string, h header, startErr error) {
+	n := w.node
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
+	defer cancel()
+	res, err := n.run(ctx, failedScript, "start failed",
+		[]string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.counters},
+		append(ref(nil, key, h.nonce, h.gen), w.id, truncateUTF8(startErr.Error(), maxLastErrorSize))...)
+	if err != nil {
+		w.logger.Warn("recording a failed start", slog.String("key", key), slog.Any("error", err))
+	}
+	w.logger.Info("start failed", slog.String("key", key), slog.Any("outcome", res), slog.Any("error", startErr))
+	if res == "REQUEUED" {
+		n.metrics.add(ctx, n.metrics.requeued, 1)
+	}
+	if res == "DELETED" {
+		n.reply(ctx, h.replyTo, h.reqID, []byte(string(replyStartFailed)+w.id+"\n"+startErr.Error()))
+	}
+}
+
+// startRecorded acts on startedScript's outcome for a job whose Start
+// succeeded after took.
+func (w *Worker) startRecorded(key string, h header, attempt int, took time.Duration, res any, err error) {
+	n := w.node
+	if err != nil || res == "STALE" {
+		// The job was taken away while Start ran (or we cannot tell):
+		// stop it here, so that it runs on one worker only. The start
+		// that took over answers a waiting DispatchJob.
+		if took > n.cfg.pendingJobTTL {
+			w.logger.Warn("Start took longer than PendingJobTTL: the pool gave the job up meanwhile (started again, or failed its DispatchJob after maxSlowStarts attempts); stopping it here",
+				slog.String("key", key), slog.Duration("took", took), slog.Duration("pending_job_ttl", n.cfg.pendingJobTTL), slog.Int("attempt", attempt))
+		} else {
+			w.logger.Warn("job taken away during Start; stopping it", slog.String("key", key), slog.Any("error", err))
+		}
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(n.ctx), n.cfg.stopTimeout())
+		defer scancel()
+		_ = w.stopRun(sctx, key, h.gen)
+		return
+	}
+	w.jobs[key] = h // startedScript answered the dispatcher
+	n.metrics.add(n.ctx, n.metrics.started, 1)
+	w.logger.Debug("job started", slog.String("key", key), slog.Int("attempt", attempt))
+}
+
+// claimScript lets a worker take jobs routed to it, before their Start: a
+// batch of the start events waiting for it (or one) in one call.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
+//	ARGV[1] worker id, then per job: job ref
+//
+// Returns, per job, {"OK", payload, createdMs, attempt} or {"STALE"}: the
+// event is outdated, the job was stopped or moved, or this worker was
+// declared dead; a repeated start of an owned job is STALE too, so it is a
+// no-op.
+var claimScript = redis.NewScript(prelude + `
+local wid = ARGV[1]
+local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
+local now = now_ms()
+local out = {}
+for i = 2, #ARGV, 3 do
+  local key, r = job(i)
+  if not alive or not r or r.w ~= wid or r.s ~= S_ROUTED then
+    out[#out + 1] = {"STALE"}
+  else
+    r.s = S_CLAIMED; r.t = now; r.a = r.a + 1; r.st = nil
+    putrec(key, r)
+    out[#out + 1] = {"OK", redis.call("HGET", KEYS[2], key) or "", tostring(r.c), tostring(r.a)}
+  end
+end
+return out
+`)
+
+// startedScript records that Start succeeded, for a batch of a worker's
+// jobs (or one) in one call, and on "OK" or "STOPPING" (Start did succeed
+// either way) answers each waiting DispatchJob, saving the worker a round
+// trip. It records when (r.st) and counts the start in the counters hash.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] counters,
+//	KEYS[5..] the dispatching nodes' streams
+//	ARGV[1] worker id, then per job: job ref, request id
+//	(noReply: nobody waits), index of the dispatching node's stream in
+//	KEYS (counted from KEYS[5] as 1; 0 for none)
+//
+// It is idempotent: once recorded, running it again returns "OK" (and
+// counts nothing: r.st is set), so a worker whose connection broke can
+// ask again instead of guessing.
+// Returns, per job, "OK"; "STOPPING" when a stop is on its way to this
+// worker (keep the job: the stop event follows); "STALE" when the job was
+// taken away meanwhile (moved after PendingJobTTL, stopped, or this worker
+// declared dead): the worker must stop what it just started.
+var startedScript = redis.NewScript(prelude + `
+local wid = ARGV[1]
+local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
+local now = now_ms()
+local started = 0
+local out = {}
+for i = 2, #ARGV, 5 do
+  local key, r = job(i)
+  local rq, si = ARGV[i + 3], tonumber(ARGV[i + 4])
+  local function answer()
+    if si > 0 then send_reply(KEYS[4 + si], rq, REPLY_OK) end
+  end
+  if not r or r.w ~= wid then
+    out[#out + 1] = "STALE"
+  elseif r.s == S_STOPPING then
+    -- Start did succeed: the dispatcher learns it, and the stop that
+    -- follows does not tell it again. A stop of a job already running
+    -- keeps its r.st: this is then a retry, which counts nothing.
+    answer(); r.rd = nil; r.rq = nil
+    if not r.st then r.st = now; started = started + 1 end
+    putrec(key, r)
+    out[#out + 1] = "STOPPING"
+  elseif r.s == S_RUNNING then
+    -- Already recorded: a retry after a reply lost to a connection error.
+    out[#out + 1] = "OK"
+  elseif r.s ~= S_CLAIMED or not alive then
+    out[#out + 1] = "STALE"
+  else
+    -- A running job needs no r.t (only routed and claimed jobs expire):
+    -- r.st, when Start succeeded, stands for it, which keeps the record
+    -- of each running job short.
+    r.s = S_RUNNING; r.t = nil; r.st = now; r.rd = nil; r.rq = nil
+    putrec(key, r)
+    started = started + 1
+    answer(); out[#out + 1] = "OK"
+  end
+end
+count(KEYS[4], C_STARTED, started)
+return out
+`)
+
+// failedScript records that Start failed, and counts it in the counters
+// hash unless the event was stale.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] counters
+//	ARGV[1..3] job ref, ARGV[4] worker id, ARGV[5] Start's error text
+//	(at most maxLastErrorSize bytes)
+//
+// While a DispatchJob waits for the job's first successful start, a failed
+// start deletes the job (DispatchJob returns the error); later, a failed
+// start (after a move) queues the job again, keeping the error text in
+// r.e. Returns "DELETED", "REQUEUED" or "STALE".
+var failedScript = redis.NewScript(prelude + `
+local key, r = job(1)
+if not r or r.w ~= ARGV[4] then return "STALE" end
+if r.s == S_STOPPING or r.rd then
+  delrec(key)
+  count(KEYS[4], C_STARTS_FAILED, 1)
+  return "DELETED"
+end
+if r.s ~= S_CLAIMED then return "STALE" end
+r.e = ARGV[5]
+requeue(key, r, now_ms(), KEYS[3])
+count(KEYS[4], C_STARTS_FAILED, 1)
+return "REQUEUED"
+`)
