@@ -40,7 +40,7 @@ func TestFlagsAfterKeys(t *testing.T) {
 	errOut.Reset()
 	code = run([]string{"stop", "-pool", name, "-redis", srv.Addr(), "-yes", "k9", "-odd"}, &out, &errOut)
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut.String(), "flag provided but not defined: -odd")
+	assert.Contains(t, errOut.String(), "unknown flag: --odd")
 }
 
 // Every command that names a pool says when Redis holds nothing of it,

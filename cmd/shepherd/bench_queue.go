@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,7 +27,6 @@ func init() {
 	benchScenarios["T3"] = scenarioQueueDelayed
 	benchScenarios["T4"] = scenarioQueueRecovery
 	benchScenarios["TM"] = scenarioQueueMemory
-	commands["bench-queue-worker"] = command{summary: "(internal) serving process for bench scenario T4", run: runBenchQueueWorker}
 }
 
 var queueSeq atomic.Int64
@@ -362,43 +358,6 @@ func scenarioQueueRecovery(ctx context.Context, b *bench, _ int) (result, error)
 	r.setMs("recovery_ms", time.Since(killed))
 	r.setMs("ttl_ms", queueRecoveryTTL)
 	return r, nil
-}
-
-// runBenchQueueWorker serves a queue with a handler that holds each task
-// for a minute; it prints "ready" once it serves, and leaves when its
-// stdin closes.
-func runBenchQueueWorker(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench-queue-worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("redis", "", "Redis address")
-	name := fs.String("queue", "", "queue name")
-	workers := fs.Int("workers", 4, "workers")
-	ttl := fs.Duration("ttl", 2*time.Second, "TTL")
-	if err := fs.Parse(args); err != nil || *addr == "" || *name == "" {
-		return exitUsage
-	}
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 64})
-	defer rdb.Close()
-	q, err := queue.Open(ctx, rdb, *name, queue.WithTTL(*ttl))
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
-	}
-	defer q.Close(ctx)
-	if _, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Minute):
-		}
-		return []byte("child"), nil
-	}, queue.WithWorkers(*workers)); err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
-	}
-	fmt.Fprintln(stdout, "ready")
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return exitOK
 }
 
 // scenarioQueueMemory is TM: Redis memory per waiting task (64-byte
