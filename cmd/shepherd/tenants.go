@@ -26,14 +26,46 @@ func tenantsCmd() *cobra.Command {
 	o.register(cmd.PersistentFlags())
 	cmd.AddCommand(
 		onQueue(o, "ls --queue NAME", "list the tenants: capacity, load, waiting, unfinished", noArgs, tenantsList),
-		onQueue(o, "set --queue NAME ID CAPACITY", "register a tenant, or change its capacity (0 holds its tasks)",
-			rangeArgs(2, 2, "want a tenant id and a capacity"), tenantsSet),
+		onQueue(o, "set --queue NAME ID CAPACITY", "register a tenant, or change its capacity (≥ 0; 0 holds its tasks)",
+			func(cmd *cobra.Command, args []string) error {
+				if err := rangeArgs(2, 2, "want a tenant id and a capacity")(cmd, args); err != nil {
+					return err
+				}
+				_, err := parseCapacity(args[1], false)
+				return err
+			}, tenantsSet),
 		onQueue(o, "rm --queue NAME ID...", "remove tenants: new work is refused, unfinished tasks still run",
 			rangeArgs(1, -1, "missing tenant id"), tenantsRemove),
 		onQueue(o, "untenanted --queue NAME CAPACITY|none", "cap the tasks without a tenant (none: no cap)",
-			rangeArgs(1, 1, "want a capacity, or none"), tenantsUntenanted),
+			func(cmd *cobra.Command, args []string) error {
+				if err := rangeArgs(1, 1, "want a capacity, or none")(cmd, args); err != nil {
+					return err
+				}
+				_, err := parseCapacity(args[0], true)
+				return err
+			}, tenantsUntenanted),
 	)
 	return cmd
+}
+
+// parseCapacity reads a tenant capacity: a number ≥ 0, or with orNone
+// "none", which is -1.
+func parseCapacity(s string, orNone bool) (int, error) {
+	if orNone && s == "none" {
+		return -1, nil
+	}
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil && orNone:
+		return 0, usagef("capacity %q is neither a number nor none", s)
+	case err != nil:
+		return 0, usagef("capacity %q is not a number", s)
+	case n < 0 && orNone:
+		return 0, usagef("capacity must be ≥ 0 (or none for no cap), got %d", n)
+	case n < 0:
+		return 0, usagef("capacity must be ≥ 0, got %d", n)
+	}
+	return n, nil
 }
 
 func tenantsList(ctx context.Context, c *queue.Client, o queueOpts) error {
@@ -67,9 +99,9 @@ func tenantsList(ctx context.Context, c *queue.Client, o queueOpts) error {
 }
 
 func tenantsSet(ctx context.Context, c *queue.Client, o queueOpts) error {
-	capacity, err := strconv.Atoi(o.ids[1])
+	capacity, err := parseCapacity(o.ids[1], false)
 	if err != nil {
-		return fmt.Errorf("%w: capacity %q is not a number", errUsage, o.ids[1])
+		return err
 	}
 	if err := c.SetTenant(ctx, o.ids[0], capacity); err != nil {
 		return err
@@ -83,12 +115,9 @@ func tenantsRemove(ctx context.Context, c *queue.Client, o queueOpts) error {
 }
 
 func tenantsUntenanted(ctx context.Context, c *queue.Client, o queueOpts) error {
-	capacity := -1
-	if o.ids[0] != "none" {
-		var err error
-		if capacity, err = strconv.Atoi(o.ids[0]); err != nil {
-			return fmt.Errorf("%w: capacity %q is neither a number nor none", errUsage, o.ids[0])
-		}
+	capacity, err := parseCapacity(o.ids[0], true)
+	if err != nil {
+		return err
 	}
 	if err := c.SetUntenantedCapacity(ctx, capacity); err != nil {
 		return err
