@@ -24,13 +24,23 @@ type benchConfig struct {
 	profile   string  // a CPU profile of the whole run goes here
 }
 
-// benchScenarios maps a scenario letter to its run function.
+// benchScenarios maps a scenario name to its run function: A to E measure
+// a pool, the T scenarios a queue.
 var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (result, error){
-	"A": scenarioThroughput,
-	"B": scenarioLatency,
-	"C": scenarioFailover,
-	"D": scenarioMovement,
-	"E": scenarioScale,
+	"A":   scenarioThroughput,      // bench_throughput.go
+	"B":   scenarioLatency,         // bench_pool.go
+	"C":   scenarioFailover,        // bench_failover.go
+	"D":   scenarioMovement,        // bench_movement.go
+	"E":   scenarioScale,           // bench_scale.go
+	"T1":  scenarioT1,              // bench_queue.go
+	"T1P": scenarioT1P,             // bench_queue.go
+	"T2":  scenarioQueueLatency,    // bench_queue.go
+	"T3":  scenarioQueueDelayed,    // bench_queue.go
+	"T4":  scenarioQueueRecovery,   // bench_queue.go
+	"T5":  scenarioTenantFairness,  // bench_tenants.go
+	"T6":  scenarioLimitFollows,    // bench_limit.go
+	"T6P": scenarioLimitPartitions, // bench_limit.go
+	"TM":  scenarioQueueMemory,     // bench_queue.go
 }
 
 // The scenarios -scenario pool, queue and all run, in order.

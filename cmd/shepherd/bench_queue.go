@@ -16,17 +16,15 @@ import (
 
 // The queue's scenarios: T1 throughput (T1P with WithPrefetch), T2 latency, T3 delayed tasks due
 // at once, T4 recovery after SIGKILL, TM Redis memory per task.
-func init() {
-	benchScenarios["T1"] = func(ctx context.Context, b *bench, _ int) (result, error) {
-		return scenarioQueueThroughput(ctx, b, "t1")
-	}
-	benchScenarios["T1P"] = func(ctx context.Context, b *bench, _ int) (result, error) {
-		return scenarioQueueThroughput(ctx, b, "t1p", queue.WithPrefetch(4))
-	}
-	benchScenarios["T2"] = scenarioQueueLatency
-	benchScenarios["T3"] = scenarioQueueDelayed
-	benchScenarios["T4"] = scenarioQueueRecovery
-	benchScenarios["TM"] = scenarioQueueMemory
+
+// scenarioT1 is T1: the queue's throughput.
+func scenarioT1(ctx context.Context, b *bench, _ int) (result, error) {
+	return scenarioQueueThroughput(ctx, b, "t1")
+}
+
+// scenarioT1P is T1P: T1 with WithPrefetch.
+func scenarioT1P(ctx context.Context, b *bench, _ int) (result, error) {
+	return scenarioQueueThroughput(ctx, b, "t1p", queue.WithPrefetch(4))
 }
 
 var queueSeq atomic.Int64
