@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestFlagsAfterKeys(t *testing.T) {
 	errOut.Reset()
 	code = run([]string{"stop", "-pool", name, "-redis", srv.Addr(), "-yes", "k9", "-odd"}, &out, &errOut)
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut.String(), "flag provided but not defined: -odd")
+	assert.Contains(t, errOut.String(), "unknown flag: --odd")
 }
 
 // Every command that names a pool says when Redis holds nothing of it,
@@ -85,4 +86,38 @@ func TestDispatchWithoutWorkers(t *testing.T) {
 	keys, err := n.JobKeys(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, keys)
+}
+
+// normalizeArgs hands cobra long flags with two dashes, each value after
+// its flag, and positional arguments that begin with "-" after a "--".
+func TestNormalizeArgs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"queue", "-queue", "q", "stats"}, []string{"queue", "stats", "--queue", "q"}},
+		{[]string{"queue", "stats", "--queue=q", "-json"}, []string{"queue", "stats", "--queue=q", "--json"}},
+		{[]string{"dispatch", "-pool", "p", "-payload", "-x", "k"}, []string{"dispatch", "--pool", "p", "--payload", "-x", "k"}},
+		{[]string{"bench", "-scale", "-1"}, []string{"bench", "--scale", "-1"}},
+		{[]string{"status", "-h"}, []string{"status", "-h"}},
+		{[]string{"status", "-help"}, []string{"status", "--help"}},
+		{[]string{"status", "-nope", "x"}, []string{"status", "--nope", "x"}},
+		{[]string{"tenants", "set", "-queue", "q", "acme", "-1", "-redis", "r"},
+			[]string{"tenants", "set", "--queue", "q", "--redis", "r", "--", "acme", "-1"}},
+		{[]string{"dispatch", "-pool", "p", "--", "-odd", "k", "-pool"}, []string{"dispatch", "--pool", "p", "--", "-odd", "k", "-pool"}},
+		{[]string{"dispatch", "k", "--", "k2"}, []string{"dispatch", "k", "k2"}},
+		{[]string{"dispatch", "k", "--", "k2", "-pool", "p"}, []string{"dispatch", "--", "k", "k2", "-pool", "p"}},
+		// demo's own flag goes with the subcommand, as cobra would have it
+		// (and demo queue refuses it).
+		{[]string{"demo", "-jobs", "10", "queue"}, []string{"demo", "queue", "--jobs", "10"}},
+		{[]string{"demo", "queue", "-tasks", "10"}, []string{"demo", "queue", "--tasks", "10"}},
+		{[]string{"demo", "x", "queue"}, []string{"demo", "x", "queue"}},
+		{[]string{"help", "queue", "ls"}, []string{"help", "queue", "ls"}},
+		{[]string{"completion", "bash"}, []string{"completion", "bash"}},
+		// A completion request keeps its order, and the word being
+		// completed as typed.
+		{[]string{"__complete", "jobs", "k", "-pool", "p", "-js"}, []string{"__complete", "jobs", "k", "--pool", "p", "-js"}},
+		{nil, []string{}},
+	} {
+		got := normalizeArgs(newRoot(io.Discard, io.Discard), tc.in)
+		assert.Equal(t, tc.want, got, "%q", tc.in)
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,11 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 )
-
-func init() {
-	commands["bench"] = command{summary: "measure the pool's throughput, latency, failover and memory", run: runBench}
-}
 
 // benchConfig is what the bench flags select.
 type benchConfig struct {
@@ -28,14 +24,30 @@ type benchConfig struct {
 	profile   string  // a CPU profile of the whole run goes here
 }
 
-// benchScenarios maps a scenario letter to its run function.
+// benchScenarios maps a scenario name to its run function: A to E measure
+// a pool, the T scenarios a queue.
 var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (result, error){
-	"A": scenarioThroughput,
-	"B": scenarioLatency,
-	"C": scenarioFailover,
-	"D": scenarioMovement,
-	"E": scenarioScale,
+	"A":   scenarioThroughput,      // bench_throughput.go
+	"B":   scenarioLatency,         // bench_pool.go
+	"C":   scenarioFailover,        // bench_failover.go
+	"D":   scenarioMovement,        // bench_movement.go
+	"E":   scenarioScale,           // bench_scale.go
+	"T1":  scenarioT1,              // bench_queue.go
+	"T1P": scenarioT1P,             // bench_queue.go
+	"T2":  scenarioQueueLatency,    // bench_queue.go
+	"T3":  scenarioQueueDelayed,    // bench_queue.go
+	"T4":  scenarioQueueRecovery,   // bench_queue.go
+	"T5":  scenarioTenantFairness,  // bench_tenants.go
+	"T6":  scenarioLimitFollows,    // bench_limit.go
+	"T6P": scenarioLimitPartitions, // bench_limit.go
+	"TM":  scenarioQueueMemory,     // bench_queue.go
 }
+
+// The scenarios -scenario pool, queue and all run, in order.
+var (
+	poolScenarios  = []string{"A", "B", "C", "D", "E"}
+	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM"}
+)
 
 // bench is one invocation of the bench command: its Redis, config and
 // the raw XADD rate every throughput is compared with.
@@ -47,56 +59,49 @@ type bench struct {
 	stderr  io.Writer
 }
 
-func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func benchCmd() *cobra.Command {
 	var cfg benchConfig
 	var scenario string
+	cmd := &cobra.Command{
+		Use:     "bench",
+		Short:   "measure the pool's and the queue's throughput, latency, failover and memory",
+		Long:    "Prints one JSON line per run, then a markdown summary (min/median/max).",
+		GroupID: groupOther,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, cfg, scenario)
+		},
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&cfg.addr, "redis", "", "Redis address to use (default: start a private redis-server on a free port)")
 	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM (queue), pool, queue or all")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs per scenario")
 	fs.Float64Var(&cfg.scale, "scale", 1, "multiplies every job count (0.01 for a smoke run)")
 	fs.StringVar(&cfg.raw, "raw", "auto", "raw XADD measurement: auto, go or redis-benchmark")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the scenarios to this file")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: shepherd bench [flags]")
-		fmt.Fprintln(stderr, "Prints one JSON line per run, then a markdown summary (min/median/max).")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	poolScenarios := []string{"A", "B", "C", "D", "E"}
-	queueScenarios := []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM"}
-	switch s := strings.ToUpper(scenario); s {
-	case "ALL":
-		cfg.scenarios = append(poolScenarios, queueScenarios...)
-	case "POOL":
+	return cmd
+}
+
+func runBench(cmd *cobra.Command, cfg benchConfig, scenario string) error {
+	switch s := strings.ToUpper(scenario); {
+	case s == "ALL":
+		cfg.scenarios = append(append([]string{}, poolScenarios...), queueScenarios...)
+	case s == "POOL":
 		cfg.scenarios = poolScenarios
-	case "QUEUE":
+	case s == "QUEUE":
 		cfg.scenarios = queueScenarios
-	case "A", "B", "C", "D", "E", "T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM":
+	case benchScenarios[s] != nil:
 		cfg.scenarios = []string{s}
 	default:
-		fmt.Fprintf(stderr, "shepherd bench: unknown scenario %q\n", scenario)
-		return exitUsage
+		return usagef("unknown scenario %q", scenario)
 	}
-	if cfg.runs < 1 || cfg.scale <= 0 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "shepherd bench: -runs must be ≥ 1, -scale > 0, and no arguments")
-		return exitUsage
+	switch {
+	case cfg.runs < 1 || cfg.scale <= 0:
+		return usagef("-runs must be ≥ 1 and -scale > 0")
+	case cfg.raw != "auto" && cfg.raw != "go" && cfg.raw != "redis-benchmark":
+		return usagef("unknown -raw %q", cfg.raw)
 	}
-	if cfg.raw != "auto" && cfg.raw != "go" && cfg.raw != "redis-benchmark" {
-		fmt.Fprintf(stderr, "shepherd bench: unknown -raw %q\n", cfg.raw)
-		return exitUsage
-	}
-	if err := benchMain(context.Background(), cfg, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "shepherd bench: %v\n", err)
-		return exitError
-	}
-	return exitOK
+	return benchMain(context.Background(), cfg, cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
 
 func benchMain(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) error {

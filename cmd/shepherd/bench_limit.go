@@ -17,10 +17,6 @@ import (
 // The adaptive concurrency scenarios: T6, a queue's limit against a
 // downstream of hidden capacity; T6P, live and batch partitions of a
 // shared limit.
-func init() {
-	benchScenarios["T6"] = scenarioLimitFollows
-	benchScenarios["T6P"] = scenarioLimitPartitions
-}
 
 // t6Base is the simulated downstream's latency below its capacity.
 const t6Base = 10 * time.Millisecond

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,18 +16,15 @@ import (
 
 // The queue's scenarios: T1 throughput (T1P with WithPrefetch), T2 latency, T3 delayed tasks due
 // at once, T4 recovery after SIGKILL, TM Redis memory per task.
-func init() {
-	benchScenarios["T1"] = func(ctx context.Context, b *bench, _ int) (result, error) {
-		return scenarioQueueThroughput(ctx, b, "t1")
-	}
-	benchScenarios["T1P"] = func(ctx context.Context, b *bench, _ int) (result, error) {
-		return scenarioQueueThroughput(ctx, b, "t1p", queue.WithPrefetch(4))
-	}
-	benchScenarios["T2"] = scenarioQueueLatency
-	benchScenarios["T3"] = scenarioQueueDelayed
-	benchScenarios["T4"] = scenarioQueueRecovery
-	benchScenarios["TM"] = scenarioQueueMemory
-	commands["bench-queue-worker"] = command{summary: "(internal) serving process for bench scenario T4", run: runBenchQueueWorker}
+
+// scenarioT1 is T1: the queue's throughput.
+func scenarioT1(ctx context.Context, b *bench, _ int) (result, error) {
+	return scenarioQueueThroughput(ctx, b, "t1")
+}
+
+// scenarioT1P is T1P: T1 with WithPrefetch.
+func scenarioT1P(ctx context.Context, b *bench, _ int) (result, error) {
+	return scenarioQueueThroughput(ctx, b, "t1p", queue.WithPrefetch(4))
 }
 
 var queueSeq atomic.Int64
@@ -362,43 +356,6 @@ func scenarioQueueRecovery(ctx context.Context, b *bench, _ int) (result, error)
 	r.setMs("recovery_ms", time.Since(killed))
 	r.setMs("ttl_ms", queueRecoveryTTL)
 	return r, nil
-}
-
-// runBenchQueueWorker serves a queue with a handler that holds each task
-// for a minute; it prints "ready" once it serves, and leaves when its
-// stdin closes.
-func runBenchQueueWorker(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench-queue-worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("redis", "", "Redis address")
-	name := fs.String("queue", "", "queue name")
-	workers := fs.Int("workers", 4, "workers")
-	ttl := fs.Duration("ttl", 2*time.Second, "TTL")
-	if err := fs.Parse(args); err != nil || *addr == "" || *name == "" {
-		return exitUsage
-	}
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 64})
-	defer rdb.Close()
-	q, err := queue.Open(ctx, rdb, *name, queue.WithTTL(*ttl))
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
-	}
-	defer q.Close(ctx)
-	if _, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Minute):
-		}
-		return []byte("child"), nil
-	}, queue.WithWorkers(*workers)); err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
-	}
-	fmt.Fprintln(stdout, "ready")
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	return exitOK
 }
 
 // scenarioQueueMemory is TM: Redis memory per waiting task (64-byte

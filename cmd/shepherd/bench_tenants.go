@@ -9,10 +9,6 @@ import (
 	"github.com/shepherd-go/shepherd/queue"
 )
 
-func init() {
-	benchScenarios["T5"] = scenarioTenantFairness
-}
-
 // t5RunTime is how long each T5 task runs.
 const t5RunTime = 2 * time.Millisecond
 

@@ -80,5 +80,5 @@ func TestBenchUsage(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	assert.Equal(t, exitOK, run([]string{"bench", "-h"}, &out, &errOut))
-	assert.Contains(t, errOut.String(), "-scenario")
+	assert.Contains(t, out.String(), "-scenario")
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,18 +11,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 )
 
 // stdin is where confirmations are read; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// errUsage marks a usage error: the command exits with exitUsage.
-var errUsage = errors.New("usage")
-
 // redisFlag registers -redis on fs: an address or a redis:// / rediss://
 // URL, defaulting to $REDIS_ADDR.
-func redisFlag(fs *flag.FlagSet) *string {
-	return fs.String("redis", os.Getenv("REDIS_ADDR"),
+func redisFlag(fs *pflag.FlagSet, addr *string) {
+	fs.StringVar(addr, "redis", os.Getenv("REDIS_ADDR"),
 		"Redis `address` (host:port) or URL (redis://[:password@]host:port/db, rediss:// for TLS); defaults to $REDIS_ADDR, else localhost:6379")
 }
 
@@ -58,68 +54,6 @@ func connect(ctx context.Context, addr string) (*redis.Client, error) {
 		return nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
 	}
 	return rdb, nil
-}
-
-// newFlags returns a flag set for command name that writes its usage to
-// stderr, headed by synopsis.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: shepherd %s\n\nflags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses args and maps -h and bad flags to exit codes: ok is false
-// when the command must return code. Flags may come before, between or
-// after the positional arguments (Go's flag package alone stops at the
-// first positional one, so "dispatch k9 -redis other:6379" would dispatch
-// "-redis" as a key, to the default Redis); after "--" every argument is
-// positional, for keys that begin with "-". fs.Args() then returns the
-// positional arguments.
-func parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return exitOK, false
-			}
-			return exitUsage, false
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			positional = append(positional, rest...)
-			break
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
-	}
-	// Parse stops at "--" and keeps what follows as fs.Args().
-	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
-		return exitUsage, false
-	}
-	return exitOK, true
-}
-
-// usageError prints msg and the command's usage and returns exitUsage.
-func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
-	fmt.Fprintf(stderr, "shepherd %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fs.Usage()
-	return exitUsage
-}
-
-// fail prints err and returns its exit code: exitUsage for usage errors.
-func fail(stderr io.Writer, name string, err error) int {
-	fmt.Fprintf(stderr, "shepherd %s: %v\n", name, err)
-	if errors.Is(err, errUsage) {
-		return exitUsage
-	}
-	return exitError
 }
 
 // interruptible returns a context cancelled by Ctrl-C.

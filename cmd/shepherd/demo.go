@@ -13,12 +13,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
 	"github.com/shepherd-go/shepherd/pool"
 )
-
-func init() {
-	commands["demo"] = command{summary: "a one-command tour: nodes, workers, a crash, recovery, nothing lost ('demo queue': the queue's)", run: runDemo}
-}
 
 // demoConfig holds the demo's knobs.
 type demoConfig struct {
@@ -30,52 +28,55 @@ type demoConfig struct {
 	pool        string
 }
 
-func runDemo(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "queue" {
-		return runDemoQueue(args[1:], stdout, stderr)
-	}
-	fs := newFlags("demo", "demo [queue] [-jobs N] [-nodes N] [-workers N] [-ttl D] [-redis ADDR]", stderr)
-	addr := redisFlag(fs)
+// demoCmd is "shepherd demo", with "demo queue" under it.
+func demoCmd() *cobra.Command {
 	var cfg demoConfig
+	var addr string
+	cmd := &cobra.Command{
+		Use:     "demo",
+		Short:   "a one-command tour: nodes, workers, a crash, recovery, nothing lost ('demo queue': the queue's)",
+		GroupID: groupOther,
+		Args:    noArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.OutOrStdout(), addr, cfg) },
+	}
+	fs := cmd.Flags()
+	redisFlag(fs, &addr)
 	fs.IntVar(&cfg.jobs, "jobs", 2000, "how many jobs to dispatch")
 	fs.IntVar(&cfg.nodes, "nodes", 3, "how many nodes (at least 2: one crashes)")
 	fs.IntVar(&cfg.workers, "workers", 4, "workers per node")
 	fs.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "worker TTL: how long a silent worker lives on before its jobs move")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "DispatchJob calls in flight")
 	fs.StringVar(&cfg.pool, "pool", "", "pool name (default: a fresh shepherd-demo-<random>)")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
+	cmd.AddCommand(demoQueueCmd())
+	return cmd
+}
+
+func runDemo(stdout io.Writer, addr string, cfg demoConfig) error {
 	switch {
-	case fs.NArg() > 0:
-		return usageError(fs, stderr, "unexpected arguments %q", fs.Args())
 	case cfg.jobs < 1 || cfg.workers < 1 || cfg.concurrency < 1:
-		return usageError(fs, stderr, "-jobs, -workers and -concurrency must be at least 1")
+		return usagef("-jobs, -workers and -concurrency must be at least 1")
 	case cfg.nodes < 2:
-		return usageError(fs, stderr, "-nodes must be at least 2: one of them crashes")
+		return usagef("-nodes must be at least 2: one of them crashes")
 	case cfg.ttl <= 0:
-		return usageError(fs, stderr, "-ttl must be positive")
+		return usagef("-ttl must be positive")
 	}
 	if cfg.pool == "" {
 		cfg.pool = "shepherd-demo-" + randomHex(3)
 	}
-	if _, err := redisOptions(*addr); err != nil {
-		return fail(stderr, "demo", err)
+	if _, err := redisOptions(addr); err != nil {
+		return err
 	}
 	ctx, cancel := interruptible()
 	defer cancel()
-	r, err := findRedis(ctx, *addr, stdout)
+	r, err := findRedis(ctx, addr, stdout)
 	if err != nil {
-		return fail(stderr, "demo", err)
+		return err
 	}
 	err = (&demo{cfg: cfg, out: stdout, addr: r.addr, origin: r.origin}).run(ctx)
 	if rerr := r.release(); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("releasing Redis: %w", rerr))
 	}
-	if err != nil {
-		return fail(stderr, "demo", err)
-	}
-	return exitOK
+	return err
 }
 
 func randomHex(n int) string {

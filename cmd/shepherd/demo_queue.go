@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,14 +13,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 
 	"github.com/shepherd-go/shepherd/queue"
 )
-
-func init() {
-	// Started by "demo queue" as its serving processes; not for direct use.
-	commands["demo-queue-worker"] = command{summary: "(internal) serving process of demo queue", run: runDemoQueueWorker}
-}
 
 // demoQueueConfig holds the knobs of "demo queue".
 type demoQueueConfig struct {
@@ -31,49 +26,52 @@ type demoQueueConfig struct {
 	queue   string
 }
 
-// runDemoQueue is "shepherd demo queue": two serving processes whose
+// demoQueueCmd is "shepherd demo queue": two serving processes whose
 // workers each own a (pretend) connection, tasks submitted from this
 // process, retries, a dead letter, and one process SIGKILLed with tasks in
 // flight.
-func runDemoQueue(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo queue", "demo queue [-tasks N] [-workers N] [-ttl D] [-redis ADDR]", stderr)
-	addr := redisFlag(fs)
+func demoQueueCmd() *cobra.Command {
 	var cfg demoQueueConfig
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "queue",
+		Short: "the queue's tour: serving processes, retries, a dead letter, a SIGKILL, nothing lost",
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runDemoQueue(cmd.OutOrStdout(), addr, cfg) },
+	}
+	fs := cmd.Flags()
+	redisFlag(fs, &addr)
 	fs.IntVar(&cfg.tasks, "tasks", 400, "how many tasks to submit")
 	fs.IntVar(&cfg.workers, "workers", 4, "workers per serving process")
 	fs.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "the queue's TTL: how long a silent process lives on before its tasks run elsewhere")
 	fs.StringVar(&cfg.queue, "queue", "", "queue name (default: a fresh shepherd-demo-queue-<random>)")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
+	return cmd
+}
+
+func runDemoQueue(stdout io.Writer, addr string, cfg demoQueueConfig) error {
 	switch {
-	case fs.NArg() > 0:
-		return usageError(fs, stderr, "unexpected arguments %q", fs.Args())
 	case cfg.tasks < 10 || cfg.workers < 1:
-		return usageError(fs, stderr, "-tasks must be at least 10 and -workers at least 1")
+		return usagef("-tasks must be at least 10 and -workers at least 1")
 	case cfg.ttl < queue.MinTTL:
-		return usageError(fs, stderr, "-ttl must be at least %v", queue.MinTTL)
+		return usagef("-ttl must be at least %v", queue.MinTTL)
 	}
 	if cfg.queue == "" {
 		cfg.queue = "shepherd-demo-queue-" + randomHex(3)
 	}
-	if _, err := redisOptions(*addr); err != nil {
-		return fail(stderr, "demo queue", err)
+	if _, err := redisOptions(addr); err != nil {
+		return err
 	}
 	ctx, cancel := interruptible()
 	defer cancel()
-	r, err := findRedis(ctx, *addr, stdout)
+	r, err := findRedis(ctx, addr, stdout)
 	if err != nil {
-		return fail(stderr, "demo queue", err)
+		return err
 	}
 	err = demoQueue(ctx, cfg, r, stdout)
 	if rerr := r.release(); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("releasing Redis: %w", rerr))
 	}
-	if err != nil {
-		return fail(stderr, "demo queue", err)
-	}
-	return exitOK
+	return err
 }
 
 // startDemoServer starts a serving process of the demo.
@@ -267,32 +265,55 @@ func demoQueueCleanup(q *queue.Queue, rdb *redis.Client, cfg demoQueueConfig, pr
 // connection; a task sleeps 5 to 30ms, "flaky" fails its first attempt,
 // "malformed" fails for good. It prints "ready", and closes its queue when
 // its stdin closes.
-func runDemoQueueWorker(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo-queue-worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("redis", "", "Redis address or URL")
-	name := fs.String("queue", "", "queue name")
-	workers := fs.Int("workers", 4, "workers")
-	ttl := fs.Duration("ttl", 2*time.Second, "TTL")
-	label := fs.String("label", "", "the process's label")
-	if err := fs.Parse(args); err != nil || *addr == "" || *name == "" {
-		return exitUsage
+// demoServerOpts are the flags of demo-queue-worker.
+type demoServerOpts struct {
+	addr, queue, label string
+	workers            int
+	ttl                time.Duration
+}
+
+// demoQueueWorkerCmd is a serving process of "demo queue", which starts
+// it; hidden, not for direct use.
+func demoQueueWorkerCmd() *cobra.Command {
+	var o demoServerOpts
+	cmd := &cobra.Command{
+		Use:    "demo-queue-worker --redis ADDR --queue NAME",
+		Short:  "(internal) serving process of demo queue",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.addr == "" || o.queue == "" {
+				return usagef("-redis and -queue are required")
+			}
+			return runDemoServer(cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
 	}
-	opt, err := redisOptions(*addr)
+	fs := cmd.Flags()
+	fs.StringVar(&o.addr, "redis", "", "Redis address or URL")
+	fs.StringVar(&o.queue, "queue", "", "queue name")
+	fs.IntVar(&o.workers, "workers", 4, "workers")
+	fs.DurationVar(&o.ttl, "ttl", 2*time.Second, "TTL")
+	fs.StringVar(&o.label, "label", "", "the process's label")
+	return cmd
+}
+
+// runDemoServer serves the demo's queue; it prints "ready" once it
+// serves, and leaves when its stdin closes.
+func runDemoServer(stdout, stderr io.Writer, o demoServerOpts) error {
+	opt, err := redisOptions(o.addr)
 	if err != nil {
-		return exitUsage
+		return err
 	}
 	ctx := context.Background()
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	q, err := queue.Open(ctx, rdb, *name, queue.WithTTL(*ttl), queue.WithLogger(nodeLogger(stderr)))
+	q, err := queue.Open(ctx, rdb, o.queue, queue.WithTTL(o.ttl), queue.WithLogger(nodeLogger(stderr)))
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
+		return err
 	}
 	type conn struct{ id string }
 	res := queue.Resource[*conn]{Open: func(ctx context.Context, worker int) (*conn, error) {
-		return &conn{id: fmt.Sprintf("%s%d", *label, worker)}, nil
+		return &conn{id: fmt.Sprintf("%s%d", o.label, worker)}, nil
 	}}
 	_, err = queue.ServeWith(q, res, func(ctx context.Context, c *conn, t *queue.Task) ([]byte, error) {
 		select {
@@ -309,19 +330,14 @@ func runDemoQueueWorker(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		return []byte(fmt.Sprintf("done on connection %s, attempt %d", c.id, t.Attempt)), nil
-	}, queue.WithWorkers(*workers), queue.WithBackoff(50*time.Millisecond, time.Second))
+	}, queue.WithWorkers(o.workers), queue.WithBackoff(50*time.Millisecond, time.Second))
 	if err != nil {
-		fmt.Fprintln(stderr, err)
 		_ = q.Close(ctx)
-		return exitError
+		return err
 	}
 	fmt.Fprintln(stdout, "ready")
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := q.Close(cctx); err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitError
-	}
-	return exitOK
+	return q.Close(cctx)
 }

@@ -50,7 +50,7 @@ func TestDemoHelpListsKnobs(t *testing.T) {
 	var out, errOut bytes.Buffer
 	assert.Equal(t, exitOK, run([]string{"demo", "-h"}, &out, &errOut))
 	for _, knob := range []string{"-jobs", "-nodes", "-workers", "-ttl", "-redis"} {
-		assert.Contains(t, errOut.String(), knob)
+		assert.Contains(t, out.String(), knob)
 	}
 }
 

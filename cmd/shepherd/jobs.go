@@ -9,12 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/shepherd-go/shepherd/pool"
 )
-
-func init() {
-	commands["jobs"] = command{summary: "list a pool's jobs and their workers, or show one job", run: runJobs}
-}
 
 // jobRow is one job as jobs prints it.
 type jobRow struct {
@@ -23,40 +21,54 @@ type jobRow struct {
 	Node   string `json:"node"`
 }
 
-func runJobs(args []string, stdout, stderr io.Writer) int {
-	c := newClientFlags("jobs", "jobs -pool NAME [-json] [KEY]", stderr)
-	asJSON := c.fs.Bool("json", false, "print a JSON array (with KEY: one object)")
-	if code, ok := parse(c.fs, args); !ok {
-		return code
-	}
-	if code, ok := c.check(stderr, 0); !ok {
-		return code
-	}
-	switch c.fs.NArg() {
-	case 0:
-	case 1:
-		return showJob(c, c.fs.Arg(0), *asJSON, stdout, stderr)
-	default:
-		return usageError(c.fs, stderr, "at most one job key, got %d", c.fs.NArg())
-	}
-	return c.withClient(stderr, func(ctx context.Context, cl *client) error {
-		rows, err := listJobs(ctx, cl.node)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return json.NewEncoder(stdout).Encode(rows)
-		}
-		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tWORKER\tNODE")
-		for _, r := range rows {
-			if r.Worker == "" {
-				r.Worker, r.Node = "(queued or no live owner)", "-"
+func jobsCmd() *cobra.Command {
+	var p poolFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "jobs --pool NAME [KEY]",
+		Short:   "list a pool's jobs and their workers, or show one job",
+		GroupID: groupPool,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("at most one job key, got %d", len(args))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Key, r.Worker, r.Node)
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := p.check(); err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				return showJob(p, args[0], asJSON, cmd.OutOrStdout())
+			}
+			return p.withClient(cmd.ErrOrStderr(), func(ctx context.Context, cl *client) error {
+				return printJobs(ctx, cl.node, asJSON, cmd.OutOrStdout())
+			})
+		},
+	}
+	p.register(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array (with KEY: one object)")
+	return cmd
+}
+
+// printJobs prints every job of the pool and its worker.
+func printJobs(ctx context.Context, n *pool.Node, asJSON bool, stdout io.Writer) error {
+	rows, err := listJobs(ctx, n)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(rows)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tWORKER\tNODE")
+	for _, r := range rows {
+		if r.Worker == "" {
+			r.Worker, r.Node = "(queued or no live owner)", "-"
 		}
-		return tw.Flush()
-	})
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Key, r.Worker, r.Node)
+	}
+	return tw.Flush()
 }
 
 // listJobs joins JobKeys with the workers of Stats.
@@ -87,30 +99,27 @@ func listJobs(ctx context.Context, n *pool.Node) ([]jobRow, error) {
 }
 
 // showJob prints one job, read with pool.InspectJob: it joins nothing.
-func showJob(c *clientFlags, key string, asJSON bool, stdout, stderr io.Writer) int {
+func showJob(p poolFlags, key string, asJSON bool, stdout io.Writer) error {
 	ctx, cancel := interruptible()
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, *c.timeout)
+	ctx, cancelT := context.WithTimeout(ctx, p.timeout)
 	defer cancelT()
-	rdb, err := connect(ctx, *c.addr)
+	rdb, err := connect(ctx, p.addr)
 	if err != nil {
-		return fail(stderr, "jobs", err)
+		return err
 	}
 	defer rdb.Close()
-	job, err := pool.InspectJob(ctx, rdb, *c.pool, key)
+	job, err := pool.InspectJob(ctx, rdb, p.pool, key)
 	if errors.Is(err, pool.ErrJobNotFound) {
-		if ok, xerr := pool.Exists(ctx, rdb, *c.pool); xerr == nil && !ok {
-			err = poolNotFound(*c.pool)
+		if ok, xerr := pool.Exists(ctx, rdb, p.pool); xerr == nil && !ok {
+			err = poolNotFound(p.pool)
 		}
 	}
 	if err != nil {
-		return fail(stderr, "jobs", err)
+		return err
 	}
 	if asJSON {
-		if err := json.NewEncoder(stdout).Encode(job); err != nil {
-			return fail(stderr, "jobs", err)
-		}
-		return exitOK
+		return json.NewEncoder(stdout).Encode(job)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	worker := "-"
@@ -138,10 +147,7 @@ func showJob(c *clientFlags, key string, asJSON bool, stdout, stderr io.Writer) 
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", row[0], row[1])
 	}
-	if err := tw.Flush(); err != nil {
-		return fail(stderr, "jobs", err)
-	}
-	return exitOK
+	return tw.Flush()
 }
 
 // or returns s, or def when s is empty.

@@ -1,29 +1,22 @@
-// Command shepherd is the operators' tool for shepherd pools: a demo, a
-// status view, thin wrappers over the pool API, and benchmarks.
+// Command shepherd is the operators' tool for shepherd pools and queues: a
+// demo, status views, thin wrappers over the pool and queue APIs, a web
+// dashboard and benchmarks. Its commands are listed in one place, in
+// root.go; each group of commands has its own file.
 //
 // Exit codes: 0 ok, 1 error, 2 usage.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"sort"
+
+	"github.com/spf13/cobra"
 
 	"github.com/shepherd-go/shepherd/internal/redislog"
 )
-
-// command is a subcommand: it gets its arguments (without its name) and
-// where to write, and returns the exit code.
-type command struct {
-	summary string
-	run     func(args []string, stdout, stderr io.Writer) int
-}
-
-// commands holds every subcommand; each registers itself from its own file
-// in an init function.
-var commands = map[string]command{}
 
 // Exit codes.
 const (
@@ -40,41 +33,51 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run runs the command line args and returns the exit code. Help goes to
+// stdout; errors, and the usage after a mistake in the command line, to
+// stderr.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	// An error returned before the command's hooks ran comes from reading
+	// the command line: an unknown command, a bad flag or argument.
+	started := false
+	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }
+	root.SetArgs(normalizeArgs(root, args))
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	var ae *argError
+	switch {
+	case !started || errors.As(err, &ae):
+		fmt.Fprintf(stderr, "\n%s", cmd.UsageString())
+		return exitUsage
+	case errors.Is(err, errUsage):
+		return exitUsage
+	}
+	return exitError
+}
+
+// errUsage marks an error the operator can fix on the command line, found
+// once the command runs (a malformed -redis URL, a question not confirmed):
+// the command exits with exitUsage.
+var errUsage = errors.New("usage")
+
+// argError is a mistake in the command line (a missing flag, an argument
+// too many): the command exits with exitUsage and prints its usage.
+type argError struct{ msg string }
+
+func (e *argError) Error() string { return e.msg }
+
+// usagef returns an argError.
+func usagef(format string, args ...any) error {
+	return &argError{msg: fmt.Sprintf(format, args...)}
+}
+
 // nodeLogger is the logger of the pool nodes a command joins with: errors
 // only, on stderr (a short-lived node's warnings are noise; an error, such
 // as a withdrawal of a failed dispatch given up, is not).
 func nodeLogger(stderr io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-}
-
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "shepherd: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return exitUsage
-	}
-	return cmd.run(args[1:], stdout, stderr)
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: shepherd <command> [flags]")
-	fmt.Fprintln(w, "\ncommands:")
-	names := make([]string, 0, len(commands))
-	for name := range commands {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'shepherd <command> -h' for a command's flags.")
-	fmt.Fprintln(w, "Exit codes: 0 ok, 1 error, 2 usage.")
 }

@@ -8,43 +8,46 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/shepherd-go/shepherd/internal/web"
 )
 
-func init() {
-	commands["pools"] = command{summary: "list the pools and queues a Redis holds, with their health", run: runPools}
+func poolsCmd() *cobra.Command {
+	var addr string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "pools",
+		Short:   "list the pools and queues a Redis holds, with their health",
+		GroupID: groupOther,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPools(cmd.OutOrStdout(), addr, asJSON)
+		},
+	}
+	redisFlag(cmd.Flags(), &addr)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
 }
 
 // runPools prints what the dashboard's overview shows (its JSON twin
 // with -json).
-func runPools(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("pools", "pools [-redis ADDR] [-json]", stderr)
-	addr := redisFlag(fs)
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected arguments %q", fs.Args())
-	}
+func runPools(stdout io.Writer, addr string, asJSON bool) error {
 	ctx, cancel := interruptible()
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelT()
-	rdb, err := connect(ctx, *addr)
+	rdb, err := connect(ctx, addr)
 	if err != nil {
-		return fail(stderr, "pools", err)
+		return err
 	}
 	defer rdb.Close()
 	l, err := web.List(ctx, rdb)
 	if err != nil {
-		return fail(stderr, "pools", err)
+		return err
 	}
-	if *asJSON {
-		if err := json.NewEncoder(stdout).Encode(l); err != nil {
-			return fail(stderr, "pools", err)
-		}
-		return exitOK
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(l)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tHEALTH\tNODES LIVE\tWORKERS LIVE\tJOBS\tQUEUED\tNO LIVE OWNER")
@@ -58,10 +61,7 @@ func runPools(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%d\t%d\t%d\n", q.Name, health3(q.Health, q.Problem, q.Error),
 			q.Processes, q.Busy, q.Workers, q.Available, q.InFlight, q.Dead)
 	}
-	if err := tw.Flush(); err != nil {
-		return fail(stderr, "pools", err)
-	}
-	return exitOK
+	return tw.Flush()
 }
 
 // health3 renders a listed health with its reason.

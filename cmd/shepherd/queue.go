@@ -5,139 +5,118 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/shepherd-go/shepherd/queue"
 )
 
-func init() {
-	commands["queue"] = command{summary: "inspect a queue: stats, ls, dead, replay, cancel, delete-dead, purge-dead, drain", run: runQueue}
-	commands["tenants"] = command{summary: "a queue's tenants: ls, set ID CAPACITY, rm ID, untenanted CAPACITY", run: runTenants}
-}
-
-const (
-	queueSynopsis   = "queue stats|ls|dead|replay|cancel|delete-dead|purge-dead|drain -queue NAME [flags] [ID...]"
-	tenantsSynopsis = "tenants ls|set ID CAPACITY|rm ID...|untenanted CAPACITY|none -queue NAME [flags]"
-)
-
-// queueSubcommands maps a queue subcommand to what it does with a Client
-// of an existing queue.
-var queueSubcommands = map[string]func(ctx context.Context, c *queue.Client, o queueOpts) error{
-	"stats":       queueStats,
-	"ls":          queueList,
-	"dead":        queueDead,
-	"replay":      queueReplay,
-	"cancel":      queueCancel,
-	"purge-dead":  queuePurge,
-	"delete-dead": queueDeleteDead,
-	"drain":       queueDrain,
-}
-
+// queueOpts are the flags of the queue and tenants commands, and what a
+// subcommand needs to run.
 type queueOpts struct {
-	stdout, stderr io.Writer
+	addr, name     string
 	json           bool
 	state          string
 	limit          int
 	yes            bool
-	ids            []string
+	timeout        time.Duration
+	stdout, stderr io.Writer
+	ids            []string // the positional arguments
 }
 
-// tenantsSubcommands maps a tenants subcommand to what it does.
-var tenantsSubcommands = map[string]func(ctx context.Context, c *queue.Client, o queueOpts) error{
-	"ls":         tenantsList,
-	"set":        tenantsSet,
-	"rm":         tenantsRemove,
-	"untenanted": tenantsUntenanted,
-}
+// queueFunc is what a queue or tenants subcommand does with a Client of
+// an existing queue.
+type queueFunc func(ctx context.Context, c *queue.Client, o queueOpts) error
 
-// runQueue runs "shepherd queue SUB": it reads the queue through a
-// queue.Client, which registers no process.
-func runQueue(args []string, stdout, stderr io.Writer) int {
-	return runClientCommand("queue", queueSynopsis, queueSubcommands, args, stdout, stderr)
-}
-
-// runTenants runs "shepherd tenants SUB", as runQueue.
-func runTenants(args []string, stdout, stderr io.Writer) int {
-	return runClientCommand("tenants", tenantsSynopsis, tenantsSubcommands, args, stdout, stderr)
-}
-
-// wantArgs is how many arguments each subcommand takes (at least, at
-// most: -1 for any), and what to say when some are missing.
-var wantArgs = map[string]struct {
-	min, max int
-	missing  string
-}{
-	"queue replay": {1, -1, "missing task id"}, "queue cancel": {1, -1, "missing task id"}, "queue delete-dead": {1, -1, "missing task id"},
-	"tenants set": {2, 2, "want a tenant id and a capacity"}, "tenants rm": {1, -1, "missing tenant id"},
-	"tenants untenanted": {1, 1, "want a capacity, or none"},
-}
-
-func runClientCommand(cmd, synopsis string, subs map[string]func(ctx context.Context, c *queue.Client, o queueOpts) error,
-	args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || subs[args[0]] == nil {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-			fmt.Fprintf(stderr, "usage: shepherd %s\n", synopsis)
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "usage: shepherd %s\n", synopsis)
-		return exitUsage
-	}
-	sub := args[0]
-	fs := newFlags(cmd+" "+sub, synopsis, stderr)
-	addr := redisFlag(fs)
-	name := fs.String("queue", "", "the queue's `name` (required)")
-	o := queueOpts{stdout: stdout, stderr: stderr}
+// register adds the flags the queue and tenants subcommands share to fs.
+func (o *queueOpts) register(fs *pflag.FlagSet) {
+	redisFlag(fs, &o.addr)
+	fs.StringVar(&o.name, "queue", "", "the queue's `name` (required)")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
-	o.state, o.limit = "waiting", 100
-	if cmd == "queue" {
-		fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: waiting, delayed, retry, active or dead")
-		fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
-		fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain: do not ask for confirmation")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up after this `duration`")
+}
+
+// queueCmd is "shepherd queue": it reads and changes a queue through a
+// queue.Client, which registers no process. Its flags are the group's, so
+// that they may come before the subcommand.
+func queueCmd() *cobra.Command {
+	o := &queueOpts{}
+	cmd := &cobra.Command{
+		Use:     "queue",
+		Short:   "inspect a queue: stats, ls, dead, replay, cancel, delete-dead, purge-dead, drain",
+		GroupID: groupQueue,
+		Args:    cobra.ArbitraryArgs,
+		RunE:    requireSubcommand,
 	}
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this `duration`")
-	if code, ok := parse(fs, args[1:]); !ok {
-		return code
+	fs := cmd.PersistentFlags()
+	o.register(fs)
+	fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: waiting, delayed, retry, active or dead")
+	fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
+	fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain: do not ask for confirmation")
+	taskIDs := rangeArgs(1, -1, "missing task id")
+	cmd.AddCommand(
+		onQueue(o, "stats --queue NAME", "the queue's depth by state, its processes and workers", noArgs, queueStats),
+		onQueue(o, "ls --queue NAME", "list the tasks in a state (--state)", noArgs, queueList),
+		onQueue(o, "dead --queue NAME", "list the dead letters, newest first, with their last error", noArgs, queueDead),
+		onQueue(o, "replay --queue NAME ID...", "queue dead letters again", taskIDs, queueReplay),
+		onQueue(o, "cancel --queue NAME ID...", "cancel tasks", taskIDs, queueCancel),
+		onQueue(o, "delete-dead --queue NAME ID...", "delete these dead letters", taskIDs, queueDeleteDead),
+		onQueue(o, "purge-dead --queue NAME", "delete every dead letter (asks for confirmation)", noArgs, queuePurge),
+		onQueue(o, "drain --queue NAME", "switch every serving process to drain mode (asks for confirmation)", noArgs, queueDrain),
+	)
+	return cmd
+}
+
+// onQueue returns a subcommand of the queue or tenants group that runs f
+// on the queue named by the group's flags.
+func onQueue(o *queueOpts, use, short string, args cobra.PositionalArgs, f queueFunc) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			return runOnQueue(cmd, *o, ids, f)
+		},
 	}
-	o.ids = fs.Args()
+}
+
+// runOnQueue checks the flags, connects, and runs f with a Client of the
+// queue, which must exist.
+func runOnQueue(cmd *cobra.Command, o queueOpts, ids []string, f queueFunc) error {
 	switch {
-	case *name == "":
-		return usageError(fs, stderr, "-queue is required")
-	case *timeout <= 0:
-		return usageError(fs, stderr, "-timeout must be positive")
+	case o.name == "":
+		return usagef("-queue is required")
+	case o.timeout <= 0:
+		return usagef("-timeout must be positive")
 	case o.limit < 1:
-		return usageError(fs, stderr, "-limit must be at least 1")
-	case len(o.ids) < wantArgs[cmd+" "+sub].min:
-		return usageError(fs, stderr, "%s", wantArgs[cmd+" "+sub].missing)
-	case wantArgs[cmd+" "+sub].max >= 0 && len(o.ids) > wantArgs[cmd+" "+sub].max:
-		return usageError(fs, stderr, "unexpected arguments %q", o.ids[wantArgs[cmd+" "+sub].max:])
+		return usagef("-limit must be at least 1")
 	}
+	o.stdout, o.stderr, o.ids = cmd.OutOrStdout(), cmd.ErrOrStderr(), ids
 	ctx, cancel := interruptible()
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, *timeout)
+	ctx, cancelT := context.WithTimeout(ctx, o.timeout)
 	defer cancelT()
-	rdb, err := connect(ctx, *addr)
+	rdb, err := connect(ctx, o.addr)
 	if err != nil {
-		return fail(stderr, fs.Name(), err)
+		return err
 	}
 	defer rdb.Close()
-	c, err := queue.NewClient(rdb, *name)
+	c, err := queue.NewClient(rdb, o.name)
 	if err != nil {
-		return fail(stderr, fs.Name(), fmt.Errorf("%w: %w", errUsage, err))
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	exists, err := c.Exists(ctx)
 	if err == nil && !exists {
-		err = fmt.Errorf("queue %q not found", *name)
-	}
-	if err == nil {
-		err = subs[sub](ctx, c, o)
+		err = fmt.Errorf("queue %q not found", o.name)
 	}
 	if err != nil {
-		return fail(stderr, fs.Name(), err)
+		return err
 	}
-	return exitOK
+	return f(ctx, c, o)
 }
 
 func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
@@ -294,70 +273,5 @@ func queueDrain(ctx context.Context, c *queue.Client, o queueOpts) error {
 		return err
 	}
 	fmt.Fprintf(o.stdout, "asked %d processes to drain\n", n)
-	return nil
-}
-
-func tenantsList(ctx context.Context, c *queue.Client, o queueOpts) error {
-	tenants, err := c.Tenants(ctx)
-	if err != nil {
-		return err
-	}
-	if o.json {
-		if tenants == nil {
-			tenants = []queue.TenantInfo{}
-		}
-		return json.NewEncoder(o.stdout).Encode(tenants)
-	}
-	ucap, uload, err := c.Untenanted(ctx)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tCAPACITY\tLOAD\tWAITING\tUNFINISHED")
-	if ucap >= 0 {
-		fmt.Fprintf(tw, "(untenanted)\t%d\t%d\t-\t-\n", ucap, uload)
-	}
-	for _, t := range tenants {
-		id := t.ID
-		if t.Removed {
-			id += " (removed)"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", id, t.Capacity, t.Load, t.Waiting, t.Unfinished)
-	}
-	return tw.Flush()
-}
-
-func tenantsSet(ctx context.Context, c *queue.Client, o queueOpts) error {
-	capacity, err := strconv.Atoi(o.ids[1])
-	if err != nil {
-		return fmt.Errorf("%w: capacity %q is not a number", errUsage, o.ids[1])
-	}
-	if err := c.SetTenant(ctx, o.ids[0], capacity); err != nil {
-		return err
-	}
-	fmt.Fprintf(o.stdout, "%s: capacity %d\n", o.ids[0], capacity)
-	return nil
-}
-
-func tenantsRemove(ctx context.Context, c *queue.Client, o queueOpts) error {
-	return eachID(o, "removed (its unfinished tasks still run)", func(id string) error { return c.RemoveTenant(ctx, id) })
-}
-
-func tenantsUntenanted(ctx context.Context, c *queue.Client, o queueOpts) error {
-	capacity := -1
-	if o.ids[0] != "none" {
-		var err error
-		if capacity, err = strconv.Atoi(o.ids[0]); err != nil {
-			return fmt.Errorf("%w: capacity %q is neither a number nor none", errUsage, o.ids[0])
-		}
-	}
-	if err := c.SetUntenantedCapacity(ctx, capacity); err != nil {
-		return err
-	}
-	if capacity < 0 {
-		fmt.Fprintln(o.stdout, "untenanted tasks: no cap")
-	} else {
-		fmt.Fprintf(o.stdout, "untenanted tasks: capacity %d\n", capacity)
-	}
 	return nil
 }

@@ -119,8 +119,8 @@ func TestQueueCommandErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"queue"}, exitUsage, "usage: shepherd queue"},
-		{[]string{"queue", "nope"}, exitUsage, "usage: shepherd queue"},
+		{[]string{"queue"}, exitUsage, "shepherd queue [command]"},
+		{[]string{"queue", "nope"}, exitUsage, `unknown command "nope"`},
 		{[]string{"queue", "stats"}, exitUsage, "-queue is required"},
 		{[]string{"queue", "replay", "-queue", "q"}, exitUsage, "missing task id"},
 		{[]string{"queue", "stats", "-queue", "q", "extra"}, exitUsage, "unexpected arguments"},

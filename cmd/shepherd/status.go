@@ -8,70 +8,83 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/shepherd-go/shepherd/pool"
 )
 
-func init() {
-	commands["status"] = command{summary: "show what runs where in a pool, and what is stuck", run: runStatus}
+// statusOpts are the flags of status.
+type statusOpts struct {
+	addr, pool  string
+	json, watch bool
+	interval    time.Duration
+	count       int
 }
 
-func runStatus(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("status", "status -pool NAME [-json] [-watch [-interval 1s]]", stderr)
-	addr := redisFlag(fs)
-	name := fs.String("pool", "", "the pool's `name` (required)")
-	asJSON := fs.Bool("json", false, "print one JSON object per snapshot")
-	watch := fs.Bool("watch", false, "refresh until interrupted")
-	interval := fs.Duration("interval", time.Second, "refresh `period` with -watch")
-	count := fs.Int("count", 0, "with -watch, stop after `n` snapshots (0: until interrupted)")
-	if code, ok := parse(fs, args); !ok {
-		return code
+func statusCmd() *cobra.Command {
+	var o statusOpts
+	cmd := &cobra.Command{
+		Use:     "status --pool NAME",
+		Short:   "show what runs where in a pool, and what is stuck",
+		GroupID: groupPool,
+		Args:    noArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runStatus(cmd, o) },
 	}
-	if *name == "" {
-		return usageError(fs, stderr, "-pool is required")
+	fs := cmd.Flags()
+	redisFlag(fs, &o.addr)
+	fs.StringVar(&o.pool, "pool", "", "the pool's `name` (required)")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot")
+	fs.BoolVar(&o.watch, "watch", false, "refresh until interrupted")
+	fs.DurationVar(&o.interval, "interval", time.Second, "refresh `period` with -watch")
+	fs.IntVar(&o.count, "count", 0, "with -watch, stop after `n` snapshots (0: until interrupted)")
+	return cmd
+}
+
+func runStatus(cmd *cobra.Command, o statusOpts) error {
+	switch {
+	case o.pool == "":
+		return usagef("-pool is required")
+	case o.interval <= 0 || o.count < 0:
+		return usagef("-interval must be positive, -count not negative")
 	}
-	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected arguments %q", fs.Args())
-	}
-	if *interval <= 0 || *count < 0 {
-		return usageError(fs, stderr, "-interval must be positive, -count not negative")
-	}
+	stdout := cmd.OutOrStdout()
 	ctx, cancel := interruptible()
 	defer cancel()
-	rdb, err := connect(ctx, *addr)
+	rdb, err := connect(ctx, o.addr)
 	if err != nil {
-		return fail(stderr, "status", err)
+		return err
 	}
 	defer rdb.Close()
 
-	clear := *watch && !*asJSON && isTerminal(stdout)
+	clear := o.watch && !o.json && isTerminal(stdout)
 	for i := 1; ; i++ {
-		st, err := pool.Inspect(ctx, rdb, *name)
+		st, err := pool.Inspect(ctx, rdb, o.pool)
 		if err != nil {
 			if ctx.Err() != nil {
-				return exitOK // interrupted while watching
+				return nil // interrupted while watching
 			}
-			return fail(stderr, "status", err)
+			return err
 		}
 		if !st.Exists && i == 1 {
-			return fail(stderr, "status", poolNotFound(*name))
+			return poolNotFound(o.pool)
 		}
 		if clear {
 			fmt.Fprint(stdout, "\033[H\033[2J")
 		}
-		if *asJSON {
+		if o.json {
 			if err := json.NewEncoder(stdout).Encode(st); err != nil {
-				return fail(stderr, "status", err)
+				return err
 			}
 		} else {
 			printStatus(stdout, st)
 		}
-		if !*watch || (*count > 0 && i >= *count) {
-			return exitOK
+		if !o.watch || (o.count > 0 && i >= o.count) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return exitOK
-		case <-time.After(*interval):
+			return nil
+		case <-time.After(o.interval):
 		}
 	}
 }

@@ -18,7 +18,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"status"}, "-pool is required"},
 		{[]string{"status", "-pool", "p", "-interval", "0s"}, "must be positive"},
 		{[]string{"status", "-pool", "p", "extra"}, "unexpected arguments"},
-		{[]string{"status", "-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"status", "-nope"}, "unknown flag: --nope"},
 		{[]string{"jobs"}, "-pool is required"},
 		{[]string{"dispatch", "-pool", "p"}, "missing job key"},
 		{[]string{"notify", "-pool", "p"}, "missing job key"},

@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/shepherd-go/shepherd/internal/web"
 )
-
-func init() {
-	commands["web"] = command{summary: "serve a web dashboard of the pools and queues in a Redis", run: runWeb}
-}
 
 // webTokenEnv holds the dashboard's token when -token is not given, which
 // keeps it out of the process list.
@@ -29,52 +26,65 @@ var (
 	webStop  <-chan struct{}
 )
 
-func runWeb(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("web", "web [-redis ADDR] [-listen 127.0.0.1:8080] [-readonly] [-token TOKEN]", stderr)
-	addr := redisFlag(fs)
-	listen := fs.String("listen", "127.0.0.1:8080", "`address` to serve on; an address other than loopback needs a token")
-	readonly := fs.Bool("readonly", false, "show everything, offer and accept no action")
-	token := fs.String("token", os.Getenv(webTokenEnv), "require this `token` of every request (default $"+webTokenEnv+")")
-	if code, ok := parse(fs, args); !ok {
-		return code
+// webOpts are the flags of web.
+type webOpts struct {
+	addr, listen, token string
+	readonly            bool
+}
+
+func webCmd() *cobra.Command {
+	var o webOpts
+	cmd := &cobra.Command{
+		Use:     "web",
+		Short:   "serve a web dashboard of the pools and queues in a Redis",
+		GroupID: groupOther,
+		Args:    noArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runWeb(cmd, o) },
 	}
-	if fs.NArg() > 0 {
-		return usageError(fs, stderr, "unexpected arguments %q", fs.Args())
-	}
-	host, _, err := net.SplitHostPort(*listen)
+	fs := cmd.Flags()
+	redisFlag(fs, &o.addr)
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` to serve on; an address other than loopback needs a token")
+	fs.BoolVar(&o.readonly, "readonly", false, "show everything, offer and accept no action")
+	fs.StringVar(&o.token, "token", os.Getenv(webTokenEnv), "require this `token` of every request (default $"+webTokenEnv+")")
+	return cmd
+}
+
+func runWeb(cmd *cobra.Command, o webOpts) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	host, _, err := net.SplitHostPort(o.listen)
 	if err != nil {
-		return usageError(fs, stderr, "-listen %q: %v", *listen, err)
+		return usagef("-listen %q: %v", o.listen, err)
 	}
 	loopback := isLoopback(host)
-	if !loopback && *token == "" {
-		return usageError(fs, stderr, "-listen %q is not a loopback address: set -token (or $%s) so that not everyone who reaches it can act on your pools", *listen, webTokenEnv)
+	if !loopback && o.token == "" {
+		return usagef("-listen %q is not a loopback address: set -token (or $%s) so that not everyone who reaches it can act on your pools", o.listen, webTokenEnv)
 	}
 	ctx, cancel := interruptible()
 	defer cancel()
-	rdb, err := connect(ctx, *addr)
+	rdb, err := connect(ctx, o.addr)
 	if err != nil {
-		return fail(stderr, "web", err)
+		return err
 	}
 	defer rdb.Close()
-	dash, err := web.New(web.Config{Redis: rdb, Token: *token, ReadOnly: *readonly, AnyHost: !loopback,
+	dash, err := web.New(web.Config{Redis: rdb, Token: o.token, ReadOnly: o.readonly, AnyHost: !loopback,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
-		return fail(stderr, "web", err)
+		return err
 	}
 	defer dash.Close()
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		return fail(stderr, "web", err)
+		return err
 	}
 	srv := &http.Server{Handler: dash, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	url := "http://" + ln.Addr().String() + "/"
 	fmt.Fprintf(stdout, "shepherd web: serving %s (Redis %s)", url, rdb.Options().Addr)
-	if *token != "" {
+	if o.token != "" {
 		fmt.Fprintf(stdout, "; open %s?token=YOUR-TOKEN once", url)
 	}
-	if *readonly {
+	if o.readonly {
 		fmt.Fprint(stdout, "; read-only")
 	}
 	fmt.Fprintln(stdout)
@@ -91,10 +101,10 @@ func runWeb(args []string, stdout, stderr io.Writer) int {
 	if serr := srv.Shutdown(sctx); serr != nil && err == nil {
 		err = serr
 	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fail(stderr, "web", err)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
 	}
-	return exitOK
+	return err
 }
 
 // isLoopback reports whether a listen host keeps the dashboard on this
