@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/shepherd-go/shepherd/internal/web"
+	"github.com/shepherd-go/shepherd/dashboard"
 )
 
 func init() {
@@ -36,7 +36,7 @@ func runPools(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "pools", err)
 	}
 	defer rdb.Close()
-	l, err := web.List(ctx, rdb)
+	l, err := dashboard.List(ctx, rdb)
 	if err != nil {
 		return fail(stderr, "pools", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/shepherd-go/shepherd/internal/web"
+	"github.com/shepherd-go/shepherd/dashboard"
 )
 
 func init() {
@@ -56,7 +56,7 @@ func runWeb(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "web", err)
 	}
 	defer rdb.Close()
-	dash, err := web.New(web.Config{Redis: rdb, Token: *token, ReadOnly: *readonly, AnyHost: !loopback,
+	dash, err := dashboard.New(dashboard.Config{Redis: rdb, Token: *token, ReadOnly: *readonly, AnyHost: !loopback,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		return fail(stderr, "web", err)

@@ -1,4 +1,4 @@
-// Package web serves shepherd's dashboard: an overview of the pools and
+// Package dashboard serves shepherd's dashboard: an overview of the pools and
 // queues a Redis holds, a page per pool, per job, per queue and per task,
 // each with a JSON twin (?format=json), and the operators' actions (stop a
 // job, shut a pool down, replay or delete a dead letter, set a tenant's
@@ -7,7 +7,7 @@
 // It is built on net/http, html/template and embed alone: no build step,
 // nothing loaded from elsewhere, so it works offline. Pages refresh their
 // live part every second by fetching it again (?partial=1).
-package web
+package dashboard
 
 import (
 	"context"
