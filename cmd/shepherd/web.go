@@ -56,8 +56,8 @@ func runWeb(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "web", err)
 	}
 	defer rdb.Close()
-	dash, err := dashboard.New(dashboard.Config{Redis: rdb, Token: *token, ReadOnly: *readonly, AnyHost: !loopback,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	dash, err := dashboard.New(rdb, dashboard.WithToken(*token), dashboard.WithReadOnly(*readonly), dashboard.WithAnyHost(!loopback),
+		dashboard.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	if err != nil {
 		return fail(stderr, "web", err)
 	}
