@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Regression tests for bugs the chaos suite (internal/chaos) found.
+// Regression tests for bugs the chaos suite (examples/chaos) found.
 
 // Done closed when stopping began, so a process that exits on Done (as
 // the doc invites) cut its Stop handlers short when another node shut the

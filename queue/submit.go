@@ -31,7 +31,7 @@ import (
 // still running, and the log says so at WARN). That takes an instant
 // while Redis runs, but may happen when Redis dies after receiving the
 // Submit and comes back with it (AOF): the withdrawal then races with the
-// workers. The chaos suite measures how often (internal/chaos).
+// workers. The chaos suite measures how often (examples/chaos).
 // A Submit of the same WithTaskID may follow at once.
 func (q *Queue) Submit(ctx context.Context, payload []byte, opts ...SubmitOption) (*Future, error) {
 	sc := defaultSubmitConfig()

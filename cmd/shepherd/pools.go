@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shepherd-go/shepherd/internal/web"
+	"github.com/shepherd-go/shepherd/dashboard"
 )
 
 func poolsCmd() *cobra.Command {
@@ -42,7 +42,7 @@ func runPools(stdout io.Writer, addr string, asJSON bool) error {
 		return err
 	}
 	defer rdb.Close()
-	l, err := web.List(ctx, rdb)
+	l, err := dashboard.List(ctx, rdb)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shepherd-go/shepherd/internal/web"
+	"github.com/shepherd-go/shepherd/dashboard"
 )
 
 // webTokenEnv holds the dashboard's token when -token is not given, which
@@ -66,8 +66,8 @@ func runWeb(cmd *cobra.Command, o webOpts) error {
 		return err
 	}
 	defer rdb.Close()
-	dash, err := web.New(web.Config{Redis: rdb, Token: o.token, ReadOnly: o.readonly, AnyHost: !loopback,
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	dash, err := dashboard.New(rdb, dashboard.WithToken(o.token), dashboard.WithReadOnly(o.readonly), dashboard.WithAnyHost(!loopback),
+		dashboard.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shepherd-go/shepherd/internal/web"
+	"github.com/shepherd-go/shepherd/dashboard"
 	"github.com/shepherd-go/shepherd/pool"
 )
 
@@ -51,9 +51,9 @@ func TestPoolsListsPoolsAndQueues(t *testing.T) {
 	queueName, _, _ := openQueue(t)
 	var out, errOut bytes.Buffer
 	require.Equal(t, exitOK, run([]string{"pools", "-redis", srv.Addr(), "-json"}, &out, &errOut), errOut.String())
-	var l web.Listing
+	var l dashboard.Listing
 	require.NoError(t, json.Unmarshal(out.Bytes(), &l))
-	var p *web.PoolRow
+	var p *dashboard.PoolRow
 	for i := range l.Pools {
 		if l.Pools[i].Name == poolName {
 			p = &l.Pools[i]

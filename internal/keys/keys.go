@@ -29,7 +29,7 @@ const (
 	KindMapChannel  = "mapchan"     // a replicated map's pub/sub channel (rmap)
 	KindPool        = "pool"        // a pool's own hashes and leases (pool)
 	KindQueue       = "queue"       // a queue's tasks, lists and leases (queue)
-	KindChaosLog    = "chaoslog"    // the chaos suite's event log (internal/chaos)
+	KindChaosLog    = "chaoslog"    // the chaos suite's event log (examples/chaos)
 )
 
 // ErrInvalidTag is returned for a tag that cannot be a hash tag.

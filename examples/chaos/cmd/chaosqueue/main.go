@@ -22,7 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shepherd-go/shepherd/internal/chaos"
+	"github.com/shepherd-go/shepherd/examples/chaos"
 	"github.com/shepherd-go/shepherd/internal/redislog"
 	"github.com/shepherd-go/shepherd/queue"
 )

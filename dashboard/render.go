@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -19,7 +18,7 @@ import (
 //go:embed assets
 var assetsFS embed.FS
 
-// staticFS serves assets/static as /static/.
+// staticFS serves assets/static as /static/ (under the prefix).
 var staticFS = func() fs.FS {
 	sub, err := fs.Sub(assetsFS, "assets")
 	if err != nil {
@@ -28,17 +27,15 @@ var staticFS = func() fs.FS {
 	return sub
 }()
 
-// pages are the page templates, each with the layout.
+// pages are the page templates, each with the layout, parsed once with
+// the links of a dashboard at the root; each Handler executes clones with
+// its own links (links.templates).
 var pages = func() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"ago":      ago,
 		"dur":      func(d time.Duration) string { return round(d).String() },
 		"when":     when,
 		"barWidth": barWidth,
-		"poolURL":  poolURL,
-		"jobURL":   jobURL,
-		"queueURL": queueURL,
-		"taskURL":  taskURL,
 		"preview":  preview,
 		"of":       of,
 		"head":     head,
@@ -51,7 +48,7 @@ var pages = func() map[string]*template.Template {
 	}
 	out := map[string]*template.Template{}
 	for _, name := range []string{"overview", "pool", "job", "queue", "task", "confirm", "error"} {
-		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(assetsFS, "assets/layout.html", "assets/parts.html", "assets/"+name+".html"))
+		out[name] = template.Must(template.New(name).Funcs(funcs).Funcs(links{}.funcs()).ParseFS(assetsFS, "assets/layout.html", "assets/parts.html", "assets/"+name+".html"))
 	}
 	return out
 }()
@@ -87,20 +84,20 @@ func wantsJSON(r *http.Request) bool { return r.URL.Query().Get("format") == "js
 
 // render writes page name: its JSON twin (the view alone) with
 // ?format=json, its live part alone with ?partial=1, else the whole page.
-func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, p page) {
+func (s *Handler) render(w http.ResponseWriter, r *http.Request, name string, p page) {
 	if wantsJSON(r) {
 		writeJSON(w, http.StatusOK, p.View)
 		return
 	}
-	p.ReadOnly, p.CSRF, p.Refresh = s.cfg.ReadOnly, s.csrfToken(), s.cfg.RefreshEvery.Milliseconds()
+	p.ReadOnly, p.CSRF, p.Refresh = s.cfg.readOnly, s.csrfToken(), s.cfg.refreshEvery.Milliseconds()
 	p.Flash = flashes[r.URL.Query().Get("done")]
 	tmpl := "layout"
 	if r.URL.Query().Get("partial") == "1" {
 		tmpl = "main"
 	}
 	var buf bytes.Buffer
-	if err := pages[name].ExecuteTemplate(&buf, tmpl, p); err != nil {
-		s.logger.Error("web: rendering", "page", name, "error", err)
+	if err := s.pages[name].ExecuteTemplate(&buf, tmpl, p); err != nil {
+		s.logger.Error("dashboard: rendering", "page", name, "error", err)
 		http.Error(w, "rendering the page failed: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -110,7 +107,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, p p
 
 // fail answers an error: a JSON object for a JSON twin or an API client,
 // else an error page.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
+func (s *Handler) fail(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	if wantsJSON(r) || strings.Contains(r.Header.Get("Accept"), "application/json") {
 		writeJSON(w, code, map[string]string{"error": msg})
 		return
@@ -120,7 +117,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, code int, msg stri
 		Code int
 		Msg  string
 	}{code, msg}}
-	if err := pages["error"].ExecuteTemplate(&buf, "layout", p); err != nil {
+	if err := s.pages["error"].ExecuteTemplate(&buf, "layout", p); err != nil {
 		http.Error(w, msg, code)
 		return
 	}
@@ -244,10 +241,3 @@ func head(s []string, n int) headOf {
 	}
 	return headOf{Items: s[:n], More: len(s) - n}
 }
-
-// The pages' addresses, with names and keys escaped: the templates' links
-// and the handlers' redirects both use these.
-func poolURL(p string) string     { return "/pool/" + url.PathEscape(p) }
-func jobURL(p, key string) string { return poolURL(p) + "/job/" + url.PathEscape(key) }
-func queueURL(q string) string    { return "/queue/" + url.PathEscape(q) }
-func taskURL(q, id string) string { return queueURL(q) + "/task/" + url.PathEscape(id) }

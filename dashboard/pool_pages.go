@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"context"
@@ -56,10 +56,13 @@ type QueueRow struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// List lists the pools and queues of rdb (Names) with their health. A
-// pool or a queue that cannot be read is listed with its Error.
+// List lists the pools and queues of rdb with their health: the
+// dashboard's overview as data (its JSON twin is this Listing). A pool or
+// a queue that cannot be read is listed with its Error. It SCANs the whole
+// keyspace (every master of a Cluster), so it costs O(keys in Redis), and
+// it needs a *redis.Client or a *redis.ClusterClient.
 func List(ctx context.Context, rdb redis.UniversalClient) (*Listing, error) {
-	pools, queues, err := Names(ctx, rdb)
+	pools, queues, err := names(ctx, rdb)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +94,7 @@ func List(ctx context.Context, rdb redis.UniversalClient) (*Listing, error) {
 	return l, nil
 }
 
-func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := readCtx(r)
 	defer cancel()
 	l, err := List(ctx, s.rdb)
@@ -154,7 +157,7 @@ type poolView struct {
 	Summary  PoolRow `json:"summary"`
 }
 
-func (s *Server) poolPage(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) poolPage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("pool")
 	ctx, cancel := readCtx(r)
 	defer cancel()
@@ -177,7 +180,7 @@ func (s *Server) poolPage(w http.ResponseWriter, r *http.Request) {
 
 // inspectPool reads a pool for a page; it answers 404 for a pool Redis
 // holds nothing of, and 400 for a name no pool can have.
-func (s *Server) inspectPool(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (*pool.Stats, bool) {
+func (s *Handler) inspectPool(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (*pool.Stats, bool) {
 	st, err := pool.Inspect(ctx, s.rdb, name)
 	switch {
 	case errors.Is(err, pool.ErrInvalidOption):
@@ -194,10 +197,10 @@ func (s *Server) inspectPool(ctx context.Context, w http.ResponseWriter, r *http
 }
 
 // findJob sends the pool page's key search to the job's page.
-func (s *Server) findJob(w http.ResponseWriter, r *http.Request) {
-	to := poolURL(r.PathValue("pool"))
+func (s *Handler) findJob(w http.ResponseWriter, r *http.Request) {
+	to := s.links.pool(r.PathValue("pool"))
 	if key := r.URL.Query().Get("key"); key != "" {
-		to = jobURL(r.PathValue("pool"), key)
+		to = s.links.job(r.PathValue("pool"), key)
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
@@ -210,7 +213,7 @@ type jobView struct {
 	InState time.Duration  `json:"-"` // since Changed
 }
 
-func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
 	name, key := r.PathValue("pool"), r.PathValue("key")
 	ctx, cancel := readCtx(r)
 	defer cancel()
@@ -230,11 +233,11 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := jobView{Job: job, Preview: preview(job.Payload), Age: job.Time.Sub(job.Created), InState: job.Time.Sub(job.Changed)}
 	s.render(w, r, "job", page{Title: "job " + key, Live: true, View: v,
-		Crumbs: []crumb{{"pool " + name, poolURL(name)}, {"job " + key, ""}}})
+		Crumbs: []crumb{{"pool " + name, s.links.pool(name)}, {"job " + key, ""}}})
 }
 
 // stopJob stops a job, through a client-only node that joins for it.
-func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) stopJob(w http.ResponseWriter, r *http.Request) {
 	name, key := r.PathValue("pool"), r.PostFormValue("key")
 	if key == "" {
 		s.fail(w, r, http.StatusBadRequest, "no job key given")
@@ -247,12 +250,12 @@ func (s *Server) stopJob(w http.ResponseWriter, r *http.Request) {
 	if s.actionFailed(w, r, "stop job", err) {
 		return
 	}
-	s.logger.Info("web: job stopped", "pool", name, "key", key)
-	http.Redirect(w, r, poolURL(name)+"?done=stopped", http.StatusSeeOther)
+	s.logger.Info("dashboard: job stopped", "pool", name, "key", key)
+	http.Redirect(w, r, s.links.pool(name)+"?done=stopped", http.StatusSeeOther)
 }
 
 // shutdownPool shuts a pool down: every job stops and the pool is deleted.
-func (s *Server) shutdownPool(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) shutdownPool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("pool")
 	if !s.confirmed(w, r, "Shut pool "+quote(name)+" down? Every job on every node stops, and the pool is deleted from Redis.") {
 		return
@@ -261,13 +264,13 @@ func (s *Server) shutdownPool(w http.ResponseWriter, r *http.Request) {
 	if s.actionFailed(w, r, "shut down", err) {
 		return
 	}
-	s.logger.Info("web: pool shut down", "pool", name)
-	http.Redirect(w, r, "/?done=shutdown", http.StatusSeeOther)
+	s.logger.Info("dashboard: pool shut down", "pool", name)
+	http.Redirect(w, r, s.links.root()+"?done=shutdown", http.StatusSeeOther)
 }
 
 // withNode joins an existing pool as a client-only node for one action.
-func (s *Server) withNode(r *http.Request, name string, f func(ctx context.Context, n *pool.Node) error) error {
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ActionTimeout)
+func (s *Handler) withNode(r *http.Request, name string, f func(ctx context.Context, n *pool.Node) error) error {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.actionTimeout)
 	defer cancel()
 	exists, err := pool.Exists(ctx, s.rdb, name)
 	if err != nil {

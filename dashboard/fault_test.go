@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TestDashboardThroughRedisOutages(t *testing.T) {
 	for _, k := range []string{"a", "b", "c"} {
 		require.NoError(t, n.DispatchJob(ctx, k, nil))
 	}
-	_, base := dashboard(t, Config{Redis: own.Client(), RefreshEvery: 200 * time.Millisecond})
+	_, base := serveRedis(t, own.Client(), WithRefreshEvery(200*time.Millisecond))
 	tabCtx := tab(t, 60*time.Second)
 	require.NoError(t, chromedp.Run(tabCtx,
 		chromedp.Navigate(base+"/pool/"+name),

@@ -59,14 +59,15 @@ func TestMain(m *testing.M) {
 
 // build compiles the worker programs without -race: the code under test
 // also runs in the test process (the dispatcher, the submitter), which has
-// -race.
+// -race. Their paths are relative to this package's directory, where go
+// test runs it.
 func build(worker, queue string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	for out, pkg := range map[string]string{worker: "chaosworker", queue: "chaosqueue"} {
-		cmd := exec.Command(goBin, "build", "-o", out, "github.com/shepherd-go/shepherd/internal/chaos/cmd/"+pkg)
+		cmd := exec.Command(goBin, "build", "-o", out, "./cmd/"+pkg)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("chaos: building %s: %v\n%s", pkg, err, b)
 		}

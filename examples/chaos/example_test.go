@@ -3,7 +3,7 @@ package chaos_test
 import (
 	"fmt"
 
-	"github.com/shepherd-go/shepherd/internal/chaos"
+	"github.com/shepherd-go/shepherd/examples/chaos"
 )
 
 // Check replays a log: here a job whose process was killed restarts

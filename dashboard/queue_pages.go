@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type queueView struct {
 	Most    int64            `json:"-"` // the widest process bar: the most workers
 }
 
-func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
 	ctx, cancel := readCtx(r)
 	defer cancel()
@@ -57,7 +57,7 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
 
 // queueClient returns a client of an existing queue, or answers 400 for a
 // name no queue can have and 404 for a queue Redis does not hold.
-func (s *Server) queueClient(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (*queue.Client, bool) {
+func (s *Handler) queueClient(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (*queue.Client, bool) {
 	c, err := s.existingQueue(ctx, name)
 	var nf errNotFound
 	switch {
@@ -73,7 +73,7 @@ func (s *Server) queueClient(ctx context.Context, w http.ResponseWriter, r *http
 
 // existingQueue returns a client of the queue name, or an error: invalid
 // (a name no queue can have), errNotFound, or Redis's.
-func (s *Server) existingQueue(ctx context.Context, name string) (*queue.Client, error) {
+func (s *Handler) existingQueue(ctx context.Context, name string) (*queue.Client, error) {
 	c, err := queue.NewClient(s.rdb, name)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ type taskView struct {
 	Result  payloadPreview `json:"-"`
 }
 
-func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 	name, id := r.PathValue("queue"), r.PathValue("id")
 	ctx, cancel := readCtx(r)
 	defer cancel()
@@ -118,17 +118,17 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := taskView{Queue: name, Task: t, Preview: preview(t.Payload), Result: preview(t.Result)}
 	s.render(w, r, "task", page{Title: "task " + id, Live: true, View: v,
-		Crumbs: []crumb{{"queue " + name, queueURL(name)}, {"task " + id, ""}}})
+		Crumbs: []crumb{{"queue " + name, s.links.queue(name)}, {"task " + id, ""}}})
 }
 
 // queueAction runs an action on an existing queue and redirects to its
 // page with the done message.
-func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, what, question, done string, f func(ctx context.Context, c *queue.Client) error) {
+func (s *Handler) queueAction(w http.ResponseWriter, r *http.Request, what, question, done string, f func(ctx context.Context, c *queue.Client) error) {
 	name := r.PathValue("queue")
 	if !s.confirmed(w, r, question) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ActionTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.actionTimeout)
 	defer cancel()
 	c, err := s.existingQueue(ctx, name)
 	if err == nil {
@@ -137,12 +137,12 @@ func (s *Server) queueAction(w http.ResponseWriter, r *http.Request, what, quest
 	if s.actionFailed(w, r, what, err) {
 		return
 	}
-	s.logger.Info("web: "+what, "queue", name, "form", r.PostForm.Encode())
-	http.Redirect(w, r, queueURL(name)+"?done="+done, http.StatusSeeOther)
+	s.logger.Info("dashboard: "+what, "queue", name, "form", r.PostForm.Encode())
+	http.Redirect(w, r, s.links.queue(name)+"?done="+done, http.StatusSeeOther)
 }
 
 // formID returns the form's id field, or answers 400.
-func (s *Server) formID(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (s *Handler) formID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PostFormValue("id")
 	if id == "" {
 		s.fail(w, r, http.StatusBadRequest, "no task id given")
@@ -151,7 +151,7 @@ func (s *Server) formID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
-func (s *Server) replayDead(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) replayDead(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.formID(w, r)
 	if !ok {
 		return
@@ -160,7 +160,7 @@ func (s *Server) replayDead(w http.ResponseWriter, r *http.Request) {
 		func(ctx context.Context, c *queue.Client) error { return c.Replay(ctx, id) })
 }
 
-func (s *Server) deleteDead(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) deleteDead(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.formID(w, r)
 	if !ok {
 		return
@@ -169,7 +169,7 @@ func (s *Server) deleteDead(w http.ResponseWriter, r *http.Request) {
 		func(ctx context.Context, c *queue.Client) error { return c.DeleteDead(ctx, id) })
 }
 
-func (s *Server) setTenant(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) setTenant(w http.ResponseWriter, r *http.Request) {
 	id := r.PostFormValue("tenant")
 	capacity, err := strconv.Atoi(strings.TrimSpace(r.PostFormValue("capacity")))
 	if id == "" || err != nil {
@@ -180,7 +180,7 @@ func (s *Server) setTenant(w http.ResponseWriter, r *http.Request) {
 		func(ctx context.Context, c *queue.Client) error { return c.SetTenant(ctx, id, capacity) })
 }
 
-func (s *Server) drainQueue(w http.ResponseWriter, r *http.Request) {
+func (s *Handler) drainQueue(w http.ResponseWriter, r *http.Request) {
 	s.queueAction(w, r, "drain", "Switch every serving process of queue "+quote(r.PathValue("queue"))+" to drain? Each runs what it can take now, then stops serving.", "drain",
 		func(ctx context.Context, c *queue.Client) error {
 			_, err := c.Drain(ctx)

@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"crypto/hmac"
@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -16,11 +17,12 @@ import (
 const tokenCookie = "shepherd_token"
 
 // guard wraps the pages with the checks every request passes, in order:
-// the Host header, the token, the route (404, or 405 for a wrong method),
-// and for a POST the read-only switch and the CSRF token. Every answer
+// the Host header, the prefix, the token, the route (404, or 405 for a
+// wrong method), and for a POST the read-only switch, the request's site
+// and the CSRF token. Every answer
 // gets headers that keep the pages from being framed, sniffed or fed
 // code from elsewhere.
-func (s *Server) guard(next http.Handler) http.Handler {
+func (s *Handler) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
@@ -28,15 +30,21 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-store")
-		if !s.cfg.AnyHost && !loopbackHost(r.Host) {
-			s.fail(w, r, http.StatusForbidden, "this dashboard answers only to localhost (Host "+r.Host+"); run it with -listen on another address to serve other names")
+		if !s.hostOK(r.Host) {
+			s.fail(w, r, http.StatusForbidden, "this dashboard answers only to loopback names and the hosts it was given, not to Host "+strconv.Quote(r.Host)+
+				" (shepherd web: -listen on another address; a handler you mount: WithAllowedHosts or WithAnyHost)")
 			return
 		}
-		if s.cfg.Token != "" {
+		if p := s.cfg.prefix; p != "" && r.URL.Path != p && !strings.HasPrefix(r.URL.Path, p+"/") {
+			s.fail(w, r, http.StatusNotFound, "this dashboard serves the paths under "+p+"/, and "+strconv.Quote(r.URL.Path)+
+				" is not one: mount it at "+p+"/ without http.StripPrefix")
+			return
+		}
+		if s.cfg.token != "" {
 			if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet && s.tokenOK(t) {
 				// Keep the token in a cookie, and drop it from the address bar
 				// (and from the history) at once.
-				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+				http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: t, Path: s.links.root(), HttpOnly: true, SameSite: http.SameSiteStrictMode})
 				q := r.URL.Query()
 				q.Del("token")
 				u := url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: q.Encode()}
@@ -55,7 +63,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-			if s.cfg.ReadOnly {
+			if s.cfg.readOnly {
 				s.fail(w, r, http.StatusForbidden, "this dashboard is read-only")
 				return
 			}
@@ -73,36 +81,43 @@ func (s *Server) guard(next http.Handler) http.Handler {
 }
 
 // tokenOK compares t with the token in constant time.
-func (s *Server) tokenOK(t string) bool {
-	return subtle.ConstantTimeCompare([]byte(t), []byte(s.cfg.Token)) == 1
+func (s *Handler) tokenOK(t string) bool {
+	return subtle.ConstantTimeCompare([]byte(t), []byte(s.cfg.token)) == 1
 }
 
-// authorized reports whether r carries the token.
-func (s *Server) authorized(r *http.Request) bool {
+// authorized reports whether r carries the token. Every cookie of the
+// name counts: dashboards mounted under several prefixes each set theirs.
+func (s *Handler) authorized(r *http.Request) bool {
 	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && s.tokenOK(t) {
 		return true
 	}
-	c, err := r.Cookie(tokenCookie)
-	return err == nil && s.tokenOK(c.Value)
+	for _, c := range r.CookiesNamed(tokenCookie) {
+		if s.tokenOK(c.Value) {
+			return true
+		}
+	}
+	return false
 }
 
 // csrfToken is the token every form carries. It is derived from this
 // run's secret, which no other site can read.
-func (s *Server) csrfToken() string {
+func (s *Handler) csrfToken() string {
 	m := hmac.New(sha256.New, s.secret)
 	m.Write([]byte("csrf"))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// loopbackHost reports whether a Host header names this machine's
-// loopback: localhost, or a loopback IP.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
+// hostOK reports whether the dashboard answers to a Host header: any
+// with WithAnyHost, else a loopback name or an allowed host.
+func (s *Handler) hostOK(hostport string) bool {
+	host := hostName(hostport)
+	return s.cfg.anyHost || s.cfg.hosts[host] || loopbackHost(host)
+}
+
+// loopbackHost reports whether a host name (hostName's) names this
+// machine's loopback: localhost, or a loopback IP.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/shepherd-go/shepherd/internal/chaos"
+	"github.com/shepherd-go/shepherd/examples/chaos"
 	"github.com/shepherd-go/shepherd/internal/redislog"
 	"github.com/shepherd-go/shepherd/pool"
 )

@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"context"
@@ -65,9 +65,9 @@ const idleAfter = 10 * time.Minute
 // sampleLoop samples every pool and queue found, every SampleEvery, while
 // pages are being looked at, so that a chart has minutes of history when
 // it is opened; without views it reads nothing.
-func (s *Server) sampleLoop(ctx context.Context) {
+func (s *Handler) sampleLoop(ctx context.Context) {
 	defer close(s.done)
-	tick := time.NewTicker(s.cfg.SampleEvery)
+	tick := time.NewTicker(s.cfg.sampleEvery)
 	defer tick.Stop()
 	var pools, queues []string
 	var listed time.Time
@@ -83,9 +83,9 @@ func (s *Server) sampleLoop(ctx context.Context) {
 		if idle {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.SampleEvery)
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.sampleEvery)
 		if time.Since(listed) > 10*time.Second {
-			if p, q, err := Names(rctx, s.rdb); err == nil {
+			if p, q, err := names(rctx, s.rdb); err == nil {
 				pools, queues, listed = p, q, time.Now()
 			}
 		}

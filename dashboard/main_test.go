@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -111,16 +112,17 @@ func tab(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// dashboard serves a dashboard of the test Redis on a free loopback port.
-func dashboard(t *testing.T, cfg Config) (*Server, string) {
+// serve serves a dashboard of the test Redis on a free loopback port,
+// sampling every 100ms unless opts say otherwise.
+func serve(t *testing.T, opts ...Option) (*Handler, string) {
 	t.Helper()
-	if cfg.Redis == nil {
-		cfg.Redis = srv.Client()
-	}
-	if cfg.SampleEvery == 0 {
-		cfg.SampleEvery = 100 * time.Millisecond
-	}
-	d, err := New(cfg)
+	return serveRedis(t, srv.Client(), opts...)
+}
+
+// serveRedis is serve with the Redis given.
+func serveRedis(t *testing.T, rdb redis.UniversalClient, opts ...Option) (*Handler, string) {
+	t.Helper()
+	d, err := New(rdb, append([]Option{WithSampleEvery(100 * time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
 	hs := httptest.NewServer(d)
 	t.Cleanup(func() {
@@ -227,36 +229,39 @@ func namedQueue(t *testing.T, name string, dead ...string) (*queue.Queue, *queue
 // get fetches a path of the dashboard with plain HTTP.
 func get(t *testing.T, url string, header ...string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	resp, body := request(t, http.MethodGet, url, "", header...)
+	return resp.StatusCode, body
+}
+
+// post posts a form with plain HTTP.
+func post(t *testing.T, url, form string, header ...string) (int, string) {
+	t.Helper()
+	resp, body := request(t, http.MethodPost, url, form, header...)
+	return resp.StatusCode, body
+}
+
+// request sends a request with plain HTTP and follows no redirect. A POST
+// sends form as its urlencoded body. header holds name, value pairs; a
+// "Host" sets the request's Host. It returns the response, whose body is
+// read and closed, and the body.
+func request(t *testing.T, method, url, form string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(form))
 	require.NoError(t, err)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		if header[i] == "Host" {
 			req.Host = header[i+1]
 		}
 		req.Header.Set(header[i], header[i+1])
 	}
-	return do(t, req)
-}
-
-// post posts a form with plain HTTP.
-func post(t *testing.T, url, form string, header ...string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(form))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	return do(t, req)
-}
-
-func do(t *testing.T, req *http.Request) (int, string) {
-	t.Helper()
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 20 * time.Second}
 	resp, err := c.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, string(body)
+	return resp, string(body)
 }

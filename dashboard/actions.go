@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"errors"
@@ -24,11 +24,11 @@ type field struct{ Name, Value string }
 // it answers with a page that asks, whose form posts the same fields
 // again with it. Every action asks first: a button is one click away
 // from a mistake.
-func (s *Server) confirmed(w http.ResponseWriter, r *http.Request, question string) bool {
+func (s *Handler) confirmed(w http.ResponseWriter, r *http.Request, question string) bool {
 	if r.PostFormValue("confirm") == "yes" {
 		return true
 	}
-	v := confirmView{Question: question, Action: r.URL.EscapedPath(), Back: backURL(r)}
+	v := confirmView{Question: question, Action: r.URL.EscapedPath(), Back: s.backURL(r)}
 	for name, vals := range r.PostForm {
 		if name == "csrf" || name == "confirm" {
 			continue
@@ -44,14 +44,14 @@ func (s *Server) confirmed(w http.ResponseWriter, r *http.Request, question stri
 
 // backURL is where a confirmation's Cancel goes: the page of the pool or
 // the queue the action is about.
-func backURL(r *http.Request) string {
+func (s *Handler) backURL(r *http.Request) string {
 	if p := r.PathValue("pool"); p != "" {
-		return poolURL(p)
+		return s.links.pool(p)
 	}
 	if q := r.PathValue("queue"); q != "" {
-		return queueURL(q)
+		return s.links.queue(q)
 	}
-	return "/"
+	return s.links.root()
 }
 
 // errNotFound is an action's target that does not exist.
@@ -61,7 +61,7 @@ func (e errNotFound) Error() string { return e.msg }
 
 // actionFailed answers an action's error, if any, with a fitting status,
 // and reports whether it did.
-func (s *Server) actionFailed(w http.ResponseWriter, r *http.Request, what string, err error) bool {
+func (s *Handler) actionFailed(w http.ResponseWriter, r *http.Request, what string, err error) bool {
 	if err == nil {
 		return false
 	}
@@ -76,7 +76,7 @@ func (s *Server) actionFailed(w http.ResponseWriter, r *http.Request, what strin
 	case errors.Is(err, queue.ErrQueueFull), errors.Is(err, pool.ErrPoolShutdown):
 		code = http.StatusConflict
 	}
-	s.logger.Warn("web: action failed", "action", what, "path", r.URL.Path, "error", err)
+	s.logger.Warn("dashboard: action failed", "action", what, "path", r.URL.Path, "error", err)
 	s.fail(w, r, code, what+": "+err.Error())
 	return true
 }

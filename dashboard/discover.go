@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Names lists the pools and the queues a Redis holds, sorted, by their
+// names lists the pools and the queues a Redis holds, sorted, by their
 // keys: a pool is a tag with a key of kind "pool" (its settings, nodes,
 // keep-alives or jobs), a queue a tag with a queue settings key. It SCANs
 // the whole keyspace (every master of a Cluster), so it costs O(keys in
 // Redis): for a dashboard's overview, not for a hot path.
-func Names(ctx context.Context, rdb redis.UniversalClient) (pools, queues []string, err error) {
+func names(ctx context.Context, rdb redis.UniversalClient) (pools, queues []string, err error) {
 	var mu sync.Mutex
 	seenPools, seenQueues := map[string]bool{}, map[string]bool{}
 	scan := func(ctx context.Context, c *redis.Client) error {
@@ -49,7 +49,7 @@ func Names(ctx context.Context, rdb redis.UniversalClient) (pools, queues []stri
 		err = fmt.Errorf("listing needs a *redis.Client or a *redis.ClusterClient, not %T", rdb)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("web: listing pools and queues: %w", err)
+		return nil, nil, fmt.Errorf("dashboard: listing pools and queues: %w", err)
 	}
 	return sorted(seenPools), sorted(seenQueues), nil
 }

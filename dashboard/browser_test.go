@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ func TestOverviewListsPoolsAndQueues(t *testing.T) {
 	t.Parallel()
 	name, _, _ := livePool(t, 2, keysN("k", 5)...)
 	q, _, _ := liveQueue(t, "dead-1")
-	_, base := dashboard(t, Config{RefreshEvery: static})
+	_, base := serve(t, WithRefreshEvery(static))
 	ctx := tab(t, 30*time.Second)
 
 	var poolJobs, queueHealth map[string]string
@@ -67,7 +67,7 @@ func TestOverviewListsPoolsAndQueues(t *testing.T) {
 func TestPoolPageShowsWhatRunsWhere(t *testing.T) {
 	t.Parallel()
 	name, n, _ := livePool(t, 3, keysN("job", 12)...)
-	_, base := dashboard(t, Config{RefreshEvery: static})
+	_, base := serve(t, WithRefreshEvery(static))
 	ctx := tab(t, 30*time.Second)
 	st, err := n.Stats(ctx)
 	require.NoError(t, err)
@@ -95,7 +95,7 @@ func TestPoolPageShowsWhatRunsWhere(t *testing.T) {
 func TestJobPageAndStoppingTheJob(t *testing.T) {
 	t.Parallel()
 	name, _, h := livePool(t, 2, "alpha", "beta")
-	_, base := dashboard(t, Config{RefreshEvery: static})
+	_, base := serve(t, WithRefreshEvery(static))
 	ctx := tab(t, 30*time.Second)
 	info, err := pool.InspectJob(ctx, srv.Client(), name, "alpha")
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestJobPageAndStoppingTheJob(t *testing.T) {
 func TestShuttingAPoolDownFromTheBrowser(t *testing.T) {
 	t.Parallel()
 	name, _, h := livePool(t, 1, "one", "two")
-	_, base := dashboard(t, Config{RefreshEvery: static})
+	_, base := serve(t, WithRefreshEvery(static))
 	ctx := tab(t, 30*time.Second)
 	var flash string
 	require.NoError(t, chromedp.Run(ctx,
@@ -177,7 +177,7 @@ func TestQueuePageAndItsActions(t *testing.T) {
 	q, s, failing := liveQueue(t, "d1", "d2")
 	ctx := tab(t, 40*time.Second)
 	require.NoError(t, q.SetTenant(ctx, "acme", 3))
-	_, base := dashboard(t, Config{RefreshEvery: static})
+	_, base := serve(t, WithRefreshEvery(static))
 	page := base + "/queue/" + q.Name()
 
 	var deadIDs []string
@@ -241,7 +241,7 @@ func TestQueuePageAndItsActions(t *testing.T) {
 func TestTaskPageShowsADeadLetter(t *testing.T) {
 	t.Parallel()
 	q, _, _ := liveQueue(t, "<img src=x onerror=alert(1)>")
-	_, base := dashboard(t, Config{RefreshEvery: static})
+	_, base := serve(t, WithRefreshEvery(static))
 	ctx := tab(t, 30*time.Second)
 	var id, state, errText string
 	var images int
@@ -265,7 +265,7 @@ func TestReadOnlyOffersNoAction(t *testing.T) {
 	t.Parallel()
 	name, _, _ := livePool(t, 1, "k")
 	q, _, _ := liveQueue(t, "dead")
-	_, base := dashboard(t, Config{ReadOnly: true, RefreshEvery: static})
+	_, base := serve(t, WithReadOnly(true), WithRefreshEvery(static))
 	ctx := tab(t, 30*time.Second)
 	for _, path := range []string{"/pool/" + name, "/pool/" + name + "/job/k", "/queue/" + q.Name(), "/queue/" + q.Name() + "/task/dead"} {
 		var forms, badge int
@@ -283,7 +283,7 @@ func TestReadOnlyOffersNoAction(t *testing.T) {
 func TestTokenInTheBrowser(t *testing.T) {
 	t.Parallel()
 	name, _, _ := livePool(t, 1, "k")
-	_, base := dashboard(t, Config{Token: "s3cret", RefreshEvery: static})
+	_, base := serve(t, WithToken("s3cret"), WithRefreshEvery(static))
 	ctx := tab(t, 30*time.Second)
 	var msg, href string
 	require.NoError(t, chromedp.Run(ctx,
@@ -314,7 +314,7 @@ func TestTokenInTheBrowser(t *testing.T) {
 func TestLiveUpdatesWithoutReload(t *testing.T) {
 	t.Parallel()
 	name, n, _ := livePool(t, 2, "a", "b")
-	_, base := dashboard(t, Config{RefreshEvery: 200 * time.Millisecond})
+	_, base := serve(t, WithRefreshEvery(200*time.Millisecond))
 	ctx := tab(t, 30*time.Second)
 	var jobs string
 	require.NoError(t, chromedp.Run(ctx,
@@ -338,7 +338,7 @@ func TestLiveUpdatesWithoutReload(t *testing.T) {
 func TestChartDrawsTheHistory(t *testing.T) {
 	t.Parallel()
 	name, n, _ := livePool(t, 1, "a")
-	d, base := dashboard(t, Config{SampleEvery: 50 * time.Millisecond, RefreshEvery: static})
+	d, base := serve(t, WithSampleEvery(50*time.Millisecond), WithRefreshEvery(static))
 	ctx := tab(t, 30*time.Second)
 	// A first view starts the sampler; the second page shows what it read.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/pool/"+name), chromedp.WaitVisible("main", chromedp.ByQuery)))
@@ -385,7 +385,7 @@ func TestScreenshots(t *testing.T) {
 	q, _, _ := namedQueue(t, "thumbnails-"+suffix, "invoice-17", "invoice-18")
 	ctx := tab(t, 40*time.Second)
 	require.NoError(t, q.SetTenant(ctx, "acme", 4))
-	_, base := dashboard(t, Config{SampleEvery: 50 * time.Millisecond, RefreshEvery: static})
+	_, base := serve(t, WithSampleEvery(50*time.Millisecond), WithRefreshEvery(static))
 	dir := os.Getenv("SHEPHERD_SCREENSHOTS")
 	if dir == "" {
 		dir = t.TempDir()

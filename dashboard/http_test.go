@@ -1,4 +1,4 @@
-package web
+package dashboard
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func TestJSONTwinsMatchTheLibrary(t *testing.T) {
 	t.Parallel()
 	name, n, _ := livePool(t, 2, keysN("j", 6)...)
 	q, _, _ := liveQueue(t, "dead-a")
-	_, base := dashboard(t, Config{})
+	_, base := serve(t)
 	ctx := testCtx(t, 20*time.Second)
 
 	code, body := get(t, base+"/?format=json")
@@ -97,7 +97,7 @@ func TestHostileRequests(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	require.NoError(t, n.DispatchJob(ctx, evil, []byte(`<b onmouseover="x()">bold</b>`)))
 	require.NoError(t, n.DispatchJob(ctx, "huge", []byte(huge)))
-	_, base := dashboard(t, Config{})
+	_, base := serve(t)
 	jobURL := func(k string) string { return base + "/pool/" + url.PathEscape(name) + "/job/" + url.PathEscape(k) }
 
 	t.Run("unknown pool, job, queue, task", func(t *testing.T) {
@@ -140,7 +140,7 @@ func TestHostileRequests(t *testing.T) {
 		assert.NoError(t, err, "the job still runs")
 	})
 	t.Run("a POST from another site", func(t *testing.T) {
-		d, base := dashboard(t, Config{})
+		d, base := serve(t)
 		code, _ := post(t, base+"/pool/"+name+"/stop", "key=plain&confirm=yes&csrf="+d.csrfToken(), "Sec-Fetch-Site", "cross-site")
 		assert.Equal(t, http.StatusForbidden, code)
 		_, err := pool.InspectJob(ctx, srv.Client(), name, "plain")
@@ -153,7 +153,7 @@ func TestHostileRequests(t *testing.T) {
 		assert.Equal(t, http.StatusOK, code)
 	})
 	t.Run("an action without confirmation asks", func(t *testing.T) {
-		d, base := dashboard(t, Config{})
+		d, base := serve(t)
 		code, body := post(t, base+"/pool/"+name+"/stop", "key=plain&csrf="+d.csrfToken())
 		assert.Equal(t, http.StatusOK, code)
 		assert.Contains(t, body, `id="confirm"`)
@@ -176,7 +176,7 @@ func TestTokenAndReadOnlyOverHTTP(t *testing.T) {
 	name, _, _ := livePool(t, 1, "k1", "k2")
 	ctx := testCtx(t, 20*time.Second)
 
-	d, base := dashboard(t, Config{Token: "tok-123"})
+	d, base := serve(t, WithToken("tok-123"))
 	csrf := "csrf=" + d.csrfToken()
 	code, _ := get(t, base+"/")
 	assert.Equal(t, http.StatusUnauthorized, code, "no token")
@@ -203,7 +203,7 @@ func TestTokenAndReadOnlyOverHTTP(t *testing.T) {
 	_, err := pool.InspectJob(ctx, srv.Client(), name, "k1")
 	assert.ErrorIs(t, err, pool.ErrJobNotFound)
 
-	d, base = dashboard(t, Config{ReadOnly: true})
+	d, base = serve(t, WithReadOnly(true))
 	code, _ = post(t, base+"/pool/"+name+"/stop", "key=k2&confirm=yes&csrf="+d.csrfToken())
 	assert.Equal(t, http.StatusForbidden, code, "read-only")
 	code, _ = post(t, base+"/pool/"+name+"/shutdown", "confirm=yes&csrf="+d.csrfToken())
@@ -213,14 +213,6 @@ func TestTokenAndReadOnlyOverHTTP(t *testing.T) {
 	code, body = get(t, base+"/pool/"+name+"/job/k2")
 	assert.Equal(t, http.StatusOK, code)
 	assert.NotContains(t, body, `method="post"`, "no form is offered")
-}
-
-func TestNewChecksItsConfig(t *testing.T) {
-	t.Parallel()
-	_, err := New(Config{})
-	assert.ErrorContains(t, err, "nil Redis client")
-	_, err = New(Config{Redis: srv.Client(), SampleEvery: -time.Second})
-	assert.ErrorContains(t, err, "must not be negative")
 }
 
 func TestPreviewIsBoundedAndSafe(t *testing.T) {
@@ -261,12 +253,12 @@ func TestTaskPageShowsAPanicsStackApart(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.Wait(ctx)
 	require.ErrorIs(t, err, queue.ErrFailed)
-	_, base := dashboard(t, Config{})
+	_, base := serve(t)
 
 	code, body := get(t, base+"/queue/"+q.Name()+"/task/bug")
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `<td class="error-text">panic: kaboom</td>`, "the error is one line")
-	assert.Regexp(t, `(?s)<pre class="stack">goroutine [^<]*web\.kaboom\(`, body, "the stack is shown apart")
+	assert.Regexp(t, `(?s)<pre class="stack">goroutine [^<]*dashboard\.kaboom\(`, body, "the stack is shown apart")
 	code, body = get(t, base+"/queue/"+q.Name())
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `<td class="error-text">panic: kaboom</td>`, "the dead letters' list shows the one line")

@@ -2,7 +2,7 @@
 // processes and a real Redis.
 //
 // The suite (chaos_test.go) builds the worker program in
-// internal/chaos/cmd/chaosworker once, starts several of its processes
+// examples/chaos/cmd/chaosworker once, starts several of its processes
 // against a private redis-server (each a full node with several workers),
 // dispatches and stops jobs from the test process, and injects faults:
 // SIGKILL and SIGSTOP of worker processes, kill and restart of Redis,
@@ -17,7 +17,7 @@
 // The short version (a few seconds per scenario, all in parallel) runs in
 // go test. A soak runs every fault phase longer (flags after the package):
 //
-//	go test ./internal/chaos -run Chaos -v -timeout 2h -chaos.duration=10m
+//	go test ./examples/chaos -run Chaos -v -timeout 2h -chaos.duration=10m
 //
 // The queue's scenario (queue_test.go) does the same for a queue: three
 // chaosqueue processes serve it while one is killed, one is paused for

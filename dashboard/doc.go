@@ -1,0 +1,47 @@
+// Package dashboard serves shepherd's web dashboard as an http.Handler
+// that you mount in your own HTTP server, or run with `shepherd web`.
+//
+// It shows an overview of the pools and queues a Redis holds, a page per
+// pool, per job, per queue and per task, each with a JSON twin
+// (?format=json), and offers the operators' actions (stop a job, shut a
+// pool down, replay or delete a dead letter, set a tenant's capacity,
+// drain a queue) as POSTs that ask for confirmation first. It is built on
+// net/http, html/template and embed alone: no build step, nothing loaded
+// from elsewhere, so it works offline. Open pages fetch their live part
+// again every second (?partial=1); while pages are viewed, a goroutine
+// samples every pool and queue for the charts, from New until Close.
+//
+// # Mounting
+//
+// Mount it under a path prefix of your own mux, without http.StripPrefix:
+// its links, forms, redirects, static files and token cookie all stay
+// under the prefix.
+//
+//	dash, err := dashboard.New(rdb, dashboard.WithPrefix("/ops/shepherd"), dashboard.WithToken(token))
+//	if err != nil { ... }
+//	defer dash.Close()
+//	mux.Handle("/ops/shepherd/", dash)
+//
+// # Security
+//
+// Every request passes the same guards, mounted or not:
+//
+//   - Host: only loopback names (localhost, 127.0.0.1, [::1]) are answered
+//     unless WithAllowedHosts or WithAnyHost says otherwise (403), which
+//     keeps a web page elsewhere from reaching a dashboard on your machine
+//     by DNS rebinding.
+//   - Token (WithToken): without it, 401; a browser opens any page once
+//     with ?token=TOKEN, which is moved to an HttpOnly, SameSite=Strict
+//     cookie scoped to the prefix, and dropped from the address bar by a
+//     redirect; a program sends "Authorization: Bearer TOKEN".
+//   - Read-only (WithReadOnly): no action is offered, every POST is 403.
+//   - Cross-site requests: a POST needs the form's CSRF token, keyed by a
+//     secret new to each Handler, and is refused when the browser says it
+//     comes from another site (Sec-Fetch-Site); pages forbid framing and
+//     load nothing from elsewhere (Content-Security-Policy).
+//
+// Serve it over TLS (your server's, or a proxy's) when it leaves the
+// machine. The CSRF secret is the Handler's own: behind a load balancer
+// over several replicas of your service, send a browser to one replica
+// (sticky sessions), or a form rendered by one is refused by another.
+package dashboard

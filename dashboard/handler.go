@@ -1,0 +1,109 @@
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/redisutil"
+)
+
+// Handler is a dashboard of the pools and queues of one Redis, served as
+// an http.Handler. It is safe for concurrent use. Its history sampler
+// runs from New until Close.
+type Handler struct {
+	cfg       config
+	rdb       redis.UniversalClient
+	links     links
+	pages     map[string]*template.Template // the page templates with this handler's links
+	mux       *http.ServeMux
+	secret    []byte // keys the CSRF token; new for each handler
+	logger    *slog.Logger
+	hist      *history
+	stop      context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// New returns a dashboard of rdb's pools and queues, configured by opts.
+// It starts a goroutine that samples the charts' history while pages are
+// viewed: call Close when done. A nil client or an invalid option returns
+// an error wrapping ErrInvalidOption. New does not talk to Redis; each
+// request does, and answers 502 when Redis fails.
+func New(rdb redis.UniversalClient, opts ...Option) (*Handler, error) {
+	if redisutil.IsNil(rdb) {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	l := links{prefix: cfg.prefix}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Handler{cfg: cfg, rdb: rdb, links: l, pages: l.templates(), secret: secret, logger: cfg.logger,
+		hist: newHistory(int(cfg.history / cfg.sampleEvery)), stop: cancel, done: make(chan struct{})}
+	s.routes()
+	go s.sampleLoop(ctx)
+	return s, nil
+}
+
+// Close stops the history sampler and waits for it. It does not close the
+// Redis client. The handler still serves afterwards, its charts no longer
+// growing. Close may be called more than once.
+func (s *Handler) Close() {
+	s.closeOnce.Do(func() {
+		s.stop()
+		<-s.done
+	})
+}
+
+// ServeHTTP serves a request through the guards (Host, token, prefix,
+// method, read-only, cross-site checks), then the page or the action.
+func (s *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.guard(s.mux).ServeHTTP(w, r)
+}
+
+func (s *Handler) routes() {
+	m := http.NewServeMux()
+	p := s.cfg.prefix
+	if p != "" {
+		m.HandleFunc("GET "+p+"/{$}", s.overview)
+		m.Handle("GET "+p, http.RedirectHandler(p+"/", http.StatusMovedPermanently))
+	} else {
+		m.HandleFunc("GET /{$}", s.overview)
+	}
+	m.HandleFunc("GET "+p+"/pool/{pool}", s.poolPage)
+	m.HandleFunc("GET "+p+"/pool/{pool}/find", s.findJob)
+	m.HandleFunc("GET "+p+"/pool/{pool}/job/{key...}", s.jobPage)
+	m.HandleFunc("POST "+p+"/pool/{pool}/stop", s.stopJob)
+	m.HandleFunc("POST "+p+"/pool/{pool}/shutdown", s.shutdownPool)
+	m.HandleFunc("GET "+p+"/queue/{queue}", s.queuePage)
+	m.HandleFunc("GET "+p+"/queue/{queue}/task/{id...}", s.taskPage)
+	m.HandleFunc("POST "+p+"/queue/{queue}/replay", s.replayDead)
+	m.HandleFunc("POST "+p+"/queue/{queue}/delete", s.deleteDead)
+	m.HandleFunc("POST "+p+"/queue/{queue}/tenant", s.setTenant)
+	m.HandleFunc("POST "+p+"/queue/{queue}/drain", s.drainQueue)
+	m.Handle("GET "+p+"/static/{file}", http.StripPrefix(p, http.FileServerFS(staticFS)))
+	s.mux = m
+}
+
+// readCtx bounds a page's reads.
+func readCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), 5*time.Second)
+}

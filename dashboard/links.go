@@ -1,0 +1,48 @@
+package dashboard
+
+import (
+	"html/template"
+	"net/url"
+)
+
+// links builds the pages' addresses under the handler's prefix, with
+// names and keys escaped: the templates' links and the handlers'
+// redirects all come from here, so that a dashboard mounted under a
+// prefix never points outside it.
+type links struct {
+	prefix string // "" or "/a/b"
+}
+
+// root is the overview's address, and the cookie path.
+func (l links) root() string { return l.prefix + "/" }
+
+// static is the address of a file of assets/static.
+func (l links) static(file string) string { return l.prefix + "/static/" + file }
+
+func (l links) pool(p string) string     { return l.prefix + "/pool/" + url.PathEscape(p) }
+func (l links) job(p, key string) string { return l.pool(p) + "/job/" + url.PathEscape(key) }
+func (l links) queue(q string) string    { return l.prefix + "/queue/" + url.PathEscape(q) }
+func (l links) task(q, id string) string { return l.queue(q) + "/task/" + url.PathEscape(id) }
+
+// funcs are the templates' functions that make links.
+func (l links) funcs() template.FuncMap {
+	return template.FuncMap{
+		"rootURL":   l.root,
+		"staticURL": l.static,
+		"poolURL":   l.pool,
+		"jobURL":    l.job,
+		"queueURL":  l.queue,
+		"taskURL":   l.task,
+	}
+}
+
+// templates returns the page templates with these links.
+func (l links) templates() map[string]*template.Template {
+	out := make(map[string]*template.Template, len(pages))
+	for name, t := range pages {
+		// pages are parsed once and never executed, so a clone cannot
+		// fail; it gets its own functions.
+		out[name] = template.Must(t.Clone()).Funcs(l.funcs())
+	}
+	return out
+}
