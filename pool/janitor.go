@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/streaming"
 )
 
@@ -66,31 +67,11 @@ func (n *Node) janitorLoop() {
 	}
 }
 
-// holdLease takes or renews the janitor lease.
+// holdLease takes or renews the janitor lease (member.Lease).
 func (n *Node) holdLease(ctx context.Context, ttl time.Duration) bool {
-	ok, err := n.rdb.SetNX(ctx, n.lay.janitor, n.id, ttl).Result()
-	if err != nil {
-		return false
-	}
-	if ok {
-		return true
-	}
-	res, err := n.run(ctx, renewLeaseScript, "renew lease", []string{n.lay.janitor}, n.id, ttl.Milliseconds())
-	return err == nil && res == int64(1)
+	held, err := member.NewLease(n.rdb, n.lay.janitor, n.id).Hold(ctx, ttl)
+	return err == nil && held
 }
-
-// renewLeaseScript extends a lease held by ARGV[1].
-//
-//	KEYS[1] the lease; ARGV[1] holder, ARGV[2] TTL in ms
-//
-// Returns 1 if renewed, 0 if someone else holds it.
-var renewLeaseScript = redis.NewScript(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-  redis.call("PEXPIRE", KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-`)
 
 // reap removes the workers whose keep-alive lapsed and returns their ids.
 func (n *Node) reap(ctx context.Context) []string {
@@ -131,14 +112,12 @@ func (n *Node) reap(ctx context.Context) []string {
 //	ARGV[1] worker TTL in ms
 //
 // Returns the ids of dead workers.
-var reapScript = redis.NewScript(`
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+var reapScript = redis.NewScript(member.Lua + `
+local now = now_ms()
 local dead = {}
 local ids = redis.call("HKEYS", KEYS[2])
 for _, id in ipairs(ids) do
-  local seen = redis.call("HGET", KEYS[1], "w:" .. id)
-  if not seen or now - tonumber(seen) > tonumber(ARGV[1]) then dead[#dead + 1] = id end
+  if lapsed(redis.call("HGET", KEYS[1], "w:" .. id), now, ARGV[1]) then dead[#dead + 1] = id end
 end
 return dead
 `)
@@ -176,20 +155,19 @@ func (n *Node) nodes(ctx context.Context) (live map[string]bool, dead []string, 
 //	ARGV[1] worker TTL in ms
 //
 // Returns {{live node ids...}, {dead node ids...}}.
-var nodesScript = redis.NewScript(`
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local live, dead, seen = {}, {}, {}
+var nodesScript = redis.NewScript(member.Lua + `
+local now = now_ms()
+local live, dead, known = {}, {}, {}
 local all = redis.call("HGETALL", KEYS[1])
 for i = 1, #all, 2 do
   if string.sub(all[i], 1, 2) == "n:" then
     local id = string.sub(all[i], 3)
-    seen[id] = true
-    if now - tonumber(all[i + 1]) > tonumber(ARGV[1]) then dead[#dead + 1] = id else live[#live + 1] = id end
+    known[id] = true
+    if lapsed(all[i + 1], now, ARGV[1]) then dead[#dead + 1] = id else live[#live + 1] = id end
   end
 end
 for _, id in ipairs(redis.call("HKEYS", KEYS[2])) do
-  if not seen[id] then dead[#dead + 1] = id end
+  if not known[id] then dead[#dead + 1] = id end
 end
 return {live, dead}
 `)
@@ -227,14 +205,12 @@ func (n *Node) removeNodes(ctx context.Context, dead []string) {
 //	streams
 //
 // Returns the number of nodes removed.
-var removeNodesScript = redis.NewScript(`
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+var removeNodesScript = redis.NewScript(member.Lua + `
+local now = now_ms()
 local n = 0
 for i = 2, #ARGV do
   local id = ARGV[i]
-  local seen = redis.call("HGET", KEYS[1], "n:" .. id)
-  if not seen or now - tonumber(seen) > tonumber(ARGV[1]) then
+  if lapsed(redis.call("HGET", KEYS[1], "n:" .. id), now, ARGV[1]) then
     redis.call("HDEL", KEYS[1], "n:" .. id)
     redis.call("HDEL", KEYS[2], id)
     redis.call("DEL", KEYS[1 + i])

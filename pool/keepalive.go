@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
 )
 
 func (n *Node) keepAliveLoop() {
@@ -95,11 +96,10 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 // where the standing is "ok", "revived" (its keep-alive was gone: the
 // pool declared the node dead, and replies to it may have been lost) or
 // "lost" (the pool's settings were gone too: Redis lost the pool's state).
-var keepAliveScript = redis.NewScript(`
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+var keepAliveScript = redis.NewScript(member.Lua + `
+local now = now_ms()
 local out = {redis.call("HEXISTS", KEYS[3], "shutdown") == 1 and "1" or "0", "ok"}
-if redis.call("HSET", KEYS[1], "n:" .. ARGV[1], now) == 1 then
+if seen(KEYS[1], "n:" .. ARGV[1], now) then
   out[2] = redis.call("EXISTS", KEYS[5]) == 1 and "revived" or "lost"
 end
 if redis.call("EXISTS", KEYS[4]) == 0 then
@@ -108,7 +108,7 @@ if redis.call("EXISTS", KEYS[4]) == 0 then
 end
 for i = 2, #ARGV do
   if redis.call("HEXISTS", KEYS[2], ARGV[i]) == 1 then
-    redis.call("HSET", KEYS[1], "w:" .. ARGV[i], now)
+    seen(KEYS[1], "w:" .. ARGV[i], now)
   else
     out[#out + 1] = ARGV[i]
   end

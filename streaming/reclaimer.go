@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
@@ -20,21 +21,10 @@ import (
 // ARGV[4] TTL of the keep-alive hash, ms
 // Returns 1 if the caller holds the lease after the call, 0 if another
 // sink does.
-var keepAliveScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], ARGV[1], now)
+var keepAliveScript = redis.NewScript(member.Lua + `
+seen(KEYS[1], ARGV[1], now_ms())
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-local holder = redis.call('GET', KEYS[2])
-if holder == ARGV[2] then
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-  return 1
-end
-if not holder then
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-  return 1
-end
-return 0
+return lease_hold(KEYS[2], ARGV[2], ARGV[3]) and 1 or 0
 `)
 
 // reclaimScript claims entries idle for longer than the grace period for
@@ -53,8 +43,8 @@ return 0
 // ("0-0" when the scan is complete), {{id, {field, value, ...}}, ...}}.
 // Since Redis 7, entries deleted from the stream are dropped from the
 // pending list by XAUTOCLAIM itself.
-var reclaimScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+var reclaimScript = redis.NewScript(member.Lua + `
+if not lease_held(KEYS[1], ARGV[1]) then return -1 end
 local r = redis.call('XAUTOCLAIM', KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5], 'COUNT', ARGV[6])
 return {r[1], r[2]}
 `)
@@ -75,10 +65,9 @@ return {r[1], r[2]}
 // ARGV[3] keep-alive TTL, ms
 // Returns the number of consumers deleted, or -1 if the caller does not
 // hold the lease.
-var sweepScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+var sweepScript = redis.NewScript(member.Lua + `
+if not lease_held(KEYS[1], ARGV[1]) then return -1 end
+local now = now_ms()
 local ttl = tonumber(ARGV[3])
 local deleted = 0
 local present = {}
@@ -87,14 +76,14 @@ for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[2], ARGV[2])) do
   for i = 1, #c, 2 do info[c[i]] = c[i + 1] end
   local name = info['name']
   present[name] = true
-  local seen = redis.call('HGET', KEYS[3], name)
-  local lapsed
-  if seen then
-    lapsed = now - tonumber(seen) > ttl
+  local at = redis.call('HGET', KEYS[3], name)
+  local gone
+  if at then
+    gone = lapsed(at, now, ttl)
   else
-    lapsed = tonumber(info['idle']) > ttl
+    gone = tonumber(info['idle']) > ttl
   end
-  if lapsed and tonumber(info['pending']) == 0 then
+  if gone and tonumber(info['pending']) == 0 then
     redis.call('XGROUP', 'DELCONSUMER', KEYS[2], ARGV[2], name)
     redis.call('HDEL', KEYS[3], name)
     deleted = deleted + 1
@@ -102,7 +91,7 @@ for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[2], ARGV[2])) do
 end
 local alive = redis.call('HGETALL', KEYS[3])
 for i = 1, #alive, 2 do
-  if not present[alive[i]] and now - tonumber(alive[i + 1]) > ttl then
+  if not present[alive[i]] and lapsed(alive[i + 1], now, ttl) then
     redis.call('HDEL', KEYS[3], alive[i])
   end
 end
@@ -120,8 +109,8 @@ return deleted
 // ARGV[2] consumer
 // ARGV[3] lease token of the caller
 // Returns 1 if the consumer was deleted, else 0.
-var retireScript = redis.NewScript(`
-if redis.call('GET', KEYS[3]) == ARGV[3] then redis.call('DEL', KEYS[3]) end
+var retireScript = redis.NewScript(member.Lua + `
+lease_drop(KEYS[3], ARGV[3])
 local ok, p = pcall(redis.call, 'XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
 if not ok then
   redis.call('HDEL', KEYS[2], ARGV[2])

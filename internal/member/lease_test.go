@@ -1,0 +1,100 @@
+package member
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestLeaseHasOneHolder(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	key := "{" + redistest.Name(t) + "}:lease"
+	a, b := NewLease(srv.Client(), key, "a"), NewLease(srv.Client(), key, "b")
+
+	held, err := a.Hold(ctx, time.Minute)
+	require.NoError(t, err)
+	assert.True(t, held, "a free lease is taken")
+	held, err = b.Hold(ctx, time.Minute)
+	require.NoError(t, err)
+	assert.False(t, held, "a held lease is refused to another holder")
+	held, err = a.Hold(ctx, 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.True(t, held, "the holder renews")
+	pttl, err := srv.Client().PTTL(ctx, key).Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, pttl, 100*time.Millisecond, "a renewal sets the new TTL")
+
+	// Not renewed, the lease lapses on Redis's clock and another takes it.
+	require.Eventually(t, func() bool {
+		held, err := b.Hold(ctx, time.Minute)
+		return err == nil && held
+	}, 5*time.Second, 10*time.Millisecond)
+	held, err = a.Hold(ctx, time.Minute)
+	require.NoError(t, err)
+	assert.False(t, held, "the old holder lost it")
+
+	// Released, it is free at once.
+	require.NoError(t, a.Release(ctx), "releasing a lease one does not hold is a no-op")
+	held, err = a.Hold(ctx, time.Minute)
+	require.NoError(t, err)
+	assert.False(t, held, "a's release left b's lease alone")
+	require.NoError(t, b.Release(ctx))
+	held, err = a.Hold(ctx, time.Minute)
+	require.NoError(t, err)
+	assert.True(t, held, "a released lease is free at once")
+}
+
+func TestLeaseRefusesABadTTL(t *testing.T) {
+	t.Parallel()
+	_, err := NewLease(srv.Client(), "{"+redistest.Name(t)+"}:lease", "a").Hold(testCtx(t), 0)
+	require.Error(t, err)
+	assert.Empty(t, redistest.Keys(t, srv.Client(), "{"+redistest.Name(t)+"}*"), "nothing written")
+}
+
+// The Lua helpers, as an owner's script uses them.
+var helpersScript = redis.NewScript(Lua + `
+local now = now_ms()
+local first = seen(KEYS[1], "p1", now)
+local again = seen(KEYS[1], "p1", now)
+local fresh = lapsed(redis.call("HGET", KEYS[1], "p1"), now, 1000)
+local old = lapsed(now - 2000, now, 1000)
+local none = lapsed(redis.call("HGET", KEYS[1], "nobody"), now, 1000)
+lease_hold(KEYS[2], "me", 60000)
+local mine = lease_held(KEYS[2], "me")
+local theirs = lease_held(KEYS[2], "them")
+lease_drop(KEYS[2], "them")
+local kept = redis.call("EXISTS", KEYS[2])
+lease_drop(KEYS[2], "me")
+local dropped = redis.call("EXISTS", KEYS[2])
+local function b(v) return v and 1 or 0 end
+return {b(first), b(again), b(fresh), b(old), b(none), b(mine), b(theirs), kept, dropped}
+`)
+
+func TestLuaHelpers(t *testing.T) {
+	t.Parallel()
+	tag := "{" + redistest.Name(t) + "}"
+	res, err := helpersScript.Run(testCtx(t), srv.Client(), []string{tag + ":alive", tag + ":lease"}).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []any{
+		int64(1), int64(0), // seen: first time, then again
+		int64(0), int64(1), int64(1), // lapsed: fresh, 2s old, none
+		int64(1), int64(0), // lease_held: mine, theirs
+		int64(1), int64(0), // lease_drop: by another keeps it, by me drops it
+	}, res)
+}
