@@ -510,39 +510,6 @@ if again then wake() end
 return out
 `)
 
-// registerScript registers a process (keep-alive and record) and settles
-// the queue-wide settings it must use, in one call: see settings.go.
-//
-//	ARGV[4] process, ARGV[5] record (JSON), then per setting (ttl_ms,
-//	max_queued, max_dead): name, the process's value, "1" if it set it
-//	explicitly
-//
-// Returns {"OK", fresh, name, value, ...} (fresh is 1 when the queue had
-// no settings: new, or Redis lost them) or {"MISMATCH", name, stored,
-// the process's value}.
-var registerScript = redis.NewScript(prelude + `
-local t = now()
-local fresh = redis.call('EXISTS', K_SETTINGS) == 0
-local live = #redis.call('ZRANGEBYSCORE', K_ALIVE, '(' .. t, '+inf', 'LIMIT', 0, 1) > 0
-local out = {'OK', fresh and 1 or 0}
-for i = 6, #ARGV, 3 do
-  local name, mine, explicit = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1'
-  local stored = redis.call('HGET', K_SETTINGS, name)
-  local use = mine
-  if stored and live then
-    if explicit and stored ~= mine then return {'MISMATCH', name, stored, mine} end
-    use = stored
-  end
-  out[#out + 1] = name
-  out[#out + 1] = use
-end
-for i = 3, #out, 2 do redis.call('HSET', K_SETTINGS, out[i], out[i + 1]) end
-local ttl = tonumber(redis.call('HGET', K_SETTINGS, 'ttl_ms'))
-redis.call('ZADD', K_ALIVE, t + ttl, ARGV[4])
-redis.call('HSET', K_PROCS, ARGV[4], ARGV[5])
-return out
-`)
-
 // keepAliveScript extends a process's lease by ARGV[5] ms and stores its
 // record, unless it was declared dead meanwhile. It also answers a drain
 // request (drainScript): the process's request stays until the process
