@@ -15,11 +15,13 @@ import (
 //	retry         zset: later attempts not due yet, by due time (ms)
 //	active        hash: id → process, the tasks in flight
 //	dead          zset: dead letters, by the time they died (ms)
-//	count         string: unfinished tasks, for MaxQueued
-//	deaddropped   string: dead letters dropped at MaxDeadLetters
+//	count         string: unfinished tasks, for MaxQueued (absent: 0)
+//	deaddropped   string: dead letters dropped at MaxDeadLetters (kept
+//	              with the queue, for Stats)
 //	alive         zset: process → keep-alive expiry (ms, Redis's clock)
 //	procs         hash: process → its record (JSON)
-//	withdrawn     zset: nonces of failed Submits withdrawn, by time (ms)
+//	withdrawn     zset: nonces of failed Submits withdrawn, by time (ms);
+//	              expires withdrawnTTL after the last
 //	idle          set: processes whose last take left workers idle (the
 //	              ones a new task must wake)
 //	tenants       hash: per tenant its capacity, load and unfinished
