@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/limit"
 )
 
@@ -54,8 +55,11 @@ func (n *Node) checkCall(key string, payload []byte) error {
 // succeeded (StopJob of the key meanwhile). While no worker exists, the
 // job waits in the queue and DispatchJob waits with it.
 //
-// Any other error (ctx ended, Redis failed or did not answer) means the
-// job does not run: DispatchJob withdraws whatever it may have admitted,
+// It returns ctx.Err() when ctx ends first, and ErrRedisTimeout when
+// Redis did not answer the admission within WithCallTimeout (10s by
+// default; it does not match context.DeadlineExceeded: ctx did not end).
+// That and any other error (ctx ended, Redis failed) means the job does
+// not run: DispatchJob withdraws whatever it may have admitted,
 // in the background, retrying until Redis answers, and an admission that
 // reaches Redis after the withdrawal (Redis was frozen, the network slow)
 // is refused. The withdrawal lasts as long as the node: Close waits for
@@ -161,7 +165,10 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 	if n.admitting.Add(1) == 1 {
 		// No other admission is under way: go out at once, on this
 		// goroutine, without the hop to an admitter.
-		a.call.res, a.call.err = n.run(ctx, admitRouteScript, "dispatch", a.call.keys, a.call.args...)
+		cctx, cancel := redisutil.CallContext(ctx, n.cfg.callTimeout)
+		a.call.res, a.call.err = n.run(cctx, admitRouteScript, "dispatch", a.call.keys, a.call.args...)
+		a.call.err = n.redisTimeout(cctx, "dispatch", a.call.err)
+		cancel()
 		n.admitting.Add(-1)
 		close(a.done)
 		return a.call.res, true, a.call.err
@@ -218,8 +225,13 @@ func (n *Node) admitLoop() {
 			if n.test.admitHook != nil {
 				n.test.admitHook(false)
 			}
-			ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout) // callers wait no longer than their ctx
+			// The pipeline serves every caller of the batch, each with its
+			// own ctx (admit returns when it ends): WithCallTimeout bounds it.
+			ctx, cancel := redisutil.CallContext(n.ctx, n.cfg.callTimeout)
 			n.runPipelined(ctx, admitRouteScript, "dispatch", calls)
+			for _, c := range calls {
+				c.err = n.redisTimeout(ctx, "dispatch", c.err)
+			}
 			cancel()
 			if n.test.admitHook != nil {
 				n.test.admitHook(true)

@@ -36,6 +36,12 @@ var (
 	// ErrNoWorker: a notification could not be delivered because the job
 	// has no live owner right now (it is being moved). Retry later.
 	ErrNoWorker = errors.New("pool: job has no live worker")
+	// ErrRedisTimeout: DispatchJob's admission was not answered by Redis
+	// within WithCallTimeout (or the client's own read or write timeout,
+	// if shorter). It does not match context.DeadlineExceeded: the
+	// caller's ctx did not end. The job does not run: it is withdrawn in
+	// the background (see DispatchJob).
+	ErrRedisTimeout = errors.New("pool: redis did not answer in time")
 	// ErrJobStopped: DispatchJob's job ended before its Start succeeded
 	// (StopJob of the key meanwhile), so it does not run; the error says
 	// what happened. Dispatch it again if it should run.

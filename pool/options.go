@@ -39,6 +39,7 @@ type nodeConfig struct {
 	dispatchAlg       limit.Algorithm      // WithDispatchLimit's (nil: the default AIMD)
 	dispatchLimit     bool
 	dispatchWait      time.Duration
+	callTimeout       time.Duration // WithCallTimeout (calltimeout.go)
 
 	// set records which pool-wide settings the options gave explicitly:
 	// those must agree with the pool's (settings.go).
@@ -54,6 +55,7 @@ func defaultNodeConfig() nodeConfig {
 		maxQueuedJobs:     DefaultMaxQueuedJobs,
 		maxPayloadSize:    DefaultMaxPayloadSize,
 		sinkBlock:         DefaultJobSinkBlockDuration,
+		callTimeout:       DefaultCallTimeout,
 	}
 }
 

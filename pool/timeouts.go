@@ -7,10 +7,11 @@ import "time"
 // govern; the others are constants.
 
 // loopCallTimeout bounds one Redis call or pipeline made by a node's
-// loops on their own (routing, admitting a batch, trimming handled
-// events, one attempt of a withdrawal): long enough for a slow Redis,
-// short enough that a loop whose Redis hangs gives up and tries again.
-// Calls made for a caller use the caller's ctx instead.
+// loops on their own (routing, trimming handled events, one attempt of a
+// withdrawal): long enough for a slow Redis, short enough that a loop
+// whose Redis hangs gives up and tries again. Calls made for a caller use
+// the caller's ctx instead; an admission (DispatchJob), alone or in a
+// batch, is bounded by WithCallTimeout (nodeConfig.callTimeout).
 const loopCallTimeout = 10 * time.Second
 
 // janitorPassTimeout bounds one pass of the janitor.

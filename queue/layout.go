@@ -18,11 +18,13 @@ import (
 //	              clock), raised to one above the newest letter's when
 //	              not above it: strictly increasing, the order of death
 //	              (the time shown is the task's fin field)
-//	count         string: unfinished tasks, for MaxQueued
-//	deaddropped   string: dead letters dropped at MaxDeadLetters
+//	count         string: unfinished tasks, for MaxQueued (absent: 0)
+//	deaddropped   string: dead letters dropped at MaxDeadLetters (kept
+//	              with the queue, for Stats)
 //	alive         zset: process → keep-alive expiry (ms, Redis's clock)
 //	procs         hash: process → its record (JSON)
-//	withdrawn     zset: nonces of failed Submits withdrawn, by time (ms)
+//	withdrawn     zset: nonces of failed Submits withdrawn, by time (ms);
+//	              expires withdrawnTTL after the last
 //	idle          set: processes whose last take left workers idle (the
 //	              ones a new task must wake)
 //	tenants       hash: per tenant its capacity, load and unfinished

@@ -43,6 +43,7 @@ type config struct {
 	maxDead        int
 	maxPayloadSize int
 	acquireWait    time.Duration
+	callTimeout    time.Duration // WithCallTimeout (calltimeout.go)
 	meterProvider  metric.MeterProvider
 
 	// set records the queue-wide settings given explicitly: they must
@@ -57,6 +58,7 @@ func defaultConfig() config {
 		maxQueued:      DefaultMaxQueued,
 		maxDead:        DefaultMaxDeadLetters,
 		acquireWait:    DefaultAcquireWait,
+		callTimeout:    DefaultCallTimeout,
 		maxPayloadSize: DefaultMaxPayloadSize,
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,11 +65,14 @@ type Queue struct {
 // handle on it. The name must be non-empty and must not contain "}".
 //
 // The queue-wide settings (WithTTL, WithMaxQueued, WithMaxDeadLetters)
-// are stored with the queue by its first process: a process that sets
-// one explicitly to another value is refused with an error wrapping
-// ErrInvalidOption that names the setting and both values, while another
-// process of the queue is live; when none is, its values replace the
-// stored ones. A process that does not set them adopts the queue's.
+// are stored with the queue by its first process. A process that does
+// not set one adopts the stored value, whether another process of the
+// queue is live or not: the defaults apply only to a new queue (or one
+// whose Redis lost it). A process that sets one explicitly to another
+// value is refused with an error wrapping ErrInvalidOption that names
+// the setting and both values while another process of the queue is
+// live; when none is, the values it sets replace the stored ones, and
+// the others stay.
 func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...Option) (*Queue, error) {
 	if redisutil.IsNil(rdb) {
 		return nil, invalid("nil Redis client")
@@ -114,7 +116,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 			return nil, fmt.Errorf("queue: open %q: subscribe: %w", name, err)
 		}
 	}
-	if _, err := q.register(ctx); err != nil {
+	if _, err := q.register(ctx, false); err != nil {
 		_ = q.pubsub.Close()
 		return nil, err
 	}
@@ -183,76 +185,6 @@ func (q *Queue) record(s *Server) string {
 	return string(b)
 }
 
-// register registers the process and settles the queue-wide settings;
-// it reports whether the queue had no settings (new, or Redis lost them).
-func (q *Queue) register(ctx context.Context) (fresh bool, err error) {
-	args := q.lay.commonArgs(q.proc, q.record(q.current()))
-	for _, s := range []struct {
-		name string
-		val  int64
-		set  bool
-	}{
-		{settingTTL, q.cfg.ttl.Milliseconds(), q.cfg.set.ttl},
-		{settingMaxQueued, int64(q.cfg.maxQueued), q.cfg.set.maxQueued},
-		{settingMaxDead, int64(q.cfg.maxDead), q.cfg.set.maxDead},
-	} {
-		set := "0"
-		if s.set {
-			set = "1"
-		}
-		args = append(args, s.name, strconv.FormatInt(s.val, 10), set)
-	}
-	sent := time.Since(q.started)
-	res, err := script.Run(ctx, q.rdb, registerScript, "queue: register", q.lay.common(), args...)
-	if err != nil {
-		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
-	}
-	if out, _ := res.([]any); len(out) > 0 && out[0] == "OK" {
-		q.leaseFrom.Store(int64(sent))
-	}
-	out, _ := res.([]any)
-	if len(out) < 2 {
-		return false, fmt.Errorf("queue: open %q: unexpected reply %v", q.name, res)
-	}
-	if out[0] == "MISMATCH" {
-		return false, invalid("%s: the queue %q uses %v, this process sets %v (a queue-wide setting; change it on every process while none runs)",
-			settingLabel(out[1]), q.name, out[2], out[3])
-	}
-	fresh = out[1] == int64(1)
-	for i := 2; i+1 < len(out); i += 2 {
-		name, _ := out[i].(string)
-		v, _ := strconv.ParseInt(fmt.Sprint(out[i+1]), 10, 64)
-		switch name {
-		case settingTTL:
-			q.cfg.ttl = time.Duration(v) * time.Millisecond
-		case settingMaxQueued:
-			q.cfg.maxQueued = int(v)
-		case settingMaxDead:
-			q.cfg.maxDead = int(v)
-		}
-	}
-	return fresh, nil
-}
-
-// Queue-wide settings, as stored in the settings hash.
-const (
-	settingTTL       = "ttl_ms"
-	settingMaxQueued = "max_queued"
-	settingMaxDead   = "max_dead"
-)
-
-func settingLabel(name any) string {
-	switch name {
-	case settingTTL:
-		return "TTL (ms)"
-	case settingMaxQueued:
-		return "MaxQueued"
-	case settingMaxDead:
-		return "MaxDeadLetters"
-	}
-	return fmt.Sprint(name)
-}
-
 // loopCallTimeout bounds one Redis call of a background loop.
 const loopCallTimeout = 5 * time.Second
 
@@ -315,7 +247,7 @@ func (q *Queue) keepAlive(ctx context.Context) {
 	if s != nil {
 		lost = s.abandon()
 	}
-	fresh, err := q.register(cctx)
+	fresh, err := q.register(cctx, true)
 	if err != nil {
 		q.logger.Warn("registering again failed", "error", err)
 		return

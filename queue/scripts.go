@@ -29,7 +29,9 @@ import "github.com/redis/go-redis/v9"
 // capacity (none when absent), and per tenant ("" for untenanted tasks:
 // only "l:") "c:ID" its capacity, "g:ID" the capacity of a removed tenant whose tasks are still
 // unfinished, "l:ID" its load (tasks in flight and slots held by
-// Acquire) and "n:ID" its unfinished tasks. Its waiting tasks are in its
+// Acquire) and "n:ID" its unfinished tasks; a load or count at 0 is
+// deleted (lower), so the hash holds only what a user set while nothing
+// runs. Its waiting tasks are in its
 // own list (ready:ID; the untenanted ones in ready). A tenant with
 // waiting tasks is either in the turns list (round-robin order of take)
 // or, when take found it at capacity, in the parked set, until its load
@@ -84,6 +86,22 @@ local function bulk(cmd, key, list)
   end
 end
 
+-- lower takes d from a counter field of the tenants hash (a tenant's
+-- load "l:ID" or unfinished tasks "n:ID"; "l:" for untenanted tasks). A
+-- counter back at 0 is deleted: the hash holds the capacities, and
+-- counters only while they count something, so a queue with no tenant
+-- and nothing in flight has no tenants hash.
+local function lower(field, d)
+  if redis.call('HINCRBY', K_TEN, field, -d) <= 0 then redis.call('HDEL', K_TEN, field) end
+end
+
+-- uncount takes n tasks (finished, or withdrawn) off the unfinished
+-- count; at 0 the key is deleted, so a queue with nothing unfinished
+-- keeps no count (readers take a missing count for 0).
+local function uncount(n)
+  if redis.call('INCRBY', K_COUNT, -n) <= 0 then redis.call('DEL', K_COUNT) end
+end
+
 -- readyKey is the list of a tenant's waiting tasks.
 local function readyKey(ten)
   if ten == '' then return K_READY end
@@ -136,7 +154,7 @@ end
 -- unload takes d from a tenant's load; a parked tenant gets its turn
 -- back (take parks it again if it is still at capacity).
 local function unload(ten, d)
-  redis.call('HINCRBY', K_TEN, 'l:' .. ten, -d)
+  lower('l:' .. ten, d)
   if redis.call('SREM', K_PARKED, ten) == 1 then
     redis.call('RPUSH', K_TURNS, ten)
     wake()
@@ -170,7 +188,7 @@ local notes, nfinished = {}, 0
 local cancelRest
 local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
   if ten and ten ~= '' then
-    redis.call('HINCRBY', K_TEN, 'n:' .. ten, -1)
+    lower('n:' .. ten, 1)
     settle(ten)
   end
   local b = redis.call('HGET', tk, 'b')
@@ -243,7 +261,7 @@ end
 -- flush counts the finished tasks out and sends each submitting process
 -- one message with its outcomes (see Queue.outcomeMessage).
 local function flush()
-  if nfinished > 0 then redis.call('INCRBY', K_COUNT, -nfinished) end
+  if nfinished > 0 then uncount(nfinished) end
   for sub, n in pairs(notes) do
     redis.call('PUBLISH', P_CHAN .. 'done:' .. sub, table.concat(n))
   end
@@ -509,39 +527,6 @@ if again then wake() end
 return out
 `)
 
-// registerScript registers a process (keep-alive and record) and settles
-// the queue-wide settings it must use, in one call: see settings.go.
-//
-//	ARGV[4] process, ARGV[5] record (JSON), then per setting (ttl_ms,
-//	max_queued, max_dead): name, the process's value, "1" if it set it
-//	explicitly
-//
-// Returns {"OK", fresh, name, value, ...} (fresh is 1 when the queue had
-// no settings: new, or Redis lost them) or {"MISMATCH", name, stored,
-// the process's value}.
-var registerScript = redis.NewScript(prelude + `
-local t = now()
-local fresh = redis.call('EXISTS', K_SETTINGS) == 0
-local live = #redis.call('ZRANGEBYSCORE', K_ALIVE, '(' .. t, '+inf', 'LIMIT', 0, 1) > 0
-local out = {'OK', fresh and 1 or 0}
-for i = 6, #ARGV, 3 do
-  local name, mine, explicit = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1'
-  local stored = redis.call('HGET', K_SETTINGS, name)
-  local use = mine
-  if stored and live then
-    if explicit and stored ~= mine then return {'MISMATCH', name, stored, mine} end
-    use = stored
-  end
-  out[#out + 1] = name
-  out[#out + 1] = use
-end
-for i = 3, #out, 2 do redis.call('HSET', K_SETTINGS, out[i], out[i + 1]) end
-local ttl = tonumber(redis.call('HGET', K_SETTINGS, 'ttl_ms'))
-redis.call('ZADD', K_ALIVE, t + ttl, ARGV[4])
-redis.call('HSET', K_PROCS, ARGV[4], ARGV[5])
-return out
-`)
-
 // keepAliveScript extends a process's lease by ARGV[5] ms and stores its
 // record, unless it was declared dead meanwhile. It also answers a drain
 // request (drainScript): the process's request stays until the process
@@ -689,9 +674,11 @@ return back
 
 // withdrawScript takes back a task whose Submit failed after Redis may
 // have received it: it records the Submit's nonce as withdrawn (kept for
-// withdrawnTTL), so that the Submit is refused if it reaches Redis later;
-// a task it queued already is deleted as if never submitted, unless a
-// worker took it, which is then cancelled (it may have run).
+// withdrawnTTL; the withdrawn set expires withdrawnTTL after the last
+// withdrawal), so that the Submit is refused if it reaches Redis later;
+// a task it queued already is deleted as if never submitted (a batch left
+// with no task goes with it), unless a worker took it, which is then
+// cancelled (it may have run).
 //
 //	ARGV[4] id, ARGV[5] the Submit's nonce, ARGV[6] withdrawnTTL (ms)
 //
@@ -701,23 +688,34 @@ local id, nonce = ARGV[4], ARGV[5]
 local t = now()
 redis.call('ZADD', K_WITHDRAWN, t, nonce)
 redis.call('ZREMRANGEBYSCORE', K_WITHDRAWN, '-inf', t - tonumber(ARGV[6]))
+-- Every nonce in it is forgotten by then.
+redis.call('PEXPIRE', K_WITHDRAWN, ARGV[6])
 local tk = P_TASK .. id
-local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten', 'b')
+local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten', 'b', 'ret')
 if not f[1] or f[2] ~= nonce then return 'ABSENT' end
 if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
   local ten = f[4] or ''
   if f[1] == 'waiting' then unready(ten, id) end
   if f[5] and f[5] ~= '' then
-    -- Never part of its batch.
-    redis.call('HINCRBY', P_BATCH .. f[5], 'n', -1)
-    redis.call('LREM', P_BTASKS .. f[5], 1, id)
+    -- Never part of its batch. A batch left with no task goes; one
+    -- whose other tasks have all finished is kept as long as an outcome
+    -- (as finish does when its last task finishes).
+    local bk, bt = P_BATCH .. f[5], P_BTASKS .. f[5]
+    redis.call('LREM', bt, 1, id)
+    local n = redis.call('HINCRBY', bk, 'n', -1)
+    if n <= 0 then
+      redis.call('DEL', bk, bt)
+    elseif tonumber(redis.call('HGET', bk, 'done') or '0') >= n then
+      redis.call('PEXPIRE', bk, f[6] or ARGV[6])
+      redis.call('PEXPIRE', bt, f[6] or ARGV[6])
+    end
   end
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_RETRY, id)
   redis.call('DEL', tk)
-  redis.call('DECR', K_COUNT)
+  uncount(1)
   if ten ~= '' then
-    redis.call('HINCRBY', K_TEN, 'n:' .. ten, -1)
+    lower('n:' .. ten, 1)
     settle(ten)
   end
   return 'WITHDRAWN'

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/backoff"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
@@ -17,16 +18,21 @@ import (
 // by a crash, a pause longer than the TTL or a lost reply runs again.
 //
 // Concurrent Submits of a process are queued in batches, one script call
-// each, by a few submitter goroutines.
+// each, by a few submitter goroutines. A Submit stops waiting as soon as
+// its ctx ends; the call of its batch serves other Submits too, so it is
+// bounded by WithCallTimeout (5s by default), not by any one ctx.
 //
 // Errors: ErrInvalidOption (a bad option), ErrPayloadTooLarge,
 // ErrDuplicateTask (WithTaskID of a task the queue still knows),
-// ErrUnknownTenant (WithTenant of a tenant not registered), ErrQueueFull, ErrClosed, or the Redis or ctx error of the call. A
-// Submit that fails does not queue its task: when the failure came after
-// Redis may have received it (a lost reply, ctx ending meanwhile), the
-// Submit is withdrawn in the background until Redis answers, and if it
-// reaches Redis after its withdrawal (held up in a frozen server), it is
-// refused there. The limit: a worker that takes the task between the
+// ErrUnknownTenant (WithTenant of a tenant not registered), ErrQueueFull,
+// ErrClosed, ctx.Err() when ctx ends first, ErrRedisTimeout when Redis
+// did not answer the call within WithCallTimeout (it does not match
+// context.DeadlineExceeded: ctx did not end), or another Redis error of
+// the call. A Submit that fails does not queue its task: when the
+// failure came after Redis may have received it (a lost reply, a
+// timeout, ctx ending meanwhile), the Submit is withdrawn in the
+// background until Redis answers, and if it reaches Redis after its
+// withdrawal (held up in a frozen server), it is refused there. The limit: a worker that takes the task between the
 // Submit reaching Redis and its withdrawal runs it (it is cancelled if
 // still running, and the log says so at WARN). That takes an instant
 // while Redis runs, but may happen when Redis dies after receiving the
@@ -184,8 +190,12 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 		args = append(args, r.f.id, r.payload, r.sc.maxAttempts, r.sc.timeout.Milliseconds(),
 			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce, r.sc.tenant, r.sc.batch, r.sc.policy.code())
 	}
-	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+	// The call serves every Submit of the batch, each with its own ctx:
+	// WithCallTimeout bounds it, and a Submit whose ctx ends first stops
+	// waiting on its own (and withdraws its task).
+	cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
 	res, err := script.Run(cctx, q.rdb, submitScript, "queue: submit", q.lay.common(), args...)
+	err = q.redisTimeout(cctx, "submit", err)
 	cancel()
 	out, _ := res.([]any)
 	if err == nil && len(out) != len(taken) {
@@ -244,7 +254,7 @@ func (q *Queue) withdraw(r *submitReq) {
 		ctx := q.withdrawals.Context()
 		bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 		for fails := 0; ; fails++ {
-			cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+			cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
 			res, err := script.Run(cctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", q.lay.common(),
 				q.lay.commonArgs(f.id, r.nonce, withdrawnTTL.Milliseconds())...)
 			cancel()

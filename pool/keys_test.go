@@ -1,0 +1,70 @@
+package pool
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/rmap"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Once every node of a pool has closed, the pool is dormant, not gone:
+// it keeps exactly the keys the README lists ("What stays in Redis"):
+// its settings, counters and slot table, the maps' revisions, the job
+// stream with its routers' group, and the jobs that wait for the next
+// worker. Shutdown deletes every one of them. (A guard: the pool left
+// nothing else before either; the queue did, see queue/keys_test.go.)
+func TestAClosedPoolKeepsOnlyWhatTheREADMELists(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	full := addNode(t, srv.Client(), name)
+	other := addNode(t, srv.NewClient(), name)
+	client := addNode(t, srv.NewClient(), name, WithClientOnly())
+	rec := newRecorder()
+	addWorkers(t, full, rec, 2)
+	addWorkers(t, other, rec, 1)
+	for i := range 5 {
+		require.NoError(t, client.DispatchJob(ctx, keyN(i), nil))
+	}
+	require.NoError(t, client.NotifyWorker(ctx, keyN(0), []byte("n")))
+	for i := range 4 {
+		require.NoError(t, client.StopJob(ctx, keyN(i)))
+	}
+	// keyN(4) still runs: it waits in the pool for the next worker.
+	for _, n := range []*Node{full, other, client} {
+		require.NoError(t, n.Close(ctx))
+	}
+	lay := full.lay
+	dormant := []string{
+		lay.settings, lay.counters, lay.slots, lay.slotsRev, workersRev(t, name), lay.jobStream,
+		lay.jobs, lay.payloads,
+	}
+	var left []string
+	require.Eventually(t, func() bool {
+		// The janitor's recoveries are kept too, when it recovered
+		// something (a keep-alive late on a loaded machine).
+		left = slices.DeleteFunc(redistest.Keys(t, srv.Client(), "*{"+name+"}*"), func(k string) bool { return k == lay.recovery })
+		return assert.ObjectsAreEqual(slices.Sorted(slices.Values(dormant)), left)
+	}, 10*time.Second, 20*time.Millisecond, "left %v, want %v", &left, slices.Sorted(slices.Values(dormant)))
+	jobs, err := srv.Client().HKeys(ctx, lay.jobs).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []string{keyN(4)}, jobs, "only the job that waits for a worker is kept")
+
+	last := addNode(t, srv.Client(), name, WithClientOnly())
+	require.NoError(t, last.Shutdown(ctx))
+	assert.Empty(t, redistest.Keys(t, srv.Client(), "*{"+name+"}*"), "Shutdown left keys")
+	require.NoError(t, last.Close(context.Background()))
+}
+
+// workersRev is the revision hash of the pool's workers map.
+func workersRev(t *testing.T, pool string) string {
+	t.Helper()
+	l, err := rmap.KeysOf(pool, workersMap)
+	require.NoError(t, err)
+	return l.Rev
+}
