@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/limit"
 )
@@ -266,7 +267,7 @@ func (n *Node) admitLoop() {
 // "WITHDRAWN". The bound counts only jobs waiting in the job stream: a
 // routed job does not wait there.
 var admitRouteScript = redis.NewScript(prelude + `
-if redis.call("HEXISTS", KEYS[8], ARGV[2]) == 1 then return "WITHDRAWN" end
+if withdrawn(KEYS[8], ARGV[2]) then return "WITHDRAWN" end
 if redis.call("HEXISTS", KEYS[4], "shutdown") == 1 then return "SHUTDOWN" end
 if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then return "EXISTS" end
 local now = now_ms()
@@ -299,70 +300,27 @@ func (n *Node) withdrawLater(key, nonce string) {
 
 // withdraw makes sure that the job of a failed DispatchJob does not run:
 // it records the dispatch's nonce as withdrawn, so that its admission is
-// refused if it reaches Redis later, and stops the job if it was admitted.
-// It retries until Redis answers or ctx ends (Close gave up waiting).
+// refused if it reaches Redis later, and stops the job if it was admitted
+// (member.Withdraw: until Redis answers or ctx ends, Close gave up
+// waiting).
 func (n *Node) withdraw(ctx context.Context, key, nonce string) {
-	wait := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		_, err := n.sendRequest(actx, opStop, key, nonce, noReply, noReply, nil)
-		cancel()
-		if err == nil {
-			if attempt > 1 {
-				n.logger.Info("withdrew a failed dispatch", slog.String("key", key), slog.Int("attempts", attempt))
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			n.logger.Error("withdrawing a failed dispatch was abandoned before Redis answered; the job may run",
-				slog.String("key", key), slog.Any("error", err))
-			return
-		}
-		if attempt == 1 {
+	tries, err := member.Withdraw(ctx, loopCallTimeout, func(ctx context.Context) error {
+		_, err := n.sendRequest(ctx, opStop, key, nonce, noReply, noReply, nil)
+		return err
+	}, func(tries int, err error) {
+		if tries == 1 {
 			n.logger.Warn("withdrawing a failed dispatch: Redis did not answer; retrying until it does",
 				slog.String("key", key), slog.Any("error", err))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-		wait = min(2*wait, 2*time.Second)
+	})
+	switch {
+	case err != nil:
+		n.logger.Error("withdrawing a failed dispatch was abandoned before Redis answered; the job may run",
+			slog.String("key", key), slog.Any("error", err))
+	case tries > 1:
+		n.logger.Info("withdrew a failed dispatch", slog.String("key", key), slog.Int("attempts", tries))
 	}
 }
-
-// withdrawnTTL is how long the pool remembers a withdrawn DispatchJob: an
-// admission that reaches Redis later than that (held up in a frozen
-// Redis's or a slow network's buffers for ten minutes) would run.
-const withdrawnTTL = 10 * time.Minute
-
-// pruneWithdrawn forgets withdrawn dispatches older than withdrawnTTL.
-func (n *Node) pruneWithdrawn(ctx context.Context) {
-	if _, err := n.run(ctx, pruneWithdrawnScript, "prune withdrawn", []string{n.lay.withdrawn}, withdrawnTTL.Milliseconds()); err != nil {
-		n.logger.Warn("pruning withdrawn dispatches failed", slog.Any("error", err))
-	}
-}
-
-// pruneWithdrawnScript forgets withdrawn dispatches older than the
-// given age: their admissions can no longer arrive.
-//
-//	KEYS[1] withdrawn dispatches
-//	ARGV[1] age in ms
-//
-// Returns the number forgotten.
-var pruneWithdrawnScript = redis.NewScript(`
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n = 0
-local all = redis.call("HGETALL", KEYS[1])
-for i = 1, #all, 2 do
-  if now - tonumber(all[i + 1]) > tonumber(ARGV[1]) then
-    redis.call("HDEL", KEYS[1], all[i]); n = n + 1
-  end
-end
-return n
-`)
 
 // permit is a DispatchJob's place within WithDispatchLimit: what its
 // admission tells the limit, reported when the call returns.

@@ -51,7 +51,7 @@ func TestFailedDispatchesDuringAFrozenRedisNeverRun(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	// Every withdrawal settles: it recorded its dispatch as withdrawn.
 	require.Eventually(t, func() bool {
-		n, err := rdb.HLen(ctx, n.lay.withdrawn).Result()
+		n, err := rdb.ZCard(ctx, n.lay.withdrawn).Result()
 		return err == nil && n == int64(len(keys))
 	}, 20*time.Second, 20*time.Millisecond, "the withdrawals did not settle after the thaw")
 	// Nothing runs, and nothing is recorded, and it stays so.
@@ -182,7 +182,7 @@ func TestLateAdmissionOfAFailedDispatchIsRefused(t *testing.T) {
 
 	tctx := testCtx(t, 20*time.Second)
 	require.Eventually(t, func() bool {
-		n, err := rdb.HLen(tctx, n.lay.withdrawn).Result()
+		n, err := rdb.ZCard(tctx, n.lay.withdrawn).Result()
 		return err == nil && n == 1
 	}, 10*time.Second, 10*time.Millisecond, "the withdrawal did not settle")
 	// Now the admission arrives.

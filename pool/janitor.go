@@ -50,7 +50,6 @@ func (n *Node) janitorLoop() {
 			var recovered int64
 			if len(reaped) > 0 || time.Since(lastRecover) >= n.cfg.recoverEvery() {
 				recovered = n.recoverJobs(ctx)
-				n.pruneWithdrawn(ctx)
 				lastRecover = time.Now()
 			}
 			if len(reaped) > 0 || recovered > 0 {

@@ -38,7 +38,7 @@ type layout struct {
 	janitor   string // string: the janitor lease
 	settings  string // hash: the pool-wide settings (settings.go)
 	nodes     string // hash: node id → node record (JSON)
-	withdrawn string // hash: nonce of a withdrawn DispatchJob → when (ms)
+	withdrawn string // zset: nonces of withdrawn DispatchJobs by when (ms): the ledger (member.Withdraw)
 	counters  string // hash: counter name (counter* in wire.go) → count
 	recovery  string // list: the janitor's latest recoveries (JSON), newest first
 	jobStream string // the job stream's key
@@ -88,7 +88,7 @@ func newLayout(pool string) (layout, error) {
 		janitor:   s.Key(keys.KindPool, "janitor"),
 		settings:  s.Key(keys.KindPool, "settings"),
 		nodes:     s.Key(keys.KindPool, "nodes"),
-		withdrawn: s.Key(keys.KindPool, "withdrawn"),
+		withdrawn: s.Key(keys.KindPool, "withdrawals"), // a hash named "withdrawn" before the ledger was a zset
 		counters:  s.Key(keys.KindPool, "counters"),
 		recovery:  s.Key(keys.KindPool, "recoveries"),
 		jobStream: s.Key(keys.KindStream, jobStreamName),

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/streamfields"
 	"github.com/shepherd-go/shepherd/rmap"
 	"github.com/shepherd-go/shepherd/streaming"
@@ -133,19 +134,20 @@ func sentTo(res any) (worker string, sent bool) {
 
 // stopScript starts stopping a job (StopJob), or withdraws the job of a
 // DispatchJob whose caller gave up. A withdrawal names the dispatch's
-// nonce and records it in the withdrawn hash, so that the admission, if it
-// has not reached Redis yet, is refused when it does. The caller read the
+// nonce and records it in the withdrawn ledger (member.Withdraw), so that
+// the admission, if it has not reached Redis yet, is refused when it does. The caller read the
 // job's record first, to declare the streams the script may write to; if
 // the record changed since (its worker or its waiting dispatcher), the
 // script does nothing and asks for another try.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] withdrawn
-//	dispatches, KEYS[5] the stream of the worker read (a placeholder for
+//	dispatches (the ledger), KEYS[5] the stream of the worker read (a placeholder for
 //	none), KEYS[6] the stream of the waiting dispatcher read (a
 //	placeholder for none)
 //	ARGV[1..3] job ref (nonce "" for any: StopJob; generation read, -1
 //	when none), ARGV[4] worker read ("" for none), ARGV[5] dispatcher node
-//	read (noReply for none), ARGV[6] reply node, ARGV[7] request id
+//	read (noReply for none), ARGV[6] reply node, ARGV[7] request id,
+//	ARGV[8] how long the ledger keeps a withdrawal (ms)
 //
 // Returns "NOTFOUND"; "RETRY" (read again); "DELETED" when no worker runs
 // the job (it was queued or its worker is gone): done, and a DispatchJob
@@ -155,7 +157,7 @@ func sentTo(res any) (worker string, sent bool) {
 // newline ("node request"), for the worker to answer it too.
 var stopScript = redis.NewScript(prelude + `
 local withdrawal = ARGV[2] ~= ""
-if withdrawal then redis.call("HSET", KEYS[4], ARGV[2], now_ms()) end
+if withdrawal then withdraw(KEYS[4], ARGV[2], now_ms(), ARGV[8]) end
 local key, r = job(1)
 if not r then
   local cur = getrec(key)
@@ -235,7 +237,7 @@ func (n *Node) sendRequest(ctx context.Context, op, key, nonce, replyTo, reqID s
 			res, err = n.run(ctx, stopScript, op,
 				[]string{n.lay.jobs, n.lay.payloads, n.lay.workers, n.lay.withdrawn,
 					n.streamOf(n.lay.wprefix, worker), n.streamOf(n.lay.nprefix, disp)},
-				append(ref(nil, key, nonce, gen), worker, disp, replyTo, reqID)...)
+				append(ref(nil, key, nonce, gen), worker, disp, replyTo, reqID, member.WithdrawnTTL.Milliseconds())...)
 		}
 		if err != nil || res != "RETRY" {
 			return res, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
 )
 
 // Pool-wide settings act on the whole pool, not on one node: WorkerTTL
@@ -47,8 +48,11 @@ type nodeRecord struct {
 }
 
 // settingsScript registers a joining node (its keep-alive and its record)
-// and settles the pool-wide settings it will use, in one call, so that
-// two nodes joining at once cannot both find the pool dormant.
+// and settles the pool-wide settings it will use (member.Setting's rule,
+// the settle Lua helper), in one call, so that two nodes joining at once
+// cannot both find the pool dormant. A full node is live while its
+// keep-alive is within the stored WorkerTTL; a client-only node adopts
+// and writes nothing.
 //
 //	KEYS[1] settings, KEYS[2] alive, KEYS[3] node records
 //	ARGV[1] node id, ARGV[2] node record (JSON), ARGV[3] "1" for a
@@ -59,41 +63,23 @@ type nodeRecord struct {
 // {"MISMATCH", name, stored value, the node's value} when the node set a
 // setting explicitly to another value than the pool's while another full
 // node is live (nothing is written then).
-var settingsScript = redis.NewScript(`
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+var settingsScript = redis.NewScript(member.Lua + `
+local now = now_ms()
 local client = ARGV[3] == "1"
-local stored = {}
-local all = redis.call("HGETALL", KEYS[1])
-for i = 1, #all, 2 do stored[all[i]] = all[i + 1] end
-local ttl = tonumber(stored["` + settingWorkerTTL + `"])
+local ttl = tonumber(redis.call("HGET", KEYS[1], "` + settingWorkerTTL + `"))
 local live = false
 if ttl then
   local recs = redis.call("HGETALL", KEYS[3])
   for i = 1, #recs, 2 do
-    if recs[i] ~= ARGV[1] and not cjson.decode(recs[i + 1]).client then
-      local seen = redis.call("HGET", KEYS[2], "n:" .. recs[i])
-      if seen and now - tonumber(seen) <= ttl then live = true end
+    if recs[i] ~= ARGV[1] and not cjson.decode(recs[i + 1]).client
+      and not lapsed(redis.call("HGET", KEYS[2], "n:" .. recs[i]), now, ttl) then
+      live = true
     end
   end
 end
-local out = {"OK"}
-local write = {}
-for i = 4, #ARGV, 3 do
-  local name, value, explicit = ARGV[i], ARGV[i + 1], ARGV[i + 2] == "1"
-  local use = stored[name]
-  if not use then
-    use = value
-    if not client then write[#write + 1] = name; write[#write + 1] = value end
-  elseif explicit and value ~= use and not client then
-    if live then return {"MISMATCH", name, use, value} end
-    use = value
-    write[#write + 1] = name; write[#write + 1] = value
-  end
-  out[#out + 1] = name; out[#out + 1] = use
-end
-if #write > 0 then redis.call("HSET", KEYS[1], unpack(write)) end
-redis.call("HSET", KEYS[2], "n:" .. ARGV[1], now)
+local out = settle(KEYS[1], live, client, 4)
+if out[1] ~= "OK" then return out end
+seen(KEYS[2], "n:" .. ARGV[1], now)
 redis.call("HSET", KEYS[3], ARGV[1], ARGV[2])
 return out
 `)
@@ -114,24 +100,29 @@ func (n *Node) settle(ctx context.Context, rejoin bool) error {
 		}
 		return "0"
 	}
-	args := []any{n.id, string(rec), flag(n.cfg.clientOnly),
-		settingWorkerTTL, n.cfg.workerTTL.Milliseconds(), flag(rejoin || n.cfg.set.workerTTL),
-		settingPendingJobTTL, n.cfg.pendingJobTTL.Milliseconds(), flag(rejoin || n.cfg.set.pendingJobTTL),
-		settingMaxQueuedJobs, n.cfg.maxQueuedJobs, flag(rejoin || n.cfg.set.maxQueuedJobs),
-	}
+	args := member.SettleArgs([]any{n.id, string(rec), flag(n.cfg.clientOnly)},
+		member.Setting{Name: settingWorkerTTL, Value: strconv.FormatInt(n.cfg.workerTTL.Milliseconds(), 10), Explicit: rejoin || n.cfg.set.workerTTL},
+		member.Setting{Name: settingPendingJobTTL, Value: strconv.FormatInt(n.cfg.pendingJobTTL.Milliseconds(), 10), Explicit: rejoin || n.cfg.set.pendingJobTTL},
+		member.Setting{Name: settingMaxQueuedJobs, Value: strconv.Itoa(n.cfg.maxQueuedJobs), Explicit: rejoin || n.cfg.set.maxQueuedJobs},
+	)
 	res, err := n.run(ctx, settingsScript, "settings", []string{n.lay.settings, n.lay.alive, n.lay.nodes}, args...)
 	if err != nil {
 		return err
 	}
 	out, _ := res.([]any)
-	if len(out) == 0 {
-		return fmt.Errorf("pool: settings: unexpected reply %v", res)
+	use, mm, err := member.Settled(out)
+	if err != nil {
+		return fmt.Errorf("pool: settings: %w", err)
 	}
-	if out[0] == "MISMATCH" && len(out) == 4 {
+	if mm != nil {
 		return fmt.Errorf("%w: %s: this node sets %v but the pool uses %v (the pool's settings change only while no other full node is live)",
-			ErrInvalidOption, settingName(fmt.Sprint(out[1])), settingValue(fmt.Sprint(out[1]), fmt.Sprint(out[3])), settingValue(fmt.Sprint(out[1]), fmt.Sprint(out[2])))
+			ErrInvalidOption, settingName(mm.Name), settingValue(mm.Name, mm.Mine), settingValue(mm.Name, mm.Stored))
 	}
-	s, err := parseSettings(out[1:])
+	pairs := make([]any, 0, 2*len(use))
+	for name, v := range use {
+		pairs = append(pairs, name, v)
+	}
+	s, err := parseSettings(pairs)
 	if err != nil {
 		return err
 	}

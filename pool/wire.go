@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/streamfields"
 	"github.com/shepherd-go/shepherd/rmap"
 )
@@ -149,12 +150,13 @@ func ref(args []any, key, nonce string, gen int64) []any {
 	return append(args, key, nonce, gen)
 }
 
-// prelude is prepended to every script that edits job records. KEYS[1]
+// prelude is prepended to every script that edits job records, after the
+// membership helpers (member.Lua: now_ms, lapsed, withdraw...). KEYS[1]
 // must be the jobs hash and KEYS[2] the payloads hash. Every other key a
 // script touches is declared in its KEYS too, including the streams of
 // nodes it answers (a script that may answer nobody gets a placeholder
 // key of the pool).
-var prelude = fmt.Sprintf(`
+var prelude = member.Lua + fmt.Sprintf(`
 local FE, FT, FP = %q, %q, %q
 local EV_START, EV_STOP, EV_NOTIFY, EV_REPLY = %q, %q, %q, %q
 local S_QUEUED, S_ROUTED, S_CLAIMED, S_RUNNING, S_STOPPING = %q, %q, %q, %q, %q
@@ -163,10 +165,6 @@ local REV_FIELD = %q
 local REPLY_OK, REPLY_START_FAILED, REPLY_STOPPED = %q, %q, %q
 local STOPPED_BEFORE_START = %q
 local C_STARTED, C_STARTS_FAILED, C_RECOVERED = %q, %q, %q
-local function now_ms()
-  local t = redis.call("TIME")
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 local function getrec(key)
   local raw = redis.call("HGET", KEYS[1], key)
   if not raw then return nil end

@@ -15,6 +15,14 @@ package member
 //	                           had no keep-alive there
 //	lapsed(at, now, ttl)       whether a keep-alive recorded at at (ms, or
 //	                           nil for none) is older than ttl ms at now
+//	settle(key, live, adopt_only, from)
+//	                           settles the unit-wide settings of a joining
+//	                           member (see Settle)
+//	withdraw(key, nonce, now, ttl)
+//	                           records a failed call's nonce as withdrawn
+//	                           for ttl ms (see Withdraw)
+//	withdrawn(key, nonce)      whether a call's nonce was withdrawn: its
+//	                           work must be refused
 const Lua = `
 local function now_ms()
   local t = redis.call("TIME")
@@ -43,5 +51,29 @@ local function seen(key, id, now)
 end
 local function lapsed(at, now, ttl)
   return not at or now - tonumber(at) > tonumber(ttl)
+end
+local function settle(key, live, adopt_only, from)
+  local out, write = {"OK"}, {}
+  for i = from, #ARGV, 3 do
+    local name, mine, explicit = ARGV[i], ARGV[i + 1], ARGV[i + 2] == "1"
+    local use = redis.call("HGET", key, name)
+    if not use or (explicit and use ~= mine and not live and not adopt_only) then
+      use = mine
+      if not adopt_only then write[#write + 1] = name; write[#write + 1] = mine end
+    elseif explicit and use ~= mine and not adopt_only then
+      return {"MISMATCH", name, use, mine}
+    end
+    out[#out + 1] = name; out[#out + 1] = use
+  end
+  if #write > 0 then redis.call("HSET", key, unpack(write)) end
+  return out
+end
+local function withdraw(key, nonce, now, ttl)
+  redis.call("ZADD", key, now, nonce)
+  redis.call("ZREMRANGEBYSCORE", key, "-inf", now - tonumber(ttl))
+  redis.call("PEXPIRE", key, ttl)
+end
+local function withdrawn(key, nonce)
+  return redis.call("ZSCORE", key, nonce) ~= false
 end
 `
