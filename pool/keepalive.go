@@ -4,30 +4,22 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/member"
 )
 
+// keepAliveLoop keeps the node and its workers alive every WorkerTTL/3
+// (member.KeepAlive).
 func (n *Node) keepAliveLoop() {
-	t := time.NewTicker(n.cfg.keepAliveEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
+	member.KeepAlive(n.ctx, n.cfg.keepAliveEvery(), nil, func(ctx context.Context) {
 		if n.test.keepAlivePaused.Load() {
-			continue
+			return
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.keepAliveEvery())
 		if _, err := n.keepAlive(ctx); err != nil && n.ctx.Err() == nil {
 			n.logger.Warn("keep-alive failed", slog.Any("error", err))
 		}
-		cancel()
-	}
+	})
 }
 
 // keepAlive records the node's and its workers' keep-alives and tells the
@@ -61,23 +53,27 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 			w.declaredDead()
 		}
 	}
-	switch out[1] {
-	case "revived":
+	st, err := member.ParseStanding(out[1])
+	if err != nil {
+		return false, err
+	}
+	switch st {
+	case member.Revived:
 		n.logger.Warn("this node was declared dead (no keep-alive for longer than WorkerTTL: paused or cut off); it rejoins, and its waiting calls check their jobs")
 		n.metrics.add(ctx, n.metrics.revived, 1)
-	case "lost":
+	case member.Lost:
 		n.logger.Error("pool state lost (Redis restarted empty): every job, worker and setting of the pool is gone; this node rejoins")
 		n.metrics.add(ctx, n.metrics.stateLost, 1)
 	}
 	// A node that is stopping does not register again: after a Shutdown
 	// deleted the pool, that would bring some of its keys back.
-	if out[1] != "ok" && n.errClosed() == nil {
+	if st != member.OK && n.errClosed() == nil {
 		// Register again (the record went with the keep-alive) and, if
 		// Redis lost them, store the pool's settings again.
 		if err := n.settle(ctx, true); err != nil {
 			n.logger.Error("rejoining the pool", slog.Any("error", err))
 		}
-		n.resync(ctx, out[1] == "lost")
+		n.resync(ctx, st == member.Lost)
 	}
 	return out[0] == "1", nil
 }
@@ -98,10 +94,8 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 // "lost" (the pool's settings were gone too: Redis lost the pool's state).
 var keepAliveScript = redis.NewScript(member.Lua + `
 local now = now_ms()
-local out = {redis.call("HEXISTS", KEYS[3], "shutdown") == 1 and "1" or "0", "ok"}
-if seen(KEYS[1], "n:" .. ARGV[1], now) then
-  out[2] = redis.call("EXISTS", KEYS[5]) == 1 and "revived" or "lost"
-end
+local out = {redis.call("HEXISTS", KEYS[3], "shutdown") == 1 and "1" or "0",
+  standing(KEYS[1], "n:" .. ARGV[1], KEYS[5], now)}
 if redis.call("EXISTS", KEYS[4]) == 0 then
   local id = redis.call("XADD", KEYS[4], "*", "init", "1")
   redis.call("XDEL", KEYS[4], id)

@@ -98,3 +98,62 @@ func TestLuaHelpers(t *testing.T) {
 		int64(1), int64(0), // lease_drop: by another keeps it, by me drops it
 	}, res)
 }
+
+var standingScript = redis.NewScript(Lua + `
+local now = now_ms()
+local out = {}
+out[#out + 1] = renew(KEYS[1], "m", now) and 1 or 0
+out[#out + 1] = standing(KEYS[1], "m", KEYS[2], now)
+out[#out + 1] = renew(KEYS[1], "m", now) and 1 or 0
+out[#out + 1] = standing(KEYS[1], "m", KEYS[2], now)
+redis.call("HDEL", KEYS[1], "m") -- declared dead
+redis.call("SET", KEYS[2], "settings")
+out[#out + 1] = standing(KEYS[1], "m", KEYS[2], now)
+return out
+`)
+
+func TestKeepAliveStandings(t *testing.T) {
+	t.Parallel()
+	tag := "{" + redistest.Name(t) + "}"
+	res, err := standingScript.Run(testCtx(t), srv.Client(), []string{tag + ":alive", tag + ":unit"}).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []any{
+		int64(0), // renew does not bring back a member without a keep-alive
+		"lost",   // no keep-alive and no unit: Redis lost the unit
+		int64(1), // renewed
+		"ok",
+		"revived", // declared dead while the unit lives
+	}, res)
+	for _, s := range []string{"ok", "revived", "lost"} {
+		st, err := ParseStanding(s)
+		require.NoError(t, err)
+		assert.Equal(t, s, st.String())
+	}
+	_, err = ParseStanding("GONE")
+	assert.Error(t, err)
+}
+
+func TestKeepAliveBeatsAndStops(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	kick := make(chan struct{}, 1)
+	kick <- struct{}{}
+	beats := make(chan time.Duration, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		KeepAlive(ctx, time.Hour, kick, func(bctx context.Context) {
+			d, ok := bctx.Deadline()
+			assert.True(t, ok, "a beat's ctx is bounded")
+			beats <- time.Until(d)
+		})
+	}()
+	select {
+	case d := <-beats:
+		assert.LessOrEqual(t, d, time.Hour, "a kick beats at once, bounded by the interval")
+	case <-time.After(5 * time.Second):
+		t.Fatal("a kick did not beat")
+	}
+	cancel()
+	<-done
+}

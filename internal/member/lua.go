@@ -13,6 +13,14 @@ package member
 //	seen(key, id, now)         records a keep-alive: id was alive at now
 //	                           (ms) in the hash at key; returns whether id
 //	                           had no keep-alive there
+//	renew(key, id, now)        records a keep-alive only if id has one
+//	                           (it was not declared dead); returns
+//	                           whether it had
+//	standing(key, id, unit, now)
+//	                           records a keep-alive and returns the
+//	                           member's Standing: "ok", "revived" (it had
+//	                           none: declared dead) or "lost" (the unit's
+//	                           key unit is gone too: Redis lost the unit)
 //	lapsed(at, now, ttl)       whether a keep-alive recorded at at (ms, or
 //	                           nil for none) is older than ttl ms at now
 //	settle(key, live, adopt_only, from)
@@ -48,6 +56,16 @@ local function lease_drop(key, who)
 end
 local function seen(key, id, now)
   return redis.call("HSET", key, id, now) == 1
+end
+local function renew(key, id, now)
+  if redis.call("HEXISTS", key, id) == 0 then return false end
+  redis.call("HSET", key, id, now)
+  return true
+end
+local function standing(key, id, unit, now)
+  if not seen(key, id, now) then return "ok" end
+  if redis.call("EXISTS", unit) == 1 then return "revived" end
+  return "lost"
 end
 local function lapsed(at, now, ttl)
   return not at or now - tonumber(at) > tonumber(ttl)
