@@ -90,7 +90,8 @@ package pool
 //	runs.go          every Start and Stop call, fenced by run on the node
 //	worker_move.go   rebalance, hand-over (release), revival
 //	worker_leave.go  RemoveWorker
-//	request.go       StopJob, NotifyWorker, answers and waiting calls
+//	request.go       StopJob, NotifyWorker: their scripts, sent to the owner
+//	reply.go         answers: waiting calls, the reply loop, resync
 //	keepalive.go     keep-alives, and rejoining after being declared dead
 //	janitor.go       the janitor: its lease, dead workers and nodes, dead
 //	                 routers' events
