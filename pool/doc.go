@@ -93,8 +93,7 @@ package pool
 //	request.go       StopJob, NotifyWorker: their scripts, sent to the owner
 //	reply.go         answers: waiting calls, the reply loop, resync
 //	keepalive.go     keep-alives, and rejoining after being declared dead
-//	janitor.go       the janitor: its lease, dead workers and nodes, dead
-//	                 routers' events
+//	janitor.go       the janitor: its lease, dead workers and nodes
 //	recover.go       recovery of dead workers' jobs and of stuck starts
 //	inbox.go         reading the workers' streams
 //	wire.go          the record, states, events, header, reply codes and
@@ -112,13 +111,17 @@ package pool
 // call.
 //
 // Liveness, not fixed graces, decides when a paused or cut-off process
-// loses its work. A frozen router's blocked XREADGROUP stays registered at
+// loses its work. Membership is one layer (internal/member): a node's
+// keep-alive, its three outcomes (ok, revived, lost), the settings rule,
+// the janitor's lease and the withdrawn ledger are the same for the queue. A frozen router's blocked XREADGROUP stays registered at
 // Redis, which hands new entries to the client blocked longest: requeued
 // jobs used to land in the frozen process's own pending list for the
 // routers' 20 s ack grace. So recovered jobs go straight to their new
 // worker's stream (the janitor picks the owner; a fenced script moves the
-// job), and the janitor takes over the pending events of every router
-// whose node is not live, on every pass, deleting its consumer. A node that
+// job), and the job stream's sink takes over the pending events of every
+// router whose node is not live (streaming.WithMembers: the routers are
+// judged by the nodes' own keep-alives, one keep-alive per node), every
+// quarter of WorkerTTL at most, deleting its consumer. A node that
 // comes back finds its keep-alive gone, rejoins, and settles its waiting
 // calls (whose answers went with its stream) from the job records.
 //

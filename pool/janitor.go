@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/member"
-	"github.com/shepherd-go/shepherd/streaming"
 )
 
 // janitorLoop runs on every full node; a lease lets one of them work at a
@@ -17,12 +16,12 @@ import (
 // (a lease lost while frozen) do no harm, only double work.
 //
 // Each pass, the janitor declares dead the workers and nodes whose
-// keep-alive lapsed (by Redis's clock), recovers their jobs, and takes
-// over the job events that routers of dead nodes read but did not route.
-// Liveness, not a fixed grace, decides: a paused or cut-off process's
-// blocked read on the job stream stays registered at Redis and keeps
-// receiving events, so they are taken from it as soon as its node is
-// declared dead, and again on every pass while it stays dead.
+// keep-alive lapsed (by Redis's clock) and recovers their jobs. The job
+// events that routers of dead nodes read but did not route are taken
+// over by the job stream's sink (streaming.WithMembers), by the same
+// keep-alives: liveness, not a fixed grace, decides, since a paused or
+// cut-off process's blocked read on the job stream stays registered at
+// Redis and keeps receiving events.
 func (n *Node) janitorLoop() {
 	tick := n.cfg.janitorTick()
 	t := time.NewTicker(tick)
@@ -40,13 +39,12 @@ func (n *Node) janitorLoop() {
 		ctx, cancel := context.WithTimeout(n.ctx, janitorPassTimeout)
 		n.metrics.tick(ctx, n)
 		if n.holdLease(ctx, 4*tick) {
-			// The routers' consumers first: one created after this read
-			// belongs to a node registered before nodes() reads.
-			consumers, cerr := n.sink.Consumers(ctx)
 			reaped := n.reap(ctx)
-			live, dead, nerr := n.nodes(ctx)
+			_, dead, nerr := n.nodes(ctx)
 			// Jobs belong to workers: a dead node's workers are reaped
-			// with it, and its router's events are taken over below.
+			// with it. Its router's events are taken over by the job
+			// stream's sink, which judges routers by the same
+			// keep-alives (streaming.WithMembers).
 			var recovered int64
 			if len(reaped) > 0 || time.Since(lastRecover) >= n.cfg.recoverEvery() {
 				recovered = n.recoverJobs(ctx)
@@ -57,9 +55,6 @@ func (n *Node) janitorLoop() {
 			}
 			if nerr == nil {
 				n.removeNodes(ctx, dead)
-				if cerr == nil {
-					n.takeOverRouters(ctx, consumers, live)
-				}
 			}
 		}
 		cancel()
@@ -218,22 +213,3 @@ for i = 2, #ARGV do
 end
 return n
 `)
-
-// takeOverRouters takes the job events pending for router consumers whose
-// node is not live, and deletes those consumers: this node's router
-// routes the events at once. consumers must have been read before live.
-func (n *Node) takeOverRouters(ctx context.Context, consumers []streaming.ConsumerInfo, live map[string]bool) {
-	for _, c := range consumers {
-		if c.Name == n.sink.Consumer() || live[c.Name] {
-			continue
-		}
-		got, err := n.sink.TakeOver(ctx, c.Name)
-		if err != nil {
-			n.logger.Warn("taking over a dead router's events failed", slog.String("dead_node", c.Name), slog.Any("error", err))
-			continue
-		}
-		if got > 0 {
-			n.logger.Warn("took over the job events a dead node's router held", slog.String("dead_node", c.Name), slog.Int("events", got))
-		}
-	}
-}

@@ -176,6 +176,10 @@ func (n *Node) join(ctx context.Context) error {
 			streaming.WithBlockDuration(n.cfg.sinkBlock),
 			streaming.WithAckGracePeriod(n.cfg.routerAckGrace()),
 			streaming.WithDeleteOnAck(),
+			// One keep-alive says whether a node lives: the sink judges
+			// its routers by the nodes' keep-alives and takes a dead
+			// node's job events over at once.
+			streaming.WithMembers(n.lay.alive, "n:", n.cfg.workerTTL),
 			streaming.StartAtOldest(),
 			streaming.WithLogger(n.logger))
 		if err != nil {

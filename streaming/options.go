@@ -199,6 +199,7 @@ type sinkConfig struct {
 	consumer    string
 	grace       time.Duration
 	deleteOnAck bool
+	members     *members // WithMembers; nil: the sink keeps its consumer alive
 }
 
 type sinkOption func(*sinkConfig) error

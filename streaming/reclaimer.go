@@ -127,13 +127,28 @@ return 1
 // missed renewals before it lapses.
 func (s *Sink) tick() time.Duration { return max(s.cfg.grace/4, time.Millisecond) }
 
+// maintainEvery is how often maintainLoop runs: every tick, or more often
+// for a sink with members (WithMembers), which looks for dead ones.
+func (s *Sink) maintainEvery() time.Duration {
+	if s.cfg.members != nil {
+		return min(s.tick(), s.cfg.members.tick())
+	}
+	return s.tick()
+}
+
 // aliveTTL keeps the keep-alive hash from outliving its group for long.
 func (s *Sink) aliveTTL() time.Duration { return max(10*s.cfg.grace, time.Minute) }
 
 // keepAlive renews the consumer's keep-alive and reports whether the sink
-// holds the reclaim lease.
+// holds the reclaim lease. A sink with members keeps no keep-alive of its
+// own: its unit does.
 func (s *Sink) keepAlive(ctx context.Context) (bool, error) {
 	ks := s.stream.ks
+	if m := s.cfg.members; m != nil {
+		res, err := script.Run(ctx, s.stream.rdb, holdScript, "streaming.lease",
+			[]string{ks.lease(s.group)}, s.token, (4 * m.tick()).Milliseconds())
+		return res == int64(1), err
+	}
 	res, err := script.Run(ctx, s.stream.rdb, keepAliveScript, "streaming.keepalive",
 		[]string{ks.alive(s.group), ks.lease(s.group)},
 		s.cfg.consumer, s.token, s.cfg.grace.Milliseconds(), s.aliveTTL().Milliseconds())
@@ -146,7 +161,7 @@ func (s *Sink) keepAlive(ctx context.Context) (bool, error) {
 // maintainLoop keeps the consumer alive and, while holding the lease,
 // reclaims overdue entries and sweeps dead consumers, every tick.
 func (s *Sink) maintainLoop() {
-	t := time.NewTicker(s.tick())
+	t := time.NewTicker(s.maintainEvery())
 	defer t.Stop()
 	for {
 		select {
@@ -161,6 +176,9 @@ func (s *Sink) maintainLoop() {
 }
 
 func (s *Sink) maintain() error {
+	if s.cfg.members != nil {
+		return s.maintainMembers()
+	}
 	held, err := s.keepAlive(s.ctx)
 	if err != nil || !held {
 		return err

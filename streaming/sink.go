@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -46,6 +47,8 @@ type Sink struct {
 	// this consumer would be delivered by both (see TakeOver).
 	ownDone chan struct{}
 	ownOnce sync.Once
+
+	lastReclaim time.Time // owned by maintainLoop: with members, reclaims are rarer than ticks
 }
 
 // NewSink creates the consumer group (and the stream) if they do not

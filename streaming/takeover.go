@@ -93,6 +93,12 @@ func (s *Sink) TakeOver(ctx context.Context, consumer string) (int, error) {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
+	return s.takeOver(ctx, consumer, s.deliverFromCaller)
+}
+
+// takeOver claims consumer's pending entries and hands each to deliver,
+// until it owns none and is deleted (TakeOver's work).
+func (s *Sink) takeOver(ctx context.Context, consumer string, deliver func(*Event) bool) (int, error) {
 	delivered := 0
 	for {
 		res, err := script.Run(ctx, s.stream.rdb, takeOverScript, "streaming.takeover",
@@ -110,7 +116,7 @@ func (s *Sink) TakeOver(ctx context.Context, consumer string) (int, error) {
 		for _, e := range entries {
 			ev := eventFromFields(s.stream.Name(), e.id, e.fields)
 			ev.Reclaimed = true
-			if !s.deliverFromCaller(ev) {
+			if !deliver(ev) {
 				return delivered, nil // closing: the entries stay pending here
 			}
 			delivered++
