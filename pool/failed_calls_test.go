@@ -18,9 +18,9 @@ import (
 // DispatchJob calls that fail while Redis is frozen leave no running job
 // once it thaws, however long it stayed frozen: the admission each sent
 // sits in Redis's socket buffer and runs at the thaw, after the call gave
-// up. Found by checks outside the suite (FAILURE-MODES.md row 17): the
-// background withdrawal gave up after its own 5s while Redis was still
-// frozen, and 1-3 of every such batch of jobs ran.
+// up. Found by checks outside the suite (docs/ARCHITECTURE.md, failure
+// modes: 17): the background withdrawal gave up after its own 5s while
+// Redis was still frozen, and 1-3 of every such batch of jobs ran.
 func TestFailedDispatchesDuringAFrozenRedisNeverRun(t *testing.T) {
 	t.Parallel()
 	s := redistest.Start(t)

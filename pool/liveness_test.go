@@ -30,8 +30,9 @@ func timedClient(t *testing.T, s *redistest.Server) *redis.Client {
 // crashed) holds it in its pending list. The event must reach a worker as
 // soon as that router's node is known to be dead, not after the routers'
 // ack grace (PendingJobTTL, 20s by default): found by checks outside the
-// suite (FAILURE-MODES.md row 16), where a frozen process's blocked read
-// took the requeued jobs of its own dead workers and held them ~24s.
+// suite (docs/ARCHITECTURE.md, failure modes: 16), where a frozen
+// process's blocked read took the requeued jobs of its own dead workers
+// and held them ~24s.
 func TestDeadRoutersEventsAreTakenOverAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 60*time.Second)

@@ -17,12 +17,12 @@ import (
 // (the janitor judges every worker and node by it), PendingJobTTL (when
 // stuck starts are recovered) and MaxQueuedJobs (the bound of the job
 // stream). They are stored with the pool (layout.settings) by its first
-// full node, so that every process judges by the same values (DESIGN.md
-// invariant 12). A node that sets one of them explicitly to another value
-// is refused while another full node of the pool is live; when none is
-// (the pool is new or dormant), its values replace the stored ones. A
-// node that does not set them, and every client-only node, adopts the
-// pool's.
+// full node, so that every process judges by the same values
+// (docs/ARCHITECTURE.md, invariants: 12). A node that sets one of them
+// explicitly to another value is refused while another full node of the
+// pool is live; when none is (the pool is new or dormant), its values
+// replace the stored ones. A node that does not set them, and every
+// client-only node, adopts the pool's.
 const (
 	settingWorkerTTL     = "worker_ttl_ms"
 	settingPendingJobTTL = "pending_job_ttl_ms"

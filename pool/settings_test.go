@@ -77,7 +77,8 @@ func TestPoolWideSettingsAreStoredWithThePool(t *testing.T) {
 
 // A node that sets its WorkerTTL lower than another node's used to judge
 // that node's healthy workers by its own TTL whenever it held the janitor
-// lease, declaring them dead again and again (FAILURE-MODES.md row 18).
+// lease, declaring them dead again and again (docs/ARCHITECTURE.md,
+// failure modes: 18).
 // Now both use the pool's, and nothing restarts.
 func TestNodesAgreeOnTheWorkerTTL(t *testing.T) {
 	t.Parallel()

@@ -11,8 +11,8 @@ import (
 )
 
 // Redis restarts without persistence: stream and group are gone. The sink
-// recreates the group, reports it, and later entries flow (FAILURE-MODES
-// #2: a consumer must not starve on NOGROUP).
+// recreates the group, reports it, and later entries flow (a consumer must
+// not starve on NOGROUP: docs/ARCHITECTURE.md, failure modes: 2).
 func TestSinkRecoversFromRedisRestartWithoutData(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

@@ -34,9 +34,9 @@ func consumerPending(t testing.TB, s *Stream, group string) map[string]int64 {
 	return m
 }
 
-// FAILURE-MODES #3: a consumer whose keep-alive lapsed but that still owns
-// entries must not be deleted (DELCONSUMER would drop its entries); once
-// its entries are claimed, it is.
+// A consumer whose keep-alive lapsed but that still owns entries must not
+// be deleted (DELCONSUMER would drop its entries); once its entries are
+// claimed, it is (docs/ARCHITECTURE.md, failure modes: 3).
 func TestSweepDeletesDeadConsumerOnlyAfterItsEntriesAreClaimed(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -114,8 +114,9 @@ func TestOneLeaseHolderPerStreamAndGroup(t *testing.T) {
 	assert.Contains(t, []string{a.token, b.token}, holder)
 }
 
-// FAILURE-MODES #13: the lease is keyed by stream and group. Two streams
-// whose groups share a name each get their own reclaimer.
+// The lease is keyed by stream and group. Two streams whose groups share a
+// name each get their own reclaimer (docs/ARCHITECTURE.md, failure
+// modes: 13).
 func TestSameGroupNameOnTwoStreamsReclaimsOnBoth(t *testing.T) {
 	t.Parallel()
 	tag := redistest.Name(t)
@@ -139,7 +140,7 @@ func TestSameGroupNameOnTwoStreamsReclaimsOnBoth(t *testing.T) {
 }
 
 // Keep-alives carry Redis server time, never the process's clock
-// (FAILURE-MODES #7).
+// (docs/ARCHITECTURE.md, failure modes: 7).
 func TestKeepAliveUsesRedisTime(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

@@ -18,7 +18,8 @@ import (
 // grace) while jobs keep being dispatched. What a user feels is measured:
 // how long after the pause each job the process ran starts again
 // elsewhere, and how long the DispatchJob calls made during the pause
-// take. Both must stay within WorkerTTL + 1s (DESIGN.md invariant 7).
+// take. Both must stay within WorkerTTL + 1s (docs/ARCHITECTURE.md,
+// invariants: 7).
 //
 // The victim's routing loop blocks on the job stream for longer than the
 // pause (the block duration is one more timeout to outlast), so that its
