@@ -48,7 +48,7 @@ type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains                                                            string
 
-	taskPrefix, inflightPrefix, chanPrefix, batchPrefix, batchTasksPrefix string
+	taskPrefix, inflightPrefix, chanPrefix string
 }
 
 func newLayout(name string) (layout, error) {
@@ -77,14 +77,14 @@ func newLayout(name string) (layout, error) {
 		drains:         k("drains"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
-		// The scripts build these from taskPrefix (see P_BATCH).
-		batchPrefix:      k("batch:"),
-		batchTasksPrefix: k("btasks:"),
-		chanPrefix:       k("chan:"),
+		chanPrefix:     k("chan:"),
 	}, nil
 }
 
 func (l layout) task(id string) string { return l.taskPrefix + id }
+
+// batch and batchTasks are built from taskPrefix, as the scripts build
+// them (P_BATCH, P_BTASKS): the scripts get only the task prefix.
 func (l layout) batch(id string) string {
 	return l.taskPrefix[:len(l.taskPrefix)-len("task:")] + "batch:" + id
 }
