@@ -2,14 +2,12 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/group"
-	"github.com/shepherd-go/shepherd/internal/script"
 	"github.com/shepherd-go/shepherd/limit"
 )
 
@@ -419,65 +417,3 @@ func (s *Server) checkOrphans(ctx context.Context) {
 // safetyPoll bounds how long an idle feed trusts that a wake-up would
 // have come: pub/sub messages published during a reconnect are lost.
 const safetyPoll = time.Second
-
-// promoteLimit bounds how many due tasks one dequeue moves to ready.
-const promoteLimit = 500
-
-var (
-	errGone = errors.New("queue: this process is not registered (declared dead, or Redis lost its state); registering again")
-	errLate = errors.New("queue: this process's lease ran out; keeping alive first")
-)
-
-// dequeue takes up to n tasks; next is when the next delayed task is due
-// (-1: none).
-func (s *Server) dequeue(ctx context.Context, n int) ([]*Task, time.Duration, error) {
-	q := s.q
-	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-	defer cancel()
-	res, err := script.Run(cctx, q.rdb, dequeueScript, "queue: dequeue", q.lay.common(q.lay.inflight(q.proc)),
-		q.lay.commonArgs(q.proc, n, promoteLimit)...)
-	if err != nil {
-		return nil, -1, err
-	}
-	out, _ := res.([]any)
-	return s.taken(ctx, out)
-}
-
-// taken reads the reply of take (dequeueScript, or the end of
-// completeScript's): the tasks, now marked as running here, and when the
-// next delayed task is due.
-func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, error) {
-	q := s.q
-	if len(out) < 1 {
-		return nil, -1, fmt.Errorf("queue: take: unexpected reply %v", out)
-	}
-	switch out[0] {
-	case "GONE":
-		q.kickKeepAlive()
-		return nil, -1, errGone
-	case "LATE":
-		q.kickKeepAlive()
-		return nil, -1, errLate
-	}
-	next := time.Duration(-1)
-	if ms, ok := out[1].(int64); ok && ms >= 0 {
-		next = time.Duration(ms) * time.Millisecond
-	}
-	var tasks []*Task
-	for i := 2; i+5 < len(out); i += 6 {
-		id, _ := out[i].(string)
-		payload, _ := out[i+1].(string)
-		att, _ := out[i+2].(int64)
-		maxAtt, _ := out[i+3].(int64)
-		timeout, _ := out[i+4].(int64)
-		waited, _ := out[i+5].(int64)
-		tasks = append(tasks, &Task{ID: id, Payload: []byte(payload), Attempt: int(att), MaxAttempts: int(maxAtt),
-			timeout: time.Duration(timeout) * time.Millisecond})
-		r := &run{cancel: func() {}}
-		s.mu.Lock()
-		s.running[id] = r
-		s.mu.Unlock()
-		q.m.queueWait.Record(ctx, float64(max(waited, 0))/1000, q.m.attrs)
-	}
-	return tasks, next, nil
-}

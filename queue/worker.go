@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/backoff"
-	"github.com/shepherd-go/shepherd/internal/script"
 	"github.com/shepherd-go/shepherd/limit"
 )
 
@@ -437,56 +436,4 @@ func (s *Server) finishPermit(o outcomeReq) {
 	}
 	s.part.finish(o.t.tok, o.sample)
 	o.t.tok = limit.Token{}
-}
-
-// record records the ends of a batch of attempts and takes up to n
-// tasks, in one script call; with no ends it is a take alone
-// (dequeueScript), tried once. Ends are retried while Redis does not
-// answer (a retry whose first try did run takes tasks again: the first
-// ones are given back by checkOrphans), until the Queue closes (its
-// deregistration then gives the tasks back). It returns the tasks taken
-// and in how long the next delayed task is due (-1: none).
-func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task, time.Duration, error) {
-	q := s.q
-	if len(batch) == 0 {
-		return s.dequeue(ctx, n)
-	}
-	args := q.lay.commonArgs(q.proc, n, promoteLimit)
-	for _, o := range batch {
-		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds(), o.stack)
-	}
-	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
-	for fails := 0; ; fails++ {
-		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		res, err := script.Run(cctx, q.rdb, completeScript, "queue: record outcomes", q.lay.common(q.lay.inflight(q.proc)), args...)
-		cancel()
-		if err == nil {
-			out, _ := res.([]any)
-			if len(out) < 2+len(batch) {
-				return nil, -1, fmt.Errorf("queue: recording outcomes: unexpected reply %v", res)
-			}
-			for i, st := range out[2 : 2+len(batch)] {
-				if st == "STALE" {
-					o := batch[i]
-					q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", o.t.ID, "attempt", o.t.Attempt)
-				}
-			}
-			if d, _ := out[0].(int64); d > 0 {
-				q.droppedDead(context.Background(), d)
-			}
-			if n == 0 {
-				return nil, -1, nil
-			}
-			return s.taken(ctx, out[2+len(batch):])
-		}
-		if ctx.Err() != nil {
-			return nil, -1, err
-		}
-		if fails == 0 || fails%20 == 0 {
-			q.logger.Warn("recording outcomes failed; retrying", "tasks", len(batch), "error", err, "failures", fails+1)
-		}
-		if !backoff.Sleep(bo.Next(), ctx.Done()) {
-			return nil, -1, err
-		}
-	}
 }
