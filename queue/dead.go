@@ -68,3 +68,8 @@ local function fileDead(id, t)
   return over
 end
 `
+
+func (q *Queue) droppedDead(ctx context.Context, n int64) {
+	q.logger.Warn("dead letters dropped at the MaxDeadLetters bound", "dropped", n, "max", q.cfg.maxDead)
+	q.m.deadDropped.Add(ctx, n, q.m.attrs)
+}

@@ -343,26 +343,6 @@ func (s *Server) Halt() {
 	_ = s.Stop(ctx)
 }
 
-// abandon is called when the process was declared dead: its attempts in
-// flight belong to others now. It cancels those still running and marks
-// them lost (their outcomes are not recorded), and reports how many.
-// Attempts that ended already are being recorded; those records are
-// refused as late.
-func (s *Server) abandon() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, r := range s.running {
-		if r.finished.Load() {
-			continue
-		}
-		r.lost.Store(true)
-		r.cancel()
-		n++
-	}
-	return n
-}
-
 // cancelTask ends the handler's ctx of a task cancelled by Cancel.
 func (s *Server) cancelTask(id string) {
 	s.mu.Lock()
@@ -374,44 +354,6 @@ func (s *Server) cancelTask(id string) {
 	if r != nil {
 		r.cancel()
 	}
-}
-
-// checkOrphans gives back the tasks that Redis marks in flight on this
-// process but that it does not run: a dequeue whose reply was lost (the
-// connection dropped after Redis ran the script) would otherwise hold
-// them for as long as the process lives. An id must be seen so on two
-// checks in a row (TTL/3 apart), so that a dequeue whose reply is on
-// its way is not taken for one.
-func (s *Server) checkOrphans(ctx context.Context) {
-	q := s.q
-	ids, err := q.rdb.SMembers(ctx, q.lay.inflight(q.proc)).Result()
-	if err != nil {
-		return
-	}
-	var orphans []string
-	s.mu.Lock()
-	next := make(map[string]bool)
-	for _, id := range ids {
-		if s.running[id] != nil {
-			continue
-		}
-		if s.suspect[id] {
-			orphans = append(orphans, id)
-		} else {
-			next[id] = true
-		}
-	}
-	s.suspect = next
-	s.mu.Unlock()
-	if len(orphans) == 0 {
-		return
-	}
-	n, err := q.giveBack(ctx, false, orphans...)
-	if err != nil {
-		q.logger.Warn("giving back tasks this process does not run failed", "error", err)
-		return
-	}
-	q.logger.Warn("gave back tasks marked as running here that this process never got (a lost reply)", "tasks", n)
 }
 
 // safetyPoll bounds how long an idle feed trusts that a wake-up would
