@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shepherd-go/shepherd/internal/redisutil"
-	"github.com/shepherd-go/shepherd/internal/script"
 )
 
 // Client reads and manages a queue without joining it: it registers no
@@ -312,76 +311,4 @@ func validID(id string) error {
 		return invalid("task id must be 1 to %d bytes, got %d", MaxTaskIDSize, len(id))
 	}
 	return nil
-}
-
-// DeadLetters lists up to limit dead letters, newest first (in the order
-// they died, also within one millisecond), skipping the offset newest.
-func (q *Client) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo, error) {
-	if offset < 0 || limit < 1 {
-		return nil, invalid("dead letters need offset >= 0 and limit >= 1, got %d and %d", offset, limit)
-	}
-	ids, err := q.rdb.ZRevRange(ctx, q.lay.dead, int64(offset), int64(offset+limit-1)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("queue: dead letters: %w", err)
-	}
-	return q.infos(ctx, ids)
-}
-
-// Cancel cancels the task id: a task not running finishes at once as
-// cancelled; a running one has its handler's ctx cancelled, and finishes
-// as cancelled when the attempt ends (unless it succeeds). It returns
-// ErrTaskNotFound for an unknown task, and nil for a task that had
-// finished already (nothing changes).
-func (q *Client) Cancel(ctx context.Context, id string) error {
-	if err := validID(id); err != nil {
-		return err
-	}
-	res, err := script.Run(ctx, q.rdb, cancelScript, "queue: cancel", q.lay.common(q.lay.task(id)), q.lay.commonArgs(id)...)
-	if err != nil {
-		return err
-	}
-	if res == "NOTFOUND" {
-		return fmt.Errorf("%w: %q", ErrTaskNotFound, id)
-	}
-	return nil
-}
-
-// Replay queues the dead letter id again, with its attempts and errors
-// reset, as a new task with the same id and payload. It returns
-// ErrTaskNotFound when id is not a dead letter, ErrQueueFull at the
-// bound, ErrUnknownTenant when its tenant was removed.
-func (q *Client) Replay(ctx context.Context, id string) error {
-	if err := validID(id); err != nil {
-		return err
-	}
-	res, err := script.Run(ctx, q.rdb, replayScript, "queue: replay", q.lay.common(q.lay.task(id)),
-		q.lay.commonArgs(id)...)
-	if err != nil {
-		return err
-	}
-	switch res {
-	case "NOTDEAD":
-		return fmt.Errorf("%w: %q is not a dead letter", ErrTaskNotFound, id)
-	case "FULL":
-		return fmt.Errorf("%w: MaxQueued unfinished tasks", ErrQueueFull)
-	case "UNKNOWN":
-		return fmt.Errorf("%w: task %q's tenant was removed", ErrUnknownTenant, id)
-	}
-	return nil
-}
-
-// PurgeDead deletes every dead letter and returns how many.
-func (q *Client) PurgeDead(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		res, err := script.Run(ctx, q.rdb, purgeScript, "queue: purge dead letters", q.lay.common(), q.lay.commonArgs(1000)...)
-		if err != nil {
-			return total, err
-		}
-		n, _ := res.(int64)
-		total += int(n)
-		if n == 0 {
-			return total, nil
-		}
-	}
 }

@@ -2,57 +2,6 @@ package queue
 
 import "github.com/redis/go-redis/v9"
 
-// cancelScript cancels a task: one not running gets its outcome at once;
-// one running is marked, and its process is told to end the handler's
-// ctx (the outcome is recorded when the attempt ends; a success still
-// wins).
-//
-//	KEYS[17] task key
-//	ARGV[4] id
-//
-// Returns "NOTFOUND", "FINISHED", "REQUESTED" or "CANCELLED".
-var cancelScript = redis.NewScript(prelude + `
-local res = cancelOne(KEYS[17], ARGV[4], now())
-flush()
-return res
-`)
-
-// replayScript queues a dead letter again, with its attempts and errors
-// reset.
-//
-//	KEYS[17] task key
-//	ARGV[4] id
-//
-// Returns "OK", "NOTDEAD", "FULL" (the queue's max_queued setting) or
-// "UNKNOWN" (its tenant is no longer registered).
-var replayScript = redis.NewScript(prelude + `
-local id = ARGV[4]
-if not redis.call('ZSCORE', K_DEAD, id) then return 'NOTDEAD' end
-local limit = tonumber(redis.call('HGET', K_SETTINGS, 'max_queued') or '0')
-if limit > 0 and tonumber(redis.call('GET', K_COUNT) or '0') >= limit then return 'FULL' end
-local ten = redis.call('HGET', KEYS[17], 'ten') or ''
-if ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN' end
-redis.call('ZREM', K_DEAD, id)
-redis.call('INCR', K_COUNT)
-if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
-redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr', 'b') -- a new task, out of its batch
-redis.call('HSET', KEYS[17], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
-pushReady(ten, {id}, true)
-wake()
-return 'OK'
-`)
-
-// purgeScript deletes up to ARGV[4] of the oldest dead letters.
-//
-//	ARGV[4] limit
-//
-// Returns how many it deleted.
-var purgeScript = redis.NewScript(prelude + `
-local old = redis.call('ZPOPMIN', K_DEAD, tonumber(ARGV[4]))
-for i = 1, #old, 2 do redis.call('DEL', P_TASK .. old[i]) end
-return #old / 2
-`)
-
 // setTenantScript registers a tenant, or changes its capacity (at once:
 // a lower one admits nothing more until its load is below it, a higher
 // one lets its waiting tasks in).

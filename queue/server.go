@@ -343,19 +343,6 @@ func (s *Server) Halt() {
 	_ = s.Stop(ctx)
 }
 
-// cancelTask ends the handler's ctx of a task cancelled by Cancel.
-func (s *Server) cancelTask(id string) {
-	s.mu.Lock()
-	r := s.running[id]
-	if r != nil {
-		r.cancelled.Store(true) // under the lock: runTask sees it, or is seen
-	}
-	s.mu.Unlock()
-	if r != nil {
-		r.cancel()
-	}
-}
-
 // safetyPoll bounds how long an idle feed trusts that a wake-up would
 // have come: pub/sub messages published during a reconnect are lost.
 const safetyPoll = time.Second
