@@ -260,7 +260,9 @@ type TaskInfo struct {
 	Result      []byte
 }
 
-var taskFields = []string{"st", "p", "att", "max", "to", "own", "enq", "due", "fin", "errs", "lerr", "res", "ten"}
+// taskFields are the task fields parseTask reads, in its order.
+var taskFields = []string{fieldState, fieldPayload, fieldAttempts, fieldMaxAttempts, fieldTimeout, fieldOwner,
+	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant}
 
 func parseTask(id string, v []any) (TaskInfo, bool) {
 	s := make([]string, len(v))

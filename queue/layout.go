@@ -28,7 +28,7 @@ import (
 //	idle          set: processes whose last take left workers idle (the
 //	              ones a new task must wake)
 //	tenants       hash: per tenant its capacity, load and unfinished
-//	              tasks (fields in scripts.go)
+//	              tasks (fields in tenants.go)
 //	ready:TENANT  list: a tenant's waiting tasks, as ready
 //	turns         list: tenants with waiting tasks, in take's round-robin
 //	              order ("" for untenanted tasks)
@@ -40,7 +40,7 @@ import (
 //	batch:ID      hash: a batch's policy (pol), tasks (n), finished tasks
 //	              (done) and first failed task (first)
 //	btasks:ID     list: a batch's task ids, in submission order
-//	task:ID       hash: the task (fields in scripts.go)
+//	task:ID       hash: the task (fields in wire.go)
 //	inflight:PROC set: the ids a process runs
 //	chan:wake, chan:drain, chan:done:PROC, chan:cancel:PROC   pub/sub
 //	              channels

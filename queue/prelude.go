@@ -1,42 +1,9 @@
 package queue
 
-// Every script takes the queue's common keys first (layout.common):
-//
-//	KEYS[1] settings, KEYS[2] ready, KEYS[3] delayed, KEYS[4] retry,
-//	KEYS[5] active, KEYS[6] dead, KEYS[7] count, KEYS[8] deaddropped,
-//	KEYS[9] alive, KEYS[10] procs, KEYS[11] withdrawn, KEYS[12] idle,
-//	KEYS[13] tenants, KEYS[14] turns, KEYS[15] parked, KEYS[16] holds
-//	ARGV[1] task key prefix, ARGV[2] inflight key prefix, ARGV[3] channel
-//	prefix
-//
-// then its own, listed in its comment. A task's key is the prefix and its
-// id, under the same hash tag, so the scripts that find ids in a list or
-// set (dequeue, reap, purge) build it themselves.
-//
-// A task hash holds: p payload, st state (waiting, delayed, retry,
-// active, done, dead, cancelled), att attempts begun, max max attempts,
-// to per-attempt timeout (ms), sub the submitting process, own the
-// process running it, ret retention (ms), enq submitted at, due due at,
-// beg last attempt began at, fin finished at (ms, Redis's clock), errs
-// the attempts' errors (JSON list of {a, e, t, s}: s the stack of the
-// latest panic, on its attempt only), lerr the last RetryLater error, res
-// the result, cx "1" once cancelled while running, ten the tenant (""
-// for none).
-//
-// Tenants (layout.go): the tenants hash holds "u" the untenanted tasks'
-// capacity (none when absent), and per tenant ("" for untenanted tasks:
-// only "l:") "c:ID" its capacity, "g:ID" the capacity of a removed tenant whose tasks are still
-// unfinished, "l:ID" its load (tasks in flight and slots held by
-// Acquire) and "n:ID" its unfinished tasks; a load or count at 0 is
-// deleted (lower), so the hash holds only what a user set while nothing
-// runs. Its waiting tasks are in its
-// own list (ready:ID; the untenanted ones in ready). A tenant with
-// waiting tasks is either in the turns list (round-robin order of take)
-// or, when take found it at capacity, in the parked set, until its load
-// goes down.
-//
-// Every time comes from Redis TIME: one clock for due times and leases.
-const prelude = `
+// prelude is prepended to every script: it names the common keys and
+// prefixes (see wire.go), binds the task hash's fields to their Lua locals
+// (fieldLocals), and defines the functions the scripts share.
+var prelude = `
 local K_SETTINGS, K_READY, K_DELAYED, K_RETRY, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_WITHDRAWN, K_IDLE = KEYS[11], KEYS[12]
@@ -44,7 +11,7 @@ local K_TEN, K_TURNS, K_PARKED, K_HOLDS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
 local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
-
+` + fieldLocals() + `
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -72,7 +39,7 @@ local function adderr(tk, errs, att, msg, t, stack)
   end
   list[#list + 1] = e
   local s = cjson.encode(list)
-  redis.call('HSET', tk, 'errs', s)
+  redis.call('HSET', tk, F_ERRORS, s)
   return s
 end
 
@@ -189,7 +156,7 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
     lower('n:' .. ten, 1)
     settle(ten)
   end
-  local b = redis.call('HGET', tk, 'b')
+  local b = redis.call('HGET', tk, F_BATCH)
   if b and b ~= '' then
     local bk = P_BATCH .. b
     redis.call('HINCRBY', bk, 'done', 1)
@@ -204,9 +171,9 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
       redis.call('PEXPIRE', P_BTASKS .. b, ret)
     end
   end
-  local f = {'HSET', tk, 'st', st, 'fin', t, 'own', ''}
-  if res then f[#f + 1] = 'res'; f[#f + 1] = res end
-  if st ~= 'dead' then f[#f + 1] = 'p'; f[#f + 1] = '' end
+  local f = {'HSET', tk, F_STATE, st, F_FINISHED, t, F_OWNER, ''}
+  if res then f[#f + 1] = F_RESULT; f[#f + 1] = res end
+  if st ~= 'dead' then f[#f + 1] = F_PAYLOAD; f[#f + 1] = '' end
   redis.call(unpack(f))
   nfinished = nfinished + 1
   local dropped = 0
@@ -228,12 +195,12 @@ end
 -- success still wins). Returns "NOTFOUND", "FINISHED", "REQUESTED" or
 -- "CANCELLED".
 local function cancelOne(tk, id, t)
-  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'errs', 'ten')
+  local f = redis.call('HMGET', tk, F_STATE, F_OWNER, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_ERRORS, F_TENANT)
   local st = f[1]
   if not st then return 'NOTFOUND' end
   if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
   if st == 'active' then
-    redis.call('HSET', tk, 'cx', '1')
+    redis.call('HSET', tk, F_CANCEL, '1')
     redis.call('PUBLISH', P_CHAN .. 'cancel:' .. f[2], id)
     return 'REQUESTED'
   end

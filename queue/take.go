@@ -94,8 +94,8 @@ local function take(proc, ik, n, promote)
       local back, order = {}, {}
       for i = #due, 1, -1 do
         local tk = P_TASK .. due[i]
-        local ten = redis.call('HGET', tk, 'ten') or ''
-        redis.call('HSET', tk, 'st', 'waiting')
+        local ten = redis.call('HGET', tk, F_TENANT) or ''
+        redis.call('HSET', tk, F_STATE, 'waiting')
         if not back[ten] then back[ten] = {}; order[#order + 1] = ten end
         back[ten][#back[ten] + 1] = due[i]
       end
@@ -125,10 +125,10 @@ local function take(proc, ik, n, promote)
       local took = 0
       for _, id in ipairs(ids) do
         local tk = P_TASK .. id
-        local f = redis.call('HMGET', tk, 'st', 'p', 'att', 'max', 'to', 'enq', 'due')
+        local f = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE)
         if f[1] == 'waiting' then
           local att = tonumber(f[3]) + 1
-          redis.call('HSET', tk, 'st', 'active', 'att', att, 'own', proc, 'beg', t)
+          redis.call('HSET', tk, F_STATE, 'active', F_ATTEMPTS, att, F_OWNER, proc, F_BEGAN, t)
           took = took + 1
           mine[#mine + 1] = id
           owners[#owners + 1] = id

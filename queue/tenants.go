@@ -12,6 +12,18 @@ import (
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
+// The tenants hash (layout.tenants), edited by the scripts and read by
+// Tenants and Untenanted, holds "u" the untenanted tasks' capacity (none
+// when absent), and per tenant ("" for untenanted tasks: only "l:")
+// "c:ID" its capacity, "g:ID" the capacity of a removed tenant whose
+// tasks are still unfinished, "l:ID" its load (tasks in flight and slots
+// held by Acquire) and "n:ID" its unfinished tasks; a load or count at 0
+// is deleted (lower, in the prelude), so the hash holds only what a user
+// set while nothing runs. A tenant's waiting tasks are in its own list
+// (ready:ID; the untenanted ones in ready). A tenant with waiting tasks
+// is either in the turns list (round-robin order of take) or, when take
+// found it at capacity, in the parked set, until its load goes down.
+
 // MaxCapacity bounds a tenant's capacity.
 const MaxCapacity = 1_000_000
 
