@@ -2,51 +2,12 @@ package queue
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/group"
-	"github.com/shepherd-go/shepherd/limit"
 )
-
-// Task is what a handler gets.
-type Task struct {
-	ID          string
-	Payload     []byte
-	Attempt     int // 1 for the first attempt
-	MaxAttempts int
-
-	timeout time.Duration
-	tok     limit.Token // its permit of the server's concurrency limit
-}
-
-// Handler runs a task and returns its result (at most MaxPayloadSize
-// bytes). An error fails the attempt: the task is retried after a backoff
-// until its max attempts, then becomes a dead letter; wrap the error with
-// Permanent to fail it at once, or with RetryLater to run it again later
-// without using an attempt. A panic fails the attempt like an error:
-// its error is one line, "panic: VALUE", and its stack is kept apart
-// (AttemptError.Stack). The ctx ends at the attempt's timeout, when the
-// task is cancelled, and on a hard stop; a handler must return soon
-// after. A result returned after the timeout is dropped: the attempt has
-// failed (see WithTimeout).
-type Handler func(ctx context.Context, t *Task) ([]byte, error)
-
-// ResourceHandler is a Handler that gets its worker's resource.
-type ResourceHandler[R any] func(ctx context.Context, res R, t *Task) ([]byte, error)
-
-// Resource is what each worker owns: Open makes it when the worker
-// starts (worker is 0 to Workers-1), Close releases it when the worker
-// stops. After a handler panics or overruns its timeout, the worker
-// resets its resource (Close, then Open) before its next task. A failed
-// Open is retried with a backoff (up to 5s) and logged; the worker takes
-// no task until it succeeds. Close may be nil.
-type Resource[R any] struct {
-	Open  func(ctx context.Context, worker int) (R, error)
-	Close func(R)
-}
 
 // Server runs this process's workers for a queue: made by Serve or
 // ServeWith, ended by Stop or Halt (or the Queue's Close).
@@ -92,52 +53,6 @@ type run struct {
 	lost      atomic.Bool // the process was declared dead: do not record it
 	cancelled atomic.Bool // Cancel asked for it
 	finished  atomic.Bool // the handler returned; its outcome is being recorded
-}
-
-// slot is a worker's resource and handler, whatever the resource's type.
-type slot interface {
-	open(ctx context.Context) error
-	close()
-	handle(ctx context.Context, t *Task) ([]byte, error)
-}
-
-type resourceSlot[R any] struct {
-	idx    int
-	res    Resource[R]
-	h      ResourceHandler[R]
-	r      R
-	isOpen bool
-}
-
-func (s *resourceSlot[R]) open(ctx context.Context) error {
-	if s.isOpen {
-		return nil
-	}
-	if s.res.Open != nil {
-		r, err := s.res.Open(ctx, s.idx)
-		if err != nil {
-			return err
-		}
-		s.r = r
-	}
-	s.isOpen = true
-	return nil
-}
-
-func (s *resourceSlot[R]) close() {
-	if !s.isOpen {
-		return
-	}
-	s.isOpen = false
-	if s.res.Close != nil {
-		s.res.Close(s.r)
-	}
-	var zero R
-	s.r = zero
-}
-
-func (s *resourceSlot[R]) handle(ctx context.Context, t *Task) ([]byte, error) {
-	return s.h(ctx, s.r, t)
 }
 
 // Serve runs this process's workers for the queue with handler h, until
@@ -279,57 +194,6 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.doneOnce.Do(func() { close(s.done) })
 	return err
 }
-
-// Mode is how a Server ends: ModeServe waits for tasks until stopped;
-// ModeDrain runs what it can take now, then stops by itself.
-type Mode int32
-
-const (
-	// ModeServe takes tasks as they come, until Stop, Halt or Close.
-	ModeServe Mode = iota
-	// ModeDrain takes tasks while some are available to it; once a take
-	// finds none it may run now and none of its tasks is in flight, the
-	// server stops (as Stop) and Done closes. Tasks not due yet, waiting
-	// for a retry, or held back by their tenant's capacity are left to
-	// other servers.
-	ModeDrain
-)
-
-func (m Mode) String() string {
-	switch m {
-	case ModeServe:
-		return "serve"
-	case ModeDrain:
-		return "drain"
-	}
-	return fmt.Sprintf("Mode(%d)", int32(m))
-}
-
-// SetMode switches the server to m at once, in either direction, while
-// it runs: a server switched to ModeDrain stops when nothing is left for
-// it (at once if it is idle). The process publishes the new mode at once
-// (Stats' ProcessInfo.Mode). It returns ErrStopped once the server is
-// stopping or stopped. Client.Drain does the same from outside the
-// process.
-func (s *Server) SetMode(m Mode) error {
-	if m != ModeServe && m != ModeDrain {
-		return invalid("unknown mode %d", int32(m))
-	}
-	if s.isStopping() {
-		return ErrStopped
-	}
-	if Mode(s.mode.Swap(int32(m))) != m {
-		s.q.kickKeepAlive()
-	}
-	select {
-	case s.modeSet <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// Mode returns the server's mode.
-func (s *Server) Mode() Mode { return Mode(s.mode.Load()) }
 
 // Done is closed when the server has stopped: drained (ModeDrain), by
 // Stop or Halt, or by the Queue's Close.
