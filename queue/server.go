@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/shepherd-go/shepherd/internal/group"
 )
@@ -206,7 +205,3 @@ func (s *Server) Halt() {
 	cancel()
 	_ = s.Stop(ctx)
 }
-
-// safetyPoll bounds how long an idle feed trusts that a wake-up would
-// have come: pub/sub messages published during a reconnect are lost.
-const safetyPoll = time.Second
