@@ -11,6 +11,8 @@ import (
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
+// What a take returns when the process is not registered, or its lease
+// ran out: the keep-alive, kicked, sorts it out.
 var (
 	errGone = errors.New("queue: this process is not registered (declared dead, or Redis lost its state); registering again")
 	errLate = errors.New("queue: this process's lease ran out; keeping alive first")
