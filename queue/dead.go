@@ -9,6 +9,19 @@ import (
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
+// DeadLetters lists up to limit dead letters, newest first (in the order
+// they died, also within one millisecond), skipping the offset newest.
+func (q *Client) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo, error) {
+	if offset < 0 || limit < 1 {
+		return nil, invalid("dead letters need offset >= 0 and limit >= 1, got %d and %d", offset, limit)
+	}
+	ids, err := q.rdb.ZRevRange(ctx, q.lay.dead, int64(offset), int64(offset+limit-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queue: dead letters: %w", err)
+	}
+	return q.infos(ctx, ids)
+}
+
 // DeleteDead deletes the dead letter id: its record, payload and errors
 // are gone, as PurgeDead does for all of them. It returns ErrTaskNotFound
 // when id is not a dead letter (a task still unfinished is never deleted
@@ -38,6 +51,89 @@ if redis.call('ZREM', K_DEAD, ARGV[4]) == 0 then return 'NOTDEAD' end
 redis.call('DEL', KEYS[17])
 return 'OK'
 `)
+
+// Replay queues the dead letter id again, with its attempts and errors
+// reset, as a new task with the same id and payload. It returns
+// ErrTaskNotFound when id is not a dead letter, ErrQueueFull at the
+// bound, ErrUnknownTenant when its tenant was removed.
+func (q *Client) Replay(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	res, err := script.Run(ctx, q.rdb, replayScript, "queue: replay", q.lay.common(q.lay.task(id)),
+		q.lay.commonArgs(id)...)
+	if err != nil {
+		return err
+	}
+	switch res {
+	case "NOTDEAD":
+		return fmt.Errorf("%w: %q is not a dead letter", ErrTaskNotFound, id)
+	case "FULL":
+		return fmt.Errorf("%w: MaxQueued unfinished tasks", ErrQueueFull)
+	case "UNKNOWN":
+		return fmt.Errorf("%w: task %q's tenant was removed", ErrUnknownTenant, id)
+	}
+	return nil
+}
+
+// replayScript queues a dead letter again, with its attempts and errors
+// reset.
+//
+//	KEYS[17] task key
+//	ARGV[4] id
+//
+// Returns "OK", "NOTDEAD", "FULL" (the queue's max_queued setting) or
+// "UNKNOWN" (its tenant is no longer registered).
+var replayScript = redis.NewScript(prelude + `
+local id = ARGV[4]
+if not redis.call('ZSCORE', K_DEAD, id) then return 'NOTDEAD' end
+local limit = tonumber(redis.call('HGET', K_SETTINGS, 'max_queued') or '0')
+if limit > 0 and tonumber(redis.call('GET', K_COUNT) or '0') >= limit then return 'FULL' end
+local ten = redis.call('HGET', KEYS[17], 'ten') or ''
+if ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN' end
+redis.call('ZREM', K_DEAD, id)
+redis.call('INCR', K_COUNT)
+if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
+redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr', 'b') -- a new task, out of its batch
+redis.call('HSET', KEYS[17], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
+pushReady(ten, {id}, true)
+wake()
+return 'OK'
+`)
+
+// PurgeDead deletes every dead letter and returns how many.
+func (q *Client) PurgeDead(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		res, err := script.Run(ctx, q.rdb, purgeScript, "queue: purge dead letters", q.lay.common(), q.lay.commonArgs(1000)...)
+		if err != nil {
+			return total, err
+		}
+		n, _ := res.(int64)
+		total += int(n)
+		if n == 0 {
+			return total, nil
+		}
+	}
+}
+
+// purgeScript deletes up to ARGV[4] of the oldest dead letters.
+//
+//	ARGV[4] limit
+//
+// Returns how many it deleted.
+var purgeScript = redis.NewScript(prelude + `
+local old = redis.call('ZPOPMIN', K_DEAD, tonumber(ARGV[4]))
+for i = 1, #old, 2 do redis.call('DEL', P_TASK .. old[i]) end
+return #old / 2
+`)
+
+// droppedDead logs and counts n dead letters that a script of this
+// process dropped at the MaxDeadLetters bound.
+func (q *Queue) droppedDead(ctx context.Context, n int64) {
+	q.logger.Warn("dead letters dropped at the MaxDeadLetters bound", "dropped", n, "max", q.cfg.maxDead)
+	q.m.deadDropped.Add(ctx, n, q.m.attrs)
+}
 
 // fileDeadFn is the Lua function of the prelude that files a dead letter.
 // The dead set orders the letters by their death: each is scored by the

@@ -75,3 +75,46 @@
 // Settings that act queue-wide (TTL, MaxQueued, MaxDeadLetters) are
 // stored with the queue by its first process; see Open.
 package queue
+
+// Reading the code: one file per concept, each script beside the code
+// that runs it. Every script starts with the prelude and takes the common
+// keys first (wire.go).
+//
+//	queue.go           Queue: Open, the pub/sub listener, Close
+//	wire.go            the scripts' common KEYS and ARGV; the task hash's
+//	                   fields, declared once
+//	prelude.go         the Lua prelude: the keys, the fields' locals, and
+//	                   the functions the scripts share (finish, cancelOne,
+//	                   pushReady, unload...)
+//	layout.go          every key and channel name
+//	settings.go        queue-wide settings; registering (registerScript)
+//	keepalive.go       keep-alives, the process record, abandoning the
+//	                   attempts of a process declared dead
+//	reap.go            declaring dead the processes whose lease ran out
+//	giveback.go        tasks marked in flight here that nothing runs go
+//	                   back: at Stop, at Close, and lost replies' orphans
+//	submit.go          Submit and its batches (submitScript)
+//	withdraw.go        taking back a failed Submit
+//	future.go          Future: outcomes by message or by poll; Result
+//	batch.go           Batch, WaitBatch
+//	server.go          Server: Serve, Stop, Halt
+//	handler.go         Task, Handler, Resource; a worker's slot
+//	mode.go            Mode, SetMode
+//	worker.go          a worker: runs an attempt, classifies its end
+//	feed.go            feed: the one goroutine that records ends and
+//	                   takes tasks, in named steps
+//	take.go            taking tasks: take (Lua), dequeueScript
+//	complete.go        recording ends and taking more: completeScript
+//	panic.go           a handler's panic: one-line error, trimmed stack
+//	timeout.go         a result returned after the attempt's deadline
+//	limit.go           concurrency limits shared by servers (Limit)
+//	tenants.go         tenants: the tenants hash, capacities, their scripts
+//	acquire.go         Acquire, Slot, Middleware
+//	cancel.go          Cancel, and cancelling a running attempt
+//	dead.go            dead letters: list, delete, replay, purge, filing
+//	drain.go           Client.Drain (drainScript)
+//	inspect.go         Client, Tasks, Inspect
+//	stats.go           Stats
+//	metrics.go, durations.go  OpenTelemetry metrics; handler run times
+//	options.go, submit_options.go, serve_options.go, calltimeout.go
+//	errors.go, access.go  errors; ACLCommands

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
@@ -40,3 +42,34 @@ func (q *Client) Drain(ctx context.Context) (int, error) {
 	}
 	return int(n), nil
 }
+
+// drainScript asks every live process that serves, by its record (its
+// server's serial "srv"), to switch that server to drain: it stores the
+// serial in drains, which the process reads on its next keep-alive, and
+// publishes on the drain channel so that the processes keep alive at
+// once. Requests left by processes no longer registered are dropped.
+//
+//	KEYS[17] drains
+//
+// Returns how many processes were asked, or -1 when the queue does not
+// exist (nothing is written).
+var drainScript = redis.NewScript(prelude + `
+if redis.call('EXISTS', K_SETTINGS) == 0 then return -1 end
+local old = redis.call('HGETALL', KEYS[17]) -- not HKEYS: ACLCommands lists what the scripts use
+for i = 1, #old, 2 do
+  if not redis.call('ZSCORE', K_ALIVE, old[i]) then redis.call('HDEL', KEYS[17], old[i]) end
+end
+local n = 0
+for _, p in ipairs(redis.call('ZRANGEBYSCORE', K_ALIVE, now(), '+inf')) do
+  local rec = redis.call('HGET', K_PROCS, p)
+  local ok, r = false, nil
+  if rec then ok, r = pcall(cjson.decode, rec) end
+  local srv = ok and type(r) == 'table' and tonumber(r.srv) or 0
+  if srv > 0 then
+    redis.call('HSET', KEYS[17], p, string.format('%d', srv))
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('PUBLISH', P_CHAN .. 'drain', '') end
+return n
+`)

@@ -152,7 +152,7 @@ func (q *Client) Result(ctx context.Context, id string) ([]byte, error) {
 }
 
 // outcomeFields are the task fields storedOutcome reads.
-var outcomeFields = []string{"st", "errs", "res"}
+var outcomeFields = []string{fieldState, fieldErrors, fieldResult}
 
 // storedOutcome reads the task's state from its outcomeFields and, once
 // it is finished, what Wait returns. st is "" for a missing task.

@@ -2,8 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -12,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shepherd-go/shepherd/internal/redisutil"
-	"github.com/shepherd-go/shepherd/internal/script"
 )
 
 // Client reads and manages a queue without joining it: it registers no
@@ -142,93 +139,6 @@ func (q *Client) infos(ctx context.Context, ids []string) ([]TaskInfo, error) {
 	return out, nil
 }
 
-// Stats is a snapshot of a queue, read in one round trip (two when it has
-// tenants).
-type Stats struct {
-	Available   int64 // waiting, due now (the depth the alarm watches)
-	Delayed     int64 // first attempts not due yet
-	Retrying    int64 // later attempts not due yet (backoff or RetryLater)
-	InFlight    int64 // running now
-	Dead        int64 // dead letters kept
-	DeadDropped int64 // dead letters dropped at MaxDeadLetters, ever
-	Workers     int64 // workers of the live processes
-	Busy        int64 // of which running a task
-	Tenants     []TenantInfo
-	Processes   []ProcessInfo
-}
-
-// ProcessInfo describes one process of the queue.
-type ProcessInfo struct {
-	ID      string
-	Host    string
-	PID     int
-	Started time.Time // the process's own clock
-	Workers int       // 0: it only submits
-	Busy    int       // as of its last keep-alive
-	Limit   int       // its concurrency limit (WithConcurrencyLimit, WithLimit), 0 without one, as of its last keep-alive
-	Part    string    // its partition of a shared Limit (WithLimit)
-	Drops   int64     // its attempts that counted as drops for the limit, as of its last keep-alive
-	Mode    string    // "serve" or "drain" (its Server's Mode), "" when it does not serve; sent at once when it changes
-	// P50, P90 and P99 are the percentiles of its handlers' run times over
-	// its last Sampled attempts (at most 512), as of its last keep-alive;
-	// zero before its first attempt.
-	P50, P90, P99 time.Duration
-	Sampled       int
-	LeaseFor      time.Duration
-}
-
-// Stats reads the queue's depth by state and its processes.
-func (q *Client) Stats(ctx context.Context) (Stats, error) {
-	pipe := q.rdb.Pipeline()
-	available := pipe.LLen(ctx, q.lay.ready)
-	delayed := pipe.ZCard(ctx, q.lay.delayed)
-	retrying := pipe.ZCard(ctx, q.lay.retry)
-	inflight := pipe.HLen(ctx, q.lay.active)
-	dead := pipe.ZCard(ctx, q.lay.dead)
-	dropped := pipe.Get(ctx, q.lay.deadDropped)
-	procs := pipe.HGetAll(ctx, q.lay.procs)
-	alive := pipe.ZRangeWithScores(ctx, q.lay.alive, 0, -1)
-	now := pipe.Time(ctx)
-	tenantHash := pipe.HGetAll(ctx, q.lay.tenants)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return Stats{}, fmt.Errorf("queue: stats: %w", err)
-	}
-	tenants, err := q.tenants(ctx, tenantHash.Val())
-	if err != nil {
-		return Stats{}, err
-	}
-	st := Stats{
-		Available: available.Val(),
-		Delayed:   delayed.Val(),
-		Retrying:  retrying.Val(),
-		InFlight:  inflight.Val(),
-		Dead:      dead.Val(),
-	}
-	for _, t := range tenants {
-		st.Available += t.Waiting
-	}
-	st.Tenants = tenants
-	st.DeadDropped, _ = strconv.ParseInt(dropped.Val(), 10, 64)
-	nowMs := now.Val().UnixMilli()
-	for _, z := range alive.Val() {
-		id, _ := z.Member.(string)
-		lease := time.Duration(int64(z.Score)-nowMs) * time.Millisecond
-		if lease < 0 {
-			continue // about to be declared dead
-		}
-		var r procRecord
-		_ = json.Unmarshal([]byte(procs.Val()[id]), &r)
-		st.Processes = append(st.Processes, ProcessInfo{ID: id, Host: r.Host, PID: r.PID, Started: time.UnixMilli(r.Started),
-			Workers: r.Workers, Busy: r.Busy, Limit: r.Limit, Part: r.Part, Drops: r.Drops, Mode: r.Mode, LeaseFor: lease,
-			P50: time.Duration(r.P50) * time.Microsecond, P90: time.Duration(r.P90) * time.Microsecond, P99: time.Duration(r.P99) * time.Microsecond,
-			Sampled: r.Sampled})
-		st.Workers += int64(r.Workers)
-		st.Busy += int64(r.Busy)
-	}
-	sort.Slice(st.Processes, func(i, j int) bool { return st.Processes[i].ID < st.Processes[j].ID })
-	return st, nil
-}
-
 // State is a task's state.
 type State string
 
@@ -261,7 +171,9 @@ type TaskInfo struct {
 	Result      []byte
 }
 
-var taskFields = []string{"st", "p", "att", "max", "to", "own", "enq", "due", "fin", "errs", "lerr", "res", "ten"}
+// taskFields are the task fields parseTask reads, in its order.
+var taskFields = []string{fieldState, fieldPayload, fieldAttempts, fieldMaxAttempts, fieldTimeout, fieldOwner,
+	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant}
 
 func parseTask(id string, v []any) (TaskInfo, bool) {
 	s := make([]string, len(v))
@@ -312,76 +224,4 @@ func validID(id string) error {
 		return invalid("task id must be 1 to %d bytes, got %d", MaxTaskIDSize, len(id))
 	}
 	return nil
-}
-
-// DeadLetters lists up to limit dead letters, newest first (in the order
-// they died, also within one millisecond), skipping the offset newest.
-func (q *Client) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo, error) {
-	if offset < 0 || limit < 1 {
-		return nil, invalid("dead letters need offset >= 0 and limit >= 1, got %d and %d", offset, limit)
-	}
-	ids, err := q.rdb.ZRevRange(ctx, q.lay.dead, int64(offset), int64(offset+limit-1)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("queue: dead letters: %w", err)
-	}
-	return q.infos(ctx, ids)
-}
-
-// Cancel cancels the task id: a task not running finishes at once as
-// cancelled; a running one has its handler's ctx cancelled, and finishes
-// as cancelled when the attempt ends (unless it succeeds). It returns
-// ErrTaskNotFound for an unknown task, and nil for a task that had
-// finished already (nothing changes).
-func (q *Client) Cancel(ctx context.Context, id string) error {
-	if err := validID(id); err != nil {
-		return err
-	}
-	res, err := script.Run(ctx, q.rdb, cancelScript, "queue: cancel", q.lay.common(q.lay.task(id)), q.lay.commonArgs(id)...)
-	if err != nil {
-		return err
-	}
-	if res == "NOTFOUND" {
-		return fmt.Errorf("%w: %q", ErrTaskNotFound, id)
-	}
-	return nil
-}
-
-// Replay queues the dead letter id again, with its attempts and errors
-// reset, as a new task with the same id and payload. It returns
-// ErrTaskNotFound when id is not a dead letter, ErrQueueFull at the
-// bound, ErrUnknownTenant when its tenant was removed.
-func (q *Client) Replay(ctx context.Context, id string) error {
-	if err := validID(id); err != nil {
-		return err
-	}
-	res, err := script.Run(ctx, q.rdb, replayScript, "queue: replay", q.lay.common(q.lay.task(id)),
-		q.lay.commonArgs(id)...)
-	if err != nil {
-		return err
-	}
-	switch res {
-	case "NOTDEAD":
-		return fmt.Errorf("%w: %q is not a dead letter", ErrTaskNotFound, id)
-	case "FULL":
-		return fmt.Errorf("%w: MaxQueued unfinished tasks", ErrQueueFull)
-	case "UNKNOWN":
-		return fmt.Errorf("%w: task %q's tenant was removed", ErrUnknownTenant, id)
-	}
-	return nil
-}
-
-// PurgeDead deletes every dead letter and returns how many.
-func (q *Client) PurgeDead(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		res, err := script.Run(ctx, q.rdb, purgeScript, "queue: purge dead letters", q.lay.common(), q.lay.commonArgs(1000)...)
-		if err != nil {
-			return total, err
-		}
-		n, _ := res.(int64)
-		total += int(n)
-		if n == 0 {
-			return total, nil
-		}
-	}
 }

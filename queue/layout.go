@@ -28,7 +28,7 @@ import (
 //	idle          set: processes whose last take left workers idle (the
 //	              ones a new task must wake)
 //	tenants       hash: per tenant its capacity, load and unfinished
-//	              tasks (fields in scripts.go)
+//	              tasks (fields in tenants.go)
 //	ready:TENANT  list: a tenant's waiting tasks, as ready
 //	turns         list: tenants with waiting tasks, in take's round-robin
 //	              order ("" for untenanted tasks)
@@ -40,7 +40,7 @@ import (
 //	batch:ID      hash: a batch's policy (pol), tasks (n), finished tasks
 //	              (done) and first failed task (first)
 //	btasks:ID     list: a batch's task ids, in submission order
-//	task:ID       hash: the task (fields in scripts.go)
+//	task:ID       hash: the task (fields in wire.go)
 //	inflight:PROC set: the ids a process runs
 //	chan:wake, chan:drain, chan:done:PROC, chan:cancel:PROC   pub/sub
 //	              channels
@@ -48,7 +48,7 @@ type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains                                                            string
 
-	taskPrefix, inflightPrefix, chanPrefix, batchPrefix, batchTasksPrefix string
+	taskPrefix, inflightPrefix, chanPrefix string
 }
 
 func newLayout(name string) (layout, error) {
@@ -77,14 +77,14 @@ func newLayout(name string) (layout, error) {
 		drains:         k("drains"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
-		// The scripts build these from taskPrefix (see P_BATCH).
-		batchPrefix:      k("batch:"),
-		batchTasksPrefix: k("btasks:"),
-		chanPrefix:       k("chan:"),
+		chanPrefix:     k("chan:"),
 	}, nil
 }
 
 func (l layout) task(id string) string { return l.taskPrefix + id }
+
+// batch and batchTasks are built from taskPrefix, as the scripts build
+// them (P_BATCH, P_BTASKS): the scripts get only the task prefix.
 func (l layout) batch(id string) string {
 	return l.taskPrefix[:len(l.taskPrefix)-len("task:")] + "batch:" + id
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +16,6 @@ import (
 	"github.com/shepherd-go/shepherd/internal/group"
 	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
-	"github.com/shepherd-go/shepherd/internal/script"
 )
 
 // Queue is one process's handle on a named queue: it submits tasks,
@@ -142,25 +139,6 @@ func randomID(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// procRecord describes a process for operators (Stats).
-type procRecord struct {
-	Host    string `json:"host"`
-	PID     int    `json:"pid"`
-	Started int64  `json:"started"` // ms, this process's clock
-	Workers int    `json:"workers"`
-	Busy    int    `json:"busy"`
-	Limit   int    `json:"limit,omitempty"` // the concurrency limit (WithConcurrencyLimit, WithLimit)
-	Part    string `json:"part,omitempty"`  // WithLimit's partition
-	Drops   int64  `json:"drops,omitempty"` // attempts that counted as drops for the limit
-	Mode    string `json:"mode,omitempty"`  // the server's Mode, "" without one
-	Serial  int64  `json:"srv,omitempty"`   // the server's serial, 0 without one (drainScript reads it)
-	// P50, P90, P99 (µs) of its last Sampled handler run times.
-	P50     int64 `json:"p50,omitempty"`
-	P90     int64 `json:"p90,omitempty"`
-	P99     int64 `json:"p99,omitempty"`
-	Sampled int   `json:"took,omitempty"`
-}
-
 // current returns the process's server, nil when it does not serve.
 func (q *Queue) current() *Server {
 	q.mu.Lock()
@@ -168,150 +146,8 @@ func (q *Queue) current() *Server {
 	return q.server
 }
 
-// record describes the process serving with s (nil: not serving).
-func (q *Queue) record(s *Server) string {
-	host, _ := os.Hostname()
-	r := procRecord{Host: host, PID: os.Getpid(), Started: q.started.UnixMilli()}
-	if s != nil {
-		r.Workers, r.Busy = s.size(), s.busyCount()
-		r.Mode, r.Serial = s.Mode().String(), s.serial
-		p50, p90, p99, n := s.took.percentiles()
-		r.P50, r.P90, r.P99, r.Sampled = p50.Microseconds(), p90.Microseconds(), p99.Microseconds(), n
-		if s.lim != nil {
-			r.Limit, r.Part, r.Drops = s.Limit(), s.part.pub, s.Drops()
-		}
-	}
-	b, _ := json.Marshal(r)
-	return string(b)
-}
-
 // loopCallTimeout bounds one Redis call of a background loop.
 const loopCallTimeout = 5 * time.Second
-
-// keepAliveLoop extends the process's lease every TTL/3. When the queue
-// declared the process dead meanwhile (it was paused or cut off for
-// longer than the TTL), its tasks in flight already went to others: it
-// abandons them (their late outcomes would be refused) and registers
-// again.
-func (q *Queue) keepAliveLoop() {
-	ctx := q.tasks.Context()
-	t := time.NewTicker(q.cfg.ttl / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-q.kick:
-		}
-		q.keepAlive(ctx)
-	}
-}
-
-func (q *Queue) keepAlive(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-	defer cancel()
-	sent := time.Since(q.started)
-	s := q.current()
-	var serial int64
-	if s != nil {
-		serial = s.serial
-	}
-	res, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", q.lay.common(q.lay.drains),
-		q.lay.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), q.record(s), serial, q.drained)...)
-	if err != nil {
-		if ctx.Err() == nil {
-			q.logger.Warn("keep-alive failed", "error", err)
-		}
-		return
-	}
-	if res != "GONE" {
-		q.leaseFrom.Store(int64(sent))
-		if res == "DRAIN" && s != nil {
-			q.drained = serial
-			// A server that stopped meanwhile says ErrStopped: nothing
-			// left to drain. SetMode publishes the mode, which tells
-			// Redis the request was applied.
-			if s.SetMode(ModeDrain) == nil {
-				q.logger.Info("draining: asked by an operator (Client.Drain)")
-			}
-			q.kickKeepAlive()
-		}
-		if s != nil {
-			s.checkOrphans(cctx)
-		}
-		return
-	}
-	s = q.current()
-	lost := 0
-	if s != nil {
-		lost = s.abandon()
-	}
-	fresh, err := q.register(cctx, true)
-	if err != nil {
-		q.logger.Warn("registering again failed", "error", err)
-		return
-	}
-	q.m.revived.Add(ctx, 1, q.m.attrs)
-	if fresh {
-		q.logger.Error("queue state lost (Redis restarted empty): unfinished tasks and outcomes are gone", "abandoned", lost)
-		q.m.stateLost.Add(ctx, 1, q.m.attrs)
-		return
-	}
-	q.logger.Warn("this process was declared dead (paused or cut off for longer than the TTL); its tasks in flight ran elsewhere and their late outcomes are dropped",
-		"abandoned", lost, "ttl", q.cfg.ttl)
-}
-
-// leaseSure reports whether this process's lease surely still runs: its
-// last accepted keep-alive was sent less than 2/3 of the TTL ago (they
-// go every TTL/3). After a pause, or while Redis does not answer, it is
-// not: the process may have been declared dead and its tasks given to
-// others.
-func (q *Queue) leaseSure() bool {
-	return time.Since(q.started)-time.Duration(q.leaseFrom.Load()) < q.cfg.ttl*2/3
-}
-
-// reapEvery is how often every process looks for processes whose lease
-// ran out: min(TTL/4, 250ms), so a dead process's tasks are back within
-// about TTL + 250ms.
-func (q *Queue) reapEvery() time.Duration { return min(q.cfg.ttl/4, 250*time.Millisecond) }
-
-func (q *Queue) reapLoop() {
-	ctx := q.tasks.Context()
-	t := time.NewTicker(q.reapEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		res, err := script.Run(cctx, q.rdb, reapScript, "queue: reap", q.lay.common(), q.lay.commonArgs(16)...)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				q.logger.Warn("looking for dead processes failed", "error", err)
-			}
-			continue
-		}
-		out, _ := res.([]any)
-		if len(out) == 4 && out[0] != int64(0) {
-			q.logger.Warn("declared processes dead; their tasks in flight go to others",
-				"processes", out[0], "requeued", out[1], "finished", out[2])
-			q.m.procsDead.Add(ctx, out[0].(int64), q.m.attrs)
-			q.m.requeued.Add(ctx, out[1].(int64), q.m.attrs)
-		}
-		if len(out) == 4 && out[3] != int64(0) {
-			q.droppedDead(ctx, out[3].(int64))
-		}
-	}
-}
-
-func (q *Queue) droppedDead(ctx context.Context, n int64) {
-	q.logger.Warn("dead letters dropped at the MaxDeadLetters bound", "dropped", n, "max", q.cfg.maxDead)
-	q.m.deadDropped.Add(ctx, n, q.m.attrs)
-}
 
 // listen handles the process's pub/sub messages: wake-ups, outcomes of
 // the tasks it submitted, cancellations of tasks it runs, and drain
@@ -351,13 +187,6 @@ func (q *Queue) listen(msgs <-chan *redis.Message) {
 func (q *Queue) signalWake() {
 	select {
 	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (q *Queue) kickKeepAlive() {
-	select {
-	case q.kick <- struct{}{}:
 	default:
 	}
 }
@@ -407,21 +236,6 @@ func (q *Queue) Close(ctx context.Context) error {
 	}
 	q.m.close()
 	return errors.Join(errs...)
-}
-
-// giveBack runs deregisterScript: see there.
-func (q *Queue) giveBack(ctx context.Context, remove bool, ids ...string) (int64, error) {
-	flag := "0"
-	if remove {
-		flag = "1"
-	}
-	args := q.lay.commonArgs(q.proc, flag)
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	res, err := script.Run(ctx, q.rdb, deregisterScript, "queue: give back tasks", q.lay.common(q.lay.inflight(q.proc), q.lay.drains), args...)
-	n, _ := res.(int64)
-	return n, err
 }
 
 func (q *Queue) isClosed() bool {

@@ -2,53 +2,11 @@ package queue
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/shepherd-go/shepherd/internal/group"
-	"github.com/shepherd-go/shepherd/internal/script"
-	"github.com/shepherd-go/shepherd/limit"
 )
-
-// Task is what a handler gets.
-type Task struct {
-	ID          string
-	Payload     []byte
-	Attempt     int // 1 for the first attempt
-	MaxAttempts int
-
-	timeout time.Duration
-	tok     limit.Token // its permit of the server's concurrency limit
-}
-
-// Handler runs a task and returns its result (at most MaxPayloadSize
-// bytes). An error fails the attempt: the task is retried after a backoff
-// until its max attempts, then becomes a dead letter; wrap the error with
-// Permanent to fail it at once, or with RetryLater to run it again later
-// without using an attempt. A panic fails the attempt like an error:
-// its error is one line, "panic: VALUE", and its stack is kept apart
-// (AttemptError.Stack). The ctx ends at the attempt's timeout, when the
-// task is cancelled, and on a hard stop; a handler must return soon
-// after. A result returned after the timeout is dropped: the attempt has
-// failed (see WithTimeout).
-type Handler func(ctx context.Context, t *Task) ([]byte, error)
-
-// ResourceHandler is a Handler that gets its worker's resource.
-type ResourceHandler[R any] func(ctx context.Context, res R, t *Task) ([]byte, error)
-
-// Resource is what each worker owns: Open makes it when the worker
-// starts (worker is 0 to Workers-1), Close releases it when the worker
-// stops. After a handler panics or overruns its timeout, the worker
-// resets its resource (Close, then Open) before its next task. A failed
-// Open is retried with a backoff (up to 5s) and logged; the worker takes
-// no task until it succeeds. Close may be nil.
-type Resource[R any] struct {
-	Open  func(ctx context.Context, worker int) (R, error)
-	Close func(R)
-}
 
 // Server runs this process's workers for a queue: made by Serve or
 // ServeWith, ended by Stop or Halt (or the Queue's Close).
@@ -94,52 +52,6 @@ type run struct {
 	lost      atomic.Bool // the process was declared dead: do not record it
 	cancelled atomic.Bool // Cancel asked for it
 	finished  atomic.Bool // the handler returned; its outcome is being recorded
-}
-
-// slot is a worker's resource and handler, whatever the resource's type.
-type slot interface {
-	open(ctx context.Context) error
-	close()
-	handle(ctx context.Context, t *Task) ([]byte, error)
-}
-
-type resourceSlot[R any] struct {
-	idx    int
-	res    Resource[R]
-	h      ResourceHandler[R]
-	r      R
-	isOpen bool
-}
-
-func (s *resourceSlot[R]) open(ctx context.Context) error {
-	if s.isOpen {
-		return nil
-	}
-	if s.res.Open != nil {
-		r, err := s.res.Open(ctx, s.idx)
-		if err != nil {
-			return err
-		}
-		s.r = r
-	}
-	s.isOpen = true
-	return nil
-}
-
-func (s *resourceSlot[R]) close() {
-	if !s.isOpen {
-		return
-	}
-	s.isOpen = false
-	if s.res.Close != nil {
-		s.res.Close(s.r)
-	}
-	var zero R
-	s.r = zero
-}
-
-func (s *resourceSlot[R]) handle(ctx context.Context, t *Task) ([]byte, error) {
-	return s.h(ctx, s.r, t)
 }
 
 // Serve runs this process's workers for the queue with handler h, until
@@ -282,57 +194,6 @@ func (s *Server) Stop(ctx context.Context) error {
 	return err
 }
 
-// Mode is how a Server ends: ModeServe waits for tasks until stopped;
-// ModeDrain runs what it can take now, then stops by itself.
-type Mode int32
-
-const (
-	// ModeServe takes tasks as they come, until Stop, Halt or Close.
-	ModeServe Mode = iota
-	// ModeDrain takes tasks while some are available to it; once a take
-	// finds none it may run now and none of its tasks is in flight, the
-	// server stops (as Stop) and Done closes. Tasks not due yet, waiting
-	// for a retry, or held back by their tenant's capacity are left to
-	// other servers.
-	ModeDrain
-)
-
-func (m Mode) String() string {
-	switch m {
-	case ModeServe:
-		return "serve"
-	case ModeDrain:
-		return "drain"
-	}
-	return fmt.Sprintf("Mode(%d)", int32(m))
-}
-
-// SetMode switches the server to m at once, in either direction, while
-// it runs: a server switched to ModeDrain stops when nothing is left for
-// it (at once if it is idle). The process publishes the new mode at once
-// (Stats' ProcessInfo.Mode). It returns ErrStopped once the server is
-// stopping or stopped. Client.Drain does the same from outside the
-// process.
-func (s *Server) SetMode(m Mode) error {
-	if m != ModeServe && m != ModeDrain {
-		return invalid("unknown mode %d", int32(m))
-	}
-	if s.isStopping() {
-		return ErrStopped
-	}
-	if Mode(s.mode.Swap(int32(m))) != m {
-		s.q.kickKeepAlive()
-	}
-	select {
-	case s.modeSet <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// Mode returns the server's mode.
-func (s *Server) Mode() Mode { return Mode(s.mode.Load()) }
-
 // Done is closed when the server has stopped: drained (ModeDrain), by
 // Stop or Halt, or by the Queue's Close.
 func (s *Server) Done() <-chan struct{} { return s.done }
@@ -343,141 +204,4 @@ func (s *Server) Halt() {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = s.Stop(ctx)
-}
-
-// abandon is called when the process was declared dead: its attempts in
-// flight belong to others now. It cancels those still running and marks
-// them lost (their outcomes are not recorded), and reports how many.
-// Attempts that ended already are being recorded; those records are
-// refused as late.
-func (s *Server) abandon() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, r := range s.running {
-		if r.finished.Load() {
-			continue
-		}
-		r.lost.Store(true)
-		r.cancel()
-		n++
-	}
-	return n
-}
-
-// cancelTask ends the handler's ctx of a task cancelled by Cancel.
-func (s *Server) cancelTask(id string) {
-	s.mu.Lock()
-	r := s.running[id]
-	if r != nil {
-		r.cancelled.Store(true) // under the lock: runTask sees it, or is seen
-	}
-	s.mu.Unlock()
-	if r != nil {
-		r.cancel()
-	}
-}
-
-// checkOrphans gives back the tasks that Redis marks in flight on this
-// process but that it does not run: a dequeue whose reply was lost (the
-// connection dropped after Redis ran the script) would otherwise hold
-// them for as long as the process lives. An id must be seen so on two
-// checks in a row (TTL/3 apart), so that a dequeue whose reply is on
-// its way is not taken for one.
-func (s *Server) checkOrphans(ctx context.Context) {
-	q := s.q
-	ids, err := q.rdb.SMembers(ctx, q.lay.inflight(q.proc)).Result()
-	if err != nil {
-		return
-	}
-	var orphans []string
-	s.mu.Lock()
-	next := make(map[string]bool)
-	for _, id := range ids {
-		if s.running[id] != nil {
-			continue
-		}
-		if s.suspect[id] {
-			orphans = append(orphans, id)
-		} else {
-			next[id] = true
-		}
-	}
-	s.suspect = next
-	s.mu.Unlock()
-	if len(orphans) == 0 {
-		return
-	}
-	n, err := q.giveBack(ctx, false, orphans...)
-	if err != nil {
-		q.logger.Warn("giving back tasks this process does not run failed", "error", err)
-		return
-	}
-	q.logger.Warn("gave back tasks marked as running here that this process never got (a lost reply)", "tasks", n)
-}
-
-// safetyPoll bounds how long an idle feed trusts that a wake-up would
-// have come: pub/sub messages published during a reconnect are lost.
-const safetyPoll = time.Second
-
-// promoteLimit bounds how many due tasks one dequeue moves to ready.
-const promoteLimit = 500
-
-var (
-	errGone = errors.New("queue: this process is not registered (declared dead, or Redis lost its state); registering again")
-	errLate = errors.New("queue: this process's lease ran out; keeping alive first")
-)
-
-// dequeue takes up to n tasks; next is when the next delayed task is due
-// (-1: none).
-func (s *Server) dequeue(ctx context.Context, n int) ([]*Task, time.Duration, error) {
-	q := s.q
-	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-	defer cancel()
-	res, err := script.Run(cctx, q.rdb, dequeueScript, "queue: dequeue", q.lay.common(q.lay.inflight(q.proc)),
-		q.lay.commonArgs(q.proc, n, promoteLimit)...)
-	if err != nil {
-		return nil, -1, err
-	}
-	out, _ := res.([]any)
-	return s.taken(ctx, out)
-}
-
-// taken reads the reply of take (dequeueScript, or the end of
-// completeScript's): the tasks, now marked as running here, and when the
-// next delayed task is due.
-func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, error) {
-	q := s.q
-	if len(out) < 1 {
-		return nil, -1, fmt.Errorf("queue: take: unexpected reply %v", out)
-	}
-	switch out[0] {
-	case "GONE":
-		q.kickKeepAlive()
-		return nil, -1, errGone
-	case "LATE":
-		q.kickKeepAlive()
-		return nil, -1, errLate
-	}
-	next := time.Duration(-1)
-	if ms, ok := out[1].(int64); ok && ms >= 0 {
-		next = time.Duration(ms) * time.Millisecond
-	}
-	var tasks []*Task
-	for i := 2; i+5 < len(out); i += 6 {
-		id, _ := out[i].(string)
-		payload, _ := out[i+1].(string)
-		att, _ := out[i+2].(int64)
-		maxAtt, _ := out[i+3].(int64)
-		timeout, _ := out[i+4].(int64)
-		waited, _ := out[i+5].(int64)
-		tasks = append(tasks, &Task{ID: id, Payload: []byte(payload), Attempt: int(att), MaxAttempts: int(maxAtt),
-			timeout: time.Duration(timeout) * time.Millisecond})
-		r := &run{cancel: func() {}}
-		s.mu.Lock()
-		s.running[id] = r
-		s.mu.Unlock()
-		q.m.queueWait.Record(ctx, float64(max(waited, 0))/1000, q.m.attrs)
-	}
-	return tasks, next, nil
 }

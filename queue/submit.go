@@ -7,7 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shepherd-go/shepherd/internal/backoff"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
@@ -175,6 +176,8 @@ func (q *Queue) submitLoop() {
 	}
 }
 
+// submitBatch queues the Submits of batch that still wait (their callers
+// did not give up) in one submitScript call, and answers each.
 func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	taken := batch[:0]
 	for _, r := range batch {
@@ -241,44 +244,7 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	}
 }
 
-// withdrawnTTL is how long a queue remembers a withdrawn Submit: one
-// that reaches Redis later than that (held up in a frozen server) is
-// queued after all.
-const withdrawnTTL = 10 * time.Minute
-
-// withdraw takes back a failed Submit (see withdrawScript), retrying
-// until Redis answers or the Queue closes.
-func (q *Queue) withdraw(r *submitReq) {
-	f := r.f
-	started := q.withdrawals.Go(func() {
-		ctx := q.withdrawals.Context()
-		bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
-		for fails := 0; ; fails++ {
-			cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
-			res, err := script.Run(cctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", q.lay.common(),
-				q.lay.commonArgs(f.id, r.nonce, withdrawnTTL.Milliseconds())...)
-			cancel()
-			if err == nil {
-				if res == "CANCELLED" {
-					q.logger.Warn("a failed Submit's task was taken by a worker before it could be withdrawn; it is cancelled, but may have run", "task", f.id)
-				}
-				return
-			}
-			if ctx.Err() != nil {
-				q.logger.Error("a failed Submit's task could not be withdrawn before Close; it may run", "task", f.id, "error", err)
-				return
-			}
-			if fails == 0 {
-				q.logger.Warn("withdrawing a failed Submit's task failed; retrying", "task", f.id, "error", err)
-			}
-			backoff.Sleep(bo.Next(), ctx.Done())
-		}
-	})
-	if !started {
-		q.logger.Error("a failed Submit's task could not be withdrawn: the Queue is closed; it may run", "task", f.id)
-	}
-}
-
+// forget stops waiting for f's outcome (its Submit failed).
 func (q *Queue) forget(f *Future) {
 	q.mu.Lock()
 	if q.futures[f.id] == f {
@@ -286,3 +252,70 @@ func (q *Queue) forget(f *Future) {
 	}
 	q.mu.Unlock()
 }
+
+// submitScript queues a batch of tasks, each on its own: one refused
+// does not stop the others.
+//
+//	ARGV[4] submitting process, ARGV[5] max queued, then per task: id,
+//	payload, max attempts, timeout (ms), delay (ms, 0: now), retention
+//	(ms), the Submit's nonce, the tenant ("" for none), the batch ("" for
+//	none) and its policy ("ff" fail-fast, "ca" collect-all)
+//
+// Returns one status per task: "OK", "DUP" (the id is known), "FULL",
+// "UNKNOWN" (the tenant is not registered), "BATCHFAILED" (its fail-fast
+// batch failed already) or "WITHDRAWN" (its Submit failed and withdrew it
+// before it got here); a refused task writes nothing.
+var submitScript = redis.NewScript(prelude + `
+local t = now()
+local count = tonumber(redis.call('GET', K_COUNT) or '0')
+local limit = tonumber(ARGV[5])
+local withdrawn = redis.call('EXISTS', K_WITHDRAWN) == 1
+local out, ready, order, delayed, queued = {}, {}, {}, {}, 0
+for i = 6, #ARGV, 10 do
+  local id, ten, b = ARGV[i], ARGV[i + 7], ARGV[i + 8]
+  local tk = P_TASK .. id
+  if withdrawn and redis.call('ZSCORE', K_WITHDRAWN, ARGV[i + 6]) then
+    out[#out + 1] = 'WITHDRAWN'
+  elseif ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then
+    out[#out + 1] = 'UNKNOWN'
+  elseif b ~= '' and ARGV[i + 9] == 'ff' and redis.call('HGET', P_BATCH .. b, 'first') then
+    out[#out + 1] = 'BATCHFAILED'
+  elseif redis.call('EXISTS', tk) == 1 then
+    out[#out + 1] = 'DUP'
+  elseif count >= limit then
+    out[#out + 1] = 'FULL'
+  else
+    count = count + 1
+    queued = queued + 1
+    local delay = tonumber(ARGV[i + 4])
+    local st = 'waiting'
+    if delay > 0 then st = 'delayed' end
+    redis.call('HSET', tk, 'p', ARGV[i + 1], 'st', st, 'att', 0, 'max', ARGV[i + 2], 'to', ARGV[i + 3],
+      'sub', ARGV[4], 'ret', ARGV[i + 5], 'enq', t, 'due', t + delay, 'n', ARGV[i + 6], 'ten', ten)
+    if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
+    if b ~= '' then
+      redis.call('HSET', tk, 'b', b)
+      if redis.call('HINCRBY', P_BATCH .. b, 'n', 1) == 1 then redis.call('HSET', P_BATCH .. b, 'pol', ARGV[i + 9]) end
+      redis.call('RPUSH', P_BTASKS .. b, id)
+      -- Kept while it has unfinished tasks (finish sets the expiry).
+      redis.call('PERSIST', P_BATCH .. b)
+      redis.call('PERSIST', P_BTASKS .. b)
+    end
+    if delay > 0 then
+      delayed[#delayed + 1] = t + delay
+      delayed[#delayed + 1] = id
+    else
+      if not ready[ten] then ready[ten] = {}; order[#order + 1] = ten end
+      ready[ten][#ready[ten] + 1] = id
+    end
+    out[#out + 1] = 'OK'
+  end
+end
+if queued > 0 then
+  for _, ten in ipairs(order) do pushReady(ten, ready[ten], true) end
+  bulk('ZADD', K_DELAYED, delayed)
+  redis.call('INCRBY', K_COUNT, queued)
+  wake()
+end
+return out
+`)

@@ -2,25 +2,30 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"time"
 
-	"github.com/shepherd-go/shepherd/internal/backoff"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
+// The tenants hash (layout.tenants), edited by the scripts and read by
+// Tenants and Untenanted, holds "u" the untenanted tasks' capacity (none
+// when absent), and per tenant ("" for untenanted tasks: only "l:")
+// "c:ID" its capacity, "g:ID" the capacity of a removed tenant whose
+// tasks are still unfinished, "l:ID" its load (tasks in flight and slots
+// held by Acquire) and "n:ID" its unfinished tasks; a load or count at 0
+// is deleted (lower, in the prelude), so the hash holds only what a user
+// set while nothing runs. A tenant's waiting tasks are in its own list
+// (ready:ID; the untenanted ones in ready). A tenant with waiting tasks
+// is either in the turns list (round-robin order of take) or, when take
+// found it at capacity, in the parked set, until its load goes down.
+
 // MaxCapacity bounds a tenant's capacity.
 const MaxCapacity = 1_000_000
-
-// DefaultAcquireWait is how long Acquire waits for a slot by default.
-const DefaultAcquireWait = 5 * time.Second
 
 // TenantInfo describes a tenant.
 type TenantInfo struct {
@@ -51,6 +56,20 @@ func (q *Client) SetTenant(ctx context.Context, id string, capacity int) error {
 	return err
 }
 
+// setTenantScript registers a tenant, or changes its capacity (at once:
+// a lower one admits nothing more until its load is below it, a higher
+// one lets its waiting tasks in).
+//
+//	ARGV[4] tenant, ARGV[5] capacity
+var setTenantScript = redis.NewScript(prelude + `
+local ten = ARGV[4]
+redis.call('HSET', K_TEN, 'c:' .. ten, ARGV[5])
+redis.call('HDEL', K_TEN, 'g:' .. ten)
+if redis.call('SREM', K_PARKED, ten) == 1 then redis.call('RPUSH', K_TURNS, ten) end
+if redis.call('LLEN', readyKey(ten)) > 0 then wake() end
+return 'OK'
+`)
+
 // SetUntenantedCapacity caps the tasks submitted without a tenant like a
 // tenant's: at most capacity of them in flight at once across the
 // cluster (0 holds them), taking turns with the tenants. A negative
@@ -66,6 +85,19 @@ func (q *Client) SetUntenantedCapacity(ctx context.Context, capacity int) error 
 	_, err := script.Run(ctx, q.rdb, setUntenantedScript, "queue: set untenanted capacity", q.lay.common(), q.lay.commonArgs(arg)...)
 	return err
 }
+
+// setUntenantedScript sets the untenanted tasks' capacity (ARGV[4], or
+// "" for none).
+var setUntenantedScript = redis.NewScript(prelude + `
+if ARGV[4] == '' then
+  redis.call('HDEL', K_TEN, 'u')
+else
+  redis.call('HSET', K_TEN, 'u', ARGV[4])
+end
+if redis.call('SREM', K_PARKED, '') == 1 then redis.call('RPUSH', K_TURNS, '') end
+if redis.call('LLEN', K_READY) > 0 then wake() end
+return 'OK'
+`)
 
 // Untenanted reports the untenanted tasks' capacity (-1: none) and load.
 func (q *Client) Untenanted(ctx context.Context) (capacity, load int64, err error) {
@@ -101,6 +133,23 @@ func (q *Client) RemoveTenant(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// removeTenantScript takes a tenant off the allow-list: Submit, Replay
+// and Acquire refuse it from now on; its unfinished tasks still run,
+// within its last capacity, and it is forgotten when the last finishes.
+//
+//	ARGV[4] tenant
+//
+// Returns "OK" or "NOTFOUND".
+var removeTenantScript = redis.NewScript(prelude + `
+local ten = ARGV[4]
+local c = redis.call('HGET', K_TEN, 'c:' .. ten)
+if not c then return 'NOTFOUND' end
+redis.call('HDEL', K_TEN, 'c:' .. ten)
+redis.call('HSET', K_TEN, 'g:' .. ten, c)
+settle(ten)
+return 'OK'
+`)
 
 // Tenants lists the registered tenants, and the removed ones whose tasks
 // are still unfinished, by id.
@@ -164,118 +213,4 @@ func (q *Client) tenants(ctx context.Context, all map[string]string) ([]TenantIn
 		}
 	}
 	return out, nil
-}
-
-// A Slot is one unit of a tenant's capacity taken by Acquire.
-type Slot struct {
-	q      *Queue
-	tenant string
-	token  string
-	done   atomic.Bool
-}
-
-// Tenant returns the slot's tenant.
-func (s *Slot) Tenant() string { return s.tenant }
-
-// Release gives the slot back (once; later calls do nothing, also
-// concurrent ones). It returns the Redis error if the release could not be
-// sent; Release may be called again, and the slot comes back anyway when
-// this process closes or is declared dead.
-func (s *Slot) Release(ctx context.Context) error {
-	if s.done.Load() {
-		return nil
-	}
-	q := s.q
-	// The script gives a token back once, whoever calls it.
-	_, err := script.Run(ctx, q.rdb, releaseScript, "queue: release a tenant slot", q.lay.common(), q.lay.commonArgs(s.token)...)
-	if err == nil {
-		s.done.Store(true)
-	}
-	return err
-}
-
-// Acquire takes one unit of the tenant's capacity for work outside the
-// queue (a web request, a job elsewhere), shared with its tasks: while
-// held, one task fewer of the tenant runs. It waits while the tenant is
-// at capacity, up to WithAcquireWait (5s by default) or until ctx ends,
-// then fails with ErrTenantBusy (or ctx's error). ErrUnknownTenant for a
-// tenant not registered (nothing is written). The slot is held by this
-// process: it comes back by Release, when the Queue closes, or when the
-// process is declared dead (its TTL).
-func (q *Queue) Acquire(ctx context.Context, tenant string) (*Slot, error) {
-	if err := validTenant(tenant); err != nil {
-		return nil, err
-	}
-	if q.isClosed() {
-		return nil, ErrClosed
-	}
-	deadline := time.Now().Add(q.cfg.acquireWait)
-	bo := backoff.Backoff{Min: 2 * time.Millisecond, Max: 50 * time.Millisecond}
-	token := randomID(12)
-	for {
-		res, err := script.Run(ctx, q.rdb, acquireScript, "queue: acquire a tenant slot", q.lay.common(),
-			q.lay.commonArgs(q.proc, tenant, token)...)
-		if err != nil {
-			return nil, err
-		}
-		switch res {
-		case "OK":
-			return &Slot{q: q, tenant: tenant, token: token}, nil
-		case "UNKNOWN":
-			q.m.tenantRefused(ctx, "unknown")
-			return nil, fmt.Errorf("%w: %q", ErrUnknownTenant, tenant)
-		case "GONE", "LATE":
-			q.kickKeepAlive()
-		case "BUSY":
-		default:
-			return nil, fmt.Errorf("queue: acquire: unexpected reply %v", res)
-		}
-		wait := bo.Next()
-		wait = wait/2 + rand.N(wait/2+1)
-		if time.Now().Add(wait).After(deadline) {
-			q.m.tenantRefused(ctx, "busy")
-			return nil, fmt.Errorf("%w: %q for %v", ErrTenantBusy, tenant, q.cfg.acquireWait)
-		}
-		if !backoff.Sleep(wait, ctx.Done()) {
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// Middleware runs next for each request within a slot of the request's
-// tenant (Acquire), named by tenant(r): 403 Forbidden for an unknown
-// tenant (or none), 429 Too Many Requests with Retry-After: 1 when it
-// stays at capacity, 503 when Redis fails.
-func (q *Queue) Middleware(tenant func(*http.Request) string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := tenant(r)
-		if validTenant(id) != nil {
-			http.Error(w, "unknown tenant", http.StatusForbidden)
-			return
-		}
-		slot, err := q.Acquire(r.Context(), id)
-		switch {
-		case errors.Is(err, ErrUnknownTenant):
-			http.Error(w, "unknown tenant", http.StatusForbidden)
-			return
-		case errors.Is(err, ErrTenantBusy):
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "tenant at capacity", http.StatusTooManyRequests)
-			return
-		case err != nil:
-			if r.Context().Err() == nil {
-				q.logger.Warn("acquiring a tenant slot for a request failed", "tenant", id, "error", err)
-				http.Error(w, "unavailable", http.StatusServiceUnavailable)
-			}
-			return
-		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), loopCallTimeout)
-			defer cancel()
-			if err := slot.Release(ctx); err != nil {
-				q.logger.Warn("releasing a tenant slot failed; it comes back when this process closes or is declared dead", "tenant", id, "error", err)
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
 }

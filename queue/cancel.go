@@ -1,0 +1,57 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// Cancel cancels the task id: a task not running finishes at once as
+// cancelled; a running one has its handler's ctx cancelled, and finishes
+// as cancelled when the attempt ends (unless it succeeds). It returns
+// ErrTaskNotFound for an unknown task, and nil for a task that had
+// finished already (nothing changes).
+func (q *Client) Cancel(ctx context.Context, id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	res, err := script.Run(ctx, q.rdb, cancelScript, "queue: cancel", q.lay.common(q.lay.task(id)), q.lay.commonArgs(id)...)
+	if err != nil {
+		return err
+	}
+	if res == "NOTFOUND" {
+		return fmt.Errorf("%w: %q", ErrTaskNotFound, id)
+	}
+	return nil
+}
+
+// cancelTask ends the handler's ctx of a task cancelled by Cancel.
+func (s *Server) cancelTask(id string) {
+	s.mu.Lock()
+	r := s.running[id]
+	if r != nil {
+		r.cancelled.Store(true) // under the lock: runTask sees it, or is seen
+	}
+	s.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
+}
+
+// cancelScript cancels a task: one not running gets its outcome at once;
+// one running is marked, and its process is told to end the handler's
+// ctx (the outcome is recorded when the attempt ends; a success still
+// wins).
+//
+//	KEYS[17] task key
+//	ARGV[4] id
+//
+// Returns "NOTFOUND", "FINISHED", "REQUESTED" or "CANCELLED".
+var cancelScript = redis.NewScript(prelude + `
+local res = cancelOne(KEYS[17], ARGV[4], now())
+flush()
+return res
+`)

@@ -1,0 +1,143 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/backoff"
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// record records the ends of a batch of attempts and takes up to n
+// tasks, in one script call; with no ends it is a take alone
+// (dequeueScript), tried once. Ends are retried while Redis does not
+// answer (a retry whose first try did run takes tasks again: the first
+// ones are given back by checkOrphans), until the Queue closes (its
+// deregistration then gives the tasks back). It returns the tasks taken
+// and in how long the next delayed task is due (-1: none).
+func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task, time.Duration, error) {
+	q := s.q
+	if len(batch) == 0 {
+		return s.dequeue(ctx, n)
+	}
+	args := q.lay.commonArgs(q.proc, n, promoteLimit)
+	for _, o := range batch {
+		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds(), o.stack)
+	}
+	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
+	for fails := 0; ; fails++ {
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		res, err := script.Run(cctx, q.rdb, completeScript, "queue: record outcomes", q.lay.common(q.lay.inflight(q.proc)), args...)
+		cancel()
+		if err == nil {
+			out, _ := res.([]any)
+			if len(out) < 2+len(batch) {
+				return nil, -1, fmt.Errorf("queue: recording outcomes: unexpected reply %v", res)
+			}
+			for i, st := range out[2 : 2+len(batch)] {
+				if st == "STALE" {
+					o := batch[i]
+					q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", o.t.ID, "attempt", o.t.Attempt)
+				}
+			}
+			if d, _ := out[0].(int64); d > 0 {
+				q.droppedDead(context.Background(), d)
+			}
+			if n == 0 {
+				return nil, -1, nil
+			}
+			return s.taken(ctx, out[2+len(batch):])
+		}
+		if ctx.Err() != nil {
+			return nil, -1, err
+		}
+		if fails == 0 || fails%20 == 0 {
+			q.logger.Warn("recording outcomes failed; retrying", "tasks", len(batch), "error", err, "failures", fails+1)
+		}
+		if !backoff.Sleep(bo.Next(), ctx.Done()) {
+			return nil, -1, err
+		}
+	}
+}
+
+// completeScript records how a batch of attempts ended, each if the
+// attempt is still the process's (the task is active, owned by it, at
+// this attempt): anything else is a late outcome and is refused. Then it
+// takes up to n tasks for the workers that just finished (as
+// dequeueScript does), so that a busy worker records an outcome and gets
+// its next task in one call.
+//
+//	KEYS[17] the process's inflight set
+//	ARGV[4] process, ARGV[5] n, ARGV[6] promotion limit, then per
+//	attempt: id, attempt, kind ("ok", "fail", "perm": no retry, "later":
+//	RetryLater, no attempt used, "release": its process stops, back to
+//	ready at once, no attempt used), the result ("ok") or the error, the
+//	delay (ms) of "fail" and "later", the stack of a panic ("" for none)
+//
+// Returns {dead letters dropped, k, outcome * k, take's reply...}: one
+// outcome per attempt, "STALE", "done", "cancelled", "dead", "retry",
+// "later" or "released", then what dequeueScript returns.
+var completeScript = redis.NewScript(prelude + takeFn + `
+local proc = ARGV[4]
+local t = now()
+local ended = {} -- attempts no longer in flight
+local unloads = {} -- tenant → how many of them
+local function complete(id, attempt, kind, data, delay, stack)
+  local tk = P_TASK .. id
+  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx', 'ten')
+  if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
+  ended[#ended + 1] = id
+  local att, ten = tonumber(f[3]), f[9] or ''
+  unloads[ten] = (unloads[ten] or 0) + 1
+  if kind == 'ok' then
+    return 'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, data, ten)
+  end
+  if f[8] == '1' then
+    local errs = f[7]
+    if kind ~= 'release' then errs = adderr(tk, f[7], att, data, t, stack) end
+    return 'cancelled', finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil, ten)
+  end
+  if kind == 'release' then
+    redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', att - 1)
+    pushReady(ten, {id}, false)
+    return 'released', 0, true
+  end
+  local due = t + tonumber(delay)
+  if kind == 'later' then
+    redis.call('HSET', tk, 'st', 'retry', 'own', '', 'att', att - 1, 'lerr', data, 'due', due)
+    redis.call('ZADD', K_RETRY, due, id)
+    return 'later', 0, true
+  end
+  local errs = adderr(tk, f[7], att, data, t, stack)
+  if kind == 'fail' and att < tonumber(f[4]) then
+    redis.call('HSET', tk, 'st', 'retry', 'own', '', 'due', due)
+    redis.call('ZADD', K_RETRY, due, id)
+    return 'retry', 0, true
+  end
+  return 'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil, ten)
+end
+local out, dropped, again = {0, 0}, 0, false
+for i = 7, #ARGV, 6 do
+  local st, d, w = complete(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+  out[#out + 1] = st
+  dropped = dropped + d
+  again = again or w
+end
+bulk('HDEL', K_ACTIVE, ended)
+bulk('SREM', KEYS[17], ended)
+for ten, d in pairs(unloads) do unload(ten, d) end
+flush()
+out[1] = dropped
+out[2] = #out - 2
+local n = tonumber(ARGV[5])
+if n > 0 then
+  for _, v in ipairs(take(proc, KEYS[17], n, tonumber(ARGV[6]))) do out[#out + 1] = v end
+end
+-- A task made available again (a retry, a release) may be for another
+-- process's idle workers.
+if again then wake() end
+return out
+`)

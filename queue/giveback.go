@@ -1,0 +1,103 @@
+package queue
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// giveBack runs deregisterScript: see there.
+func (q *Queue) giveBack(ctx context.Context, remove bool, ids ...string) (int64, error) {
+	flag := "0"
+	if remove {
+		flag = "1"
+	}
+	args := q.lay.commonArgs(q.proc, flag)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	res, err := script.Run(ctx, q.rdb, deregisterScript, "queue: give back tasks", q.lay.common(q.lay.inflight(q.proc), q.lay.drains), args...)
+	n, _ := res.(int64)
+	return n, err
+}
+
+// checkOrphans gives back the tasks that Redis marks in flight on this
+// process but that it does not run: a dequeue whose reply was lost (the
+// connection dropped after Redis ran the script) would otherwise hold
+// them for as long as the process lives. An id must be seen so on two
+// checks in a row (TTL/3 apart), so that a dequeue whose reply is on
+// its way is not taken for one.
+func (s *Server) checkOrphans(ctx context.Context) {
+	q := s.q
+	ids, err := q.rdb.SMembers(ctx, q.lay.inflight(q.proc)).Result()
+	if err != nil {
+		return
+	}
+	var orphans []string
+	s.mu.Lock()
+	next := make(map[string]bool)
+	for _, id := range ids {
+		if s.running[id] != nil {
+			continue
+		}
+		if s.suspect[id] {
+			orphans = append(orphans, id)
+		} else {
+			next[id] = true
+		}
+	}
+	s.suspect = next
+	s.mu.Unlock()
+	if len(orphans) == 0 {
+		return
+	}
+	n, err := q.giveBack(ctx, false, orphans...)
+	if err != nil {
+		q.logger.Warn("giving back tasks this process does not run failed", "error", err)
+		return
+	}
+	q.logger.Warn("gave back tasks marked as running here that this process never got (a lost reply)", "tasks", n)
+}
+
+// deregisterScript gives back a process's tasks still marked in flight
+// that it does not run: all of them once it runs none (a stopped server
+// whose outcomes could not be recorded), or the ids listed (tasks whose
+// dequeue reply was lost). They go back to ready at once without using
+// an attempt. With ARGV[5] "1" it also removes the process (Close) and
+// its drain request.
+//
+//	KEYS[17] the process's inflight set, KEYS[18] drains
+//	ARGV[4] process, ARGV[5] "1" to remove it, ARGV[6...] ids (none: all)
+//
+// Returns how many tasks went back.
+var deregisterScript = redis.NewScript(prelude + `
+local ids = {}
+for i = 6, #ARGV do ids[#ids + 1] = ARGV[i] end
+local all = #ids == 0
+if all then ids = redis.call('SMEMBERS', KEYS[17]) end
+local back = 0
+for _, id in ipairs(ids) do
+  local tk = P_TASK .. id
+  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'ten')
+  if f[1] == 'active' and f[2] == ARGV[4] then
+    local ten = f[4] or ''
+    redis.call('HDEL', K_ACTIVE, id)
+    redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', tonumber(f[3]) - 1)
+    pushReady(ten, {id}, false)
+    unload(ten, 1)
+    back = back + 1
+  end
+  redis.call('SREM', KEYS[17], id)
+end
+if ARGV[5] == '1' then
+  redis.call('ZREM', K_ALIVE, ARGV[4])
+  redis.call('HDEL', K_PROCS, ARGV[4])
+  redis.call('SREM', K_IDLE, ARGV[4])
+  redis.call('HDEL', KEYS[18], ARGV[4])
+  releaseHolds({ARGV[4]})
+end
+if back > 0 then wake() end
+return back
+`)

@@ -1,0 +1,187 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// keepAliveLoop extends the process's lease every TTL/3. When the queue
+// declared the process dead meanwhile (it was paused or cut off for
+// longer than the TTL), its tasks in flight already went to others: it
+// abandons them (their late outcomes would be refused) and registers
+// again.
+func (q *Queue) keepAliveLoop() {
+	ctx := q.tasks.Context()
+	t := time.NewTicker(q.cfg.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-q.kick:
+		}
+		q.keepAlive(ctx)
+	}
+}
+
+// keepAlive sends one keep-alive (keepAliveScript) with the process's
+// record, and acts on the answer: a drain request switches the server to
+// drain; GONE (declared dead, or Redis lost the queue) abandons the tasks
+// in flight and registers again.
+func (q *Queue) keepAlive(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+	defer cancel()
+	sent := time.Since(q.started)
+	s := q.current()
+	var serial int64
+	if s != nil {
+		serial = s.serial
+	}
+	res, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", q.lay.common(q.lay.drains),
+		q.lay.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), q.record(s), serial, q.drained)...)
+	if err != nil {
+		if ctx.Err() == nil {
+			q.logger.Warn("keep-alive failed", "error", err)
+		}
+		return
+	}
+	if res != "GONE" {
+		q.leaseFrom.Store(int64(sent))
+		if res == "DRAIN" && s != nil {
+			q.drained = serial
+			// A server that stopped meanwhile says ErrStopped: nothing
+			// left to drain. SetMode publishes the mode, which tells
+			// Redis the request was applied.
+			if s.SetMode(ModeDrain) == nil {
+				q.logger.Info("draining: asked by an operator (Client.Drain)")
+			}
+			q.kickKeepAlive()
+		}
+		if s != nil {
+			s.checkOrphans(cctx)
+		}
+		return
+	}
+	s = q.current()
+	lost := 0
+	if s != nil {
+		lost = s.abandon()
+	}
+	fresh, err := q.register(cctx, true)
+	if err != nil {
+		q.logger.Warn("registering again failed", "error", err)
+		return
+	}
+	q.m.revived.Add(ctx, 1, q.m.attrs)
+	if fresh {
+		q.logger.Error("queue state lost (Redis restarted empty): unfinished tasks and outcomes are gone", "abandoned", lost)
+		q.m.stateLost.Add(ctx, 1, q.m.attrs)
+		return
+	}
+	q.logger.Warn("this process was declared dead (paused or cut off for longer than the TTL); its tasks in flight ran elsewhere and their late outcomes are dropped",
+		"abandoned", lost, "ttl", q.cfg.ttl)
+}
+
+// leaseSure reports whether this process's lease surely still runs: its
+// last accepted keep-alive was sent less than 2/3 of the TTL ago (they
+// go every TTL/3). After a pause, or while Redis does not answer, it is
+// not: the process may have been declared dead and its tasks given to
+// others.
+func (q *Queue) leaseSure() bool {
+	return time.Since(q.started)-time.Duration(q.leaseFrom.Load()) < q.cfg.ttl*2/3
+}
+
+// procRecord describes a process for operators (Stats).
+type procRecord struct {
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Started int64  `json:"started"` // ms, this process's clock
+	Workers int    `json:"workers"`
+	Busy    int    `json:"busy"`
+	Limit   int    `json:"limit,omitempty"` // the concurrency limit (WithConcurrencyLimit, WithLimit)
+	Part    string `json:"part,omitempty"`  // WithLimit's partition
+	Drops   int64  `json:"drops,omitempty"` // attempts that counted as drops for the limit
+	Mode    string `json:"mode,omitempty"`  // the server's Mode, "" without one
+	Serial  int64  `json:"srv,omitempty"`   // the server's serial, 0 without one (drainScript reads it)
+	// P50, P90, P99 (µs) of its last Sampled handler run times.
+	P50     int64 `json:"p50,omitempty"`
+	P90     int64 `json:"p90,omitempty"`
+	P99     int64 `json:"p99,omitempty"`
+	Sampled int   `json:"took,omitempty"`
+}
+
+// record describes the process serving with s (nil: not serving).
+func (q *Queue) record(s *Server) string {
+	host, _ := os.Hostname()
+	r := procRecord{Host: host, PID: os.Getpid(), Started: q.started.UnixMilli()}
+	if s != nil {
+		r.Workers, r.Busy = s.size(), s.busyCount()
+		r.Mode, r.Serial = s.Mode().String(), s.serial
+		p50, p90, p99, n := s.took.percentiles()
+		r.P50, r.P90, r.P99, r.Sampled = p50.Microseconds(), p90.Microseconds(), p99.Microseconds(), n
+		if s.lim != nil {
+			r.Limit, r.Part, r.Drops = s.Limit(), s.part.pub, s.Drops()
+		}
+	}
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// abandon is called when the process was declared dead: its attempts in
+// flight belong to others now. It cancels those still running and marks
+// them lost (their outcomes are not recorded), and reports how many.
+// Attempts that ended already are being recorded; those records are
+// refused as late.
+func (s *Server) abandon() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.running {
+		if r.finished.Load() {
+			continue
+		}
+		r.lost.Store(true)
+		r.cancel()
+		n++
+	}
+	return n
+}
+
+// keepAliveScript extends a process's lease by ARGV[5] ms and stores its
+// record, unless it was declared dead meanwhile. It also answers a drain
+// request (drainScript): the process's request stays until the process
+// says it applied it, or the server it names is gone, so a lost reply
+// does not lose it.
+//
+//	KEYS[17] drains
+//	ARGV[4] process, ARGV[5] ttl (ms), ARGV[6] record (JSON), ARGV[7]
+//	the serial of the process's server ("0": none), ARGV[8] the serial
+//	whose drain request it applied last ("0": none)
+//
+// Returns "OK", "DRAIN" (drain the server ARGV[7]) or "GONE".
+var keepAliveScript = redis.NewScript(prelude + `
+if not redis.call('ZSCORE', K_ALIVE, ARGV[4]) then return 'GONE' end
+redis.call('ZADD', K_ALIVE, now() + tonumber(ARGV[5]), ARGV[4])
+redis.call('HSET', K_PROCS, ARGV[4], ARGV[6])
+local d = redis.call('HGET', KEYS[17], ARGV[4])
+if d then
+  if d == ARGV[7] and d ~= ARGV[8] then return 'DRAIN' end
+  redis.call('HDEL', KEYS[17], ARGV[4])
+end
+return 'OK'
+`)
+
+// kickKeepAlive makes keepAliveLoop keep alive now.
+func (q *Queue) kickKeepAlive() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}

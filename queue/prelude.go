@@ -1,0 +1,234 @@
+package queue
+
+// prelude is prepended to every script: it names the common keys and
+// prefixes (see wire.go), binds the task hash's fields to their Lua locals
+// (fieldLocals), and defines the functions the scripts share.
+var prelude = `
+local K_SETTINGS, K_READY, K_DELAYED, K_RETRY, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_WITHDRAWN, K_IDLE = KEYS[11], KEYS[12]
+local K_TEN, K_TURNS, K_PARKED, K_HOLDS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
+local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
+local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
+local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
+` + fieldLocals() + `
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- wake tells the processes left with idle workers by their last take
+-- that tasks may be available.
+local woke = false
+local function wake()
+  if woke then return end
+  woke = true
+  if redis.call('EXISTS', K_IDLE) == 1 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
+end
+
+-- adderr appends an attempt's error, and the stack of its panic if any,
+-- to the task's list and returns it. A task keeps its latest panic's
+-- stack only (a few KiB at most), not one per attempt.
+local function adderr(tk, errs, att, msg, t, stack)
+  local list = {}
+  if errs and errs ~= '' then list = cjson.decode(errs) end
+  local e = {a = att, e = msg, t = t}
+  if stack and stack ~= '' then
+    for _, old in ipairs(list) do old.s = nil end
+    e.s = stack
+  end
+  list[#list + 1] = e
+  local s = cjson.encode(list)
+  redis.call('HSET', tk, F_ERRORS, s)
+  return s
+end
+
+-- bulk runs cmd on key with the list's items as arguments, in chunks
+-- (unpack has a limit).
+local function bulk(cmd, key, list)
+  for i = 1, #list, 1000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+
+-- lower takes d from a counter field of the tenants hash (a tenant's
+-- load "l:ID" or unfinished tasks "n:ID"; "l:" for untenanted tasks). A
+-- counter back at 0 is deleted: the hash holds the capacities, and
+-- counters only while they count something, so a queue with no tenant
+-- and nothing in flight has no tenants hash.
+local function lower(field, d)
+  if redis.call('HINCRBY', K_TEN, field, -d) <= 0 then redis.call('HDEL', K_TEN, field) end
+end
+
+-- uncount takes n tasks (finished, or withdrawn) off the unfinished
+-- count; at 0 the key is deleted, so a queue with nothing unfinished
+-- keeps no count (readers take a missing count for 0).
+local function uncount(n)
+  if redis.call('INCRBY', K_COUNT, -n) <= 0 then redis.call('DEL', K_COUNT) end
+end
+
+-- readyKey is the list of a tenant's waiting tasks.
+local function readyKey(ten)
+  if ten == '' then return K_READY end
+  return K_READY .. ':' .. ten
+end
+
+-- pushReady puts ids in a tenant's waiting list, on the left (taken
+-- last, in order) or on the right (taken first, the last id first), and
+-- gives the tenant a turn if it had no waiting task.
+local function pushReady(ten, ids, left)
+  if #ids == 0 then return end
+  local key = readyKey(ten)
+  local before = redis.call('LLEN', key)
+  if left then bulk('LPUSH', key, ids) else bulk('RPUSH', key, ids) end
+  if before == 0 then redis.call('RPUSH', K_TURNS, ten) end
+end
+
+-- unready removes a waiting task from its tenant's list; a tenant left
+-- with none loses its turn.
+local function unready(ten, id)
+  local key = readyKey(ten)
+  redis.call('LREM', key, 1, id)
+  if redis.call('LLEN', key) == 0 then
+    redis.call('LREM', K_TURNS, 0, ten)
+    redis.call('SREM', K_PARKED, ten)
+  end
+end
+
+-- capOf is a tenant's capacity (a removed one's last while it drains);
+-- for untenanted tasks ("") the untenanted capacity, nil when none.
+local function capOf(ten)
+  if ten == '' then
+    local u = redis.call('HGET', K_TEN, 'u')
+    if not u then return nil end
+    return tonumber(u)
+  end
+  local c = redis.call('HGET', K_TEN, 'c:' .. ten) or redis.call('HGET', K_TEN, 'g:' .. ten)
+  return tonumber(c or '0')
+end
+
+-- settle forgets a removed tenant once nothing of it is left.
+local function settle(ten)
+  if ten == '' or not redis.call('HGET', K_TEN, 'g:' .. ten) then return end
+  local f = redis.call('HMGET', K_TEN, 'l:' .. ten, 'n:' .. ten)
+  if tonumber(f[1] or '0') <= 0 and tonumber(f[2] or '0') <= 0 then
+    redis.call('HDEL', K_TEN, 'g:' .. ten, 'l:' .. ten, 'n:' .. ten)
+  end
+end
+
+-- unload takes d from a tenant's load; a parked tenant gets its turn
+-- back (take parks it again if it is still at capacity).
+local function unload(ten, d)
+  lower('l:' .. ten, d)
+  if redis.call('SREM', K_PARKED, ten) == 1 then
+    redis.call('RPUSH', K_TURNS, ten)
+    wake()
+  end
+  settle(ten)
+end
+
+-- releaseHolds gives back the Acquire slots held by the processes procs
+-- (declared dead, or closing).
+local function releaseHolds(procs)
+  local gone = {}
+  for _, p in ipairs(procs) do gone[p] = true end
+  local all = redis.call('HGETALL', K_HOLDS)
+  for i = 1, #all, 2 do
+    local p, ten = string.match(all[i + 1], '^([^\n]*)\n(.*)$')
+    if p and gone[p] then
+      redis.call('HDEL', K_HOLDS, all[i])
+      unload(ten, 1)
+    end
+  end
+end
+
+` + fileDeadFn + `
+-- finish records a final outcome (done, dead or cancelled). A dead letter
+-- is kept (with its payload, for replay) in the dead set (fileDead, in
+-- dead.go); other outcomes expire after the task's retention. The
+-- submitting process is told by flush, which every script that calls
+-- finish runs before it returns. Returns how many dead letters were
+-- dropped.
+local notes, nfinished = {}, 0
+local cancelRest
+local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
+  if ten and ten ~= '' then
+    lower('n:' .. ten, 1)
+    settle(ten)
+  end
+  local b = redis.call('HGET', tk, F_BATCH)
+  if b and b ~= '' then
+    local bk = P_BATCH .. b
+    redis.call('HINCRBY', bk, 'done', 1)
+    if st ~= 'done' and not redis.call('HGET', bk, 'first') then
+      redis.call('HSET', bk, 'first', id)
+      if redis.call('HGET', bk, 'pol') == 'ff' then cancelRest(b, id, t) end
+    end
+    local c = redis.call('HMGET', bk, 'n', 'done')
+    if tonumber(c[2]) >= tonumber(c[1] or '0') then
+      -- Every task finished: the batch is kept as long as this outcome.
+      redis.call('PEXPIRE', bk, ret)
+      redis.call('PEXPIRE', P_BTASKS .. b, ret)
+    end
+  end
+  local f = {'HSET', tk, F_STATE, st, F_FINISHED, t, F_OWNER, ''}
+  if res then f[#f + 1] = F_RESULT; f[#f + 1] = res end
+  if st ~= 'dead' then f[#f + 1] = F_PAYLOAD; f[#f + 1] = '' end
+  redis.call(unpack(f))
+  nfinished = nfinished + 1
+  local dropped = 0
+  if st == 'dead' then
+    dropped = fileDead(id, t)
+  else
+    redis.call('PEXPIRE', tk, ret)
+  end
+  errs, res = errs or '', res or ''
+  local n = notes[sub]
+  if not n then n = {}; notes[sub] = n end
+  n[#n + 1] = #id .. '\n' .. st .. '\n' .. att .. '\n' .. #errs .. '\n' .. #res .. '\n' .. id .. errs .. res
+  return dropped
+end
+
+-- cancelOne cancels the task id: one not running gets its outcome at
+-- once; one running is marked, and its process told to end the
+-- handler's ctx (the outcome is recorded when the attempt ends; a
+-- success still wins). Returns "NOTFOUND", "FINISHED", "REQUESTED" or
+-- "CANCELLED".
+local function cancelOne(tk, id, t)
+  local f = redis.call('HMGET', tk, F_STATE, F_OWNER, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_ERRORS, F_TENANT)
+  local st = f[1]
+  if not st then return 'NOTFOUND' end
+  if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
+  if st == 'active' then
+    redis.call('HSET', tk, F_CANCEL, '1')
+    redis.call('PUBLISH', P_CHAN .. 'cancel:' .. f[2], id)
+    return 'REQUESTED'
+  end
+  if st == 'waiting' then
+    unready(f[7] or '', id)
+  elseif st == 'delayed' then
+    redis.call('ZREM', K_DELAYED, id)
+  else
+    redis.call('ZREM', K_RETRY, id)
+  end
+  finish(tk, id, 'cancelled', t, f[4], f[5], tonumber(f[3]), f[6], nil, f[7] or '')
+  return 'CANCELLED'
+end
+
+-- cancelRest cancels the tasks of batch b other than except (a
+-- fail-fast batch whose task except failed).
+cancelRest = function(b, except, t)
+  for _, sid in ipairs(redis.call('LRANGE', P_BTASKS .. b, 0, -1)) do
+    if sid ~= except then cancelOne(P_TASK .. sid, sid, t) end
+  end
+end
+
+-- flush counts the finished tasks out and sends each submitting process
+-- one message with its outcomes (see Queue.outcomeMessage).
+local function flush()
+  if nfinished > 0 then uncount(nfinished) end
+  for sub, n in pairs(notes) do
+    redis.call('PUBLISH', P_CHAN .. 'done:' .. sub, table.concat(n))
+  end
+end
+`

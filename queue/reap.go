@@ -1,0 +1,98 @@
+package queue
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// reapEvery is how often every process looks for processes whose lease
+// ran out: min(TTL/4, 250ms), so a dead process's tasks are back within
+// about TTL + 250ms.
+func (q *Queue) reapEvery() time.Duration { return min(q.cfg.ttl/4, 250*time.Millisecond) }
+
+// reapLoop runs reapScript every reapEvery: it declares dead the
+// processes whose lease ran out and gives their tasks in flight back.
+func (q *Queue) reapLoop() {
+	ctx := q.tasks.Context()
+	t := time.NewTicker(q.reapEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		res, err := script.Run(cctx, q.rdb, reapScript, "queue: reap", q.lay.common(), q.lay.commonArgs(16)...)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				q.logger.Warn("looking for dead processes failed", "error", err)
+			}
+			continue
+		}
+		out, _ := res.([]any)
+		if len(out) == 4 && out[0] != int64(0) {
+			q.logger.Warn("declared processes dead; their tasks in flight go to others",
+				"processes", out[0], "requeued", out[1], "finished", out[2])
+			q.m.procsDead.Add(ctx, out[0].(int64), q.m.attrs)
+			q.m.requeued.Add(ctx, out[1].(int64), q.m.attrs)
+		}
+		if len(out) == 4 && out[3] != int64(0) {
+			q.droppedDead(ctx, out[3].(int64))
+		}
+	}
+}
+
+// reapScript declares dead up to ARGV[4] processes whose lease ran out,
+// and gives their tasks in flight back: each such attempt counts as
+// failed ("stopped answering"), so a task that kills its process every
+// time ends as a dead letter after its max attempts. A drain request
+// of a process declared dead is kept: if the process comes back, it
+// still drains (drainScript drops the requests of processes gone).
+//
+//	ARGV[4] limit
+//
+// Returns {processes declared dead, tasks requeued, tasks finished,
+// dead letters dropped}.
+var reapScript = redis.NewScript(prelude + `
+local t = now()
+local procs = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', '(' .. t, 'LIMIT', 0, tonumber(ARGV[4]))
+local requeued, finished, dropped = 0, 0, 0
+for _, p in ipairs(procs) do
+  local ik = P_INFLIGHT .. p
+  for _, id in ipairs(redis.call('SMEMBERS', ik)) do
+    local tk = P_TASK .. id
+    local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx', 'ten')
+    if f[1] == 'active' and f[2] == p then
+      redis.call('HDEL', K_ACTIVE, id)
+      local att, ten = tonumber(f[3]), f[9] or ''
+      local errs = adderr(tk, f[7], att, 'process ' .. p .. ' stopped answering (died, paused or cut off) during the attempt', t)
+      if f[8] == '1' then
+        dropped = dropped + finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil, ten)
+        finished = finished + 1
+      elseif att >= tonumber(f[4]) then
+        dropped = dropped + finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil, ten)
+        finished = finished + 1
+      else
+        redis.call('HSET', tk, 'st', 'waiting', 'own', '')
+        pushReady(ten, {id}, false)
+        requeued = requeued + 1
+      end
+      unload(ten, 1)
+    end
+  end
+  redis.call('DEL', ik)
+  redis.call('ZREM', K_ALIVE, p)
+  redis.call('HDEL', K_PROCS, p)
+  redis.call('SREM', K_IDLE, p)
+end
+if #procs > 0 then releaseHolds(procs) end
+flush()
+if requeued > 0 then wake() end
+return {#procs, requeued, finished, dropped}
+`)

@@ -1,0 +1,86 @@
+package queue
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The wire contract between the queue's Go code and its Lua scripts.
+//
+// Every script takes the queue's common keys first (layout.common):
+//
+//	KEYS[1] settings, KEYS[2] ready, KEYS[3] delayed, KEYS[4] retry,
+//	KEYS[5] active, KEYS[6] dead, KEYS[7] count, KEYS[8] deaddropped,
+//	KEYS[9] alive, KEYS[10] procs, KEYS[11] withdrawn, KEYS[12] idle,
+//	KEYS[13] tenants, KEYS[14] turns, KEYS[15] parked, KEYS[16] holds
+//	ARGV[1] task key prefix, ARGV[2] inflight key prefix, ARGV[3] channel
+//	prefix
+//
+// then its own, listed in its comment. A task's key is the prefix and its
+// id, under the same hash tag, so the scripts that find ids in a list or
+// set (dequeue, reap, purge) build it themselves.
+//
+// Every time comes from Redis TIME: one clock for due times and leases.
+
+// The task hash's fields (layout.task), declared once: the Go code that
+// reads a task names them by these constants, and the prelude binds each
+// to a Lua local (taskHashFields), which the prelude's functions and take
+// use. The scripts' own bodies name them by their value; the test
+// TestScriptsUseOnlyTaskFields checks every field a script names on a
+// task key against this list. The names are stored in Redis: renaming
+// one orphans that field of every task already queued.
+const (
+	fieldState       = "st"   // a State: waiting, delayed, retry, active, done, dead or cancelled
+	fieldPayload     = "p"    // the payload; emptied when the task finishes, kept by a dead letter
+	fieldAttempts    = "att"  // attempts begun
+	fieldMaxAttempts = "max"  // max attempts
+	fieldTimeout     = "to"   // per-attempt timeout (ms)
+	fieldSubmitter   = "sub"  // the submitting process, told the outcome
+	fieldOwner       = "own"  // the process running it ("" when none)
+	fieldRetention   = "ret"  // how long its outcome is kept (ms)
+	fieldSubmitted   = "enq"  // submitted at (ms, Redis's clock, as every time below)
+	fieldDue         = "due"  // due at
+	fieldBegan       = "beg"  // its last attempt began at
+	fieldFinished    = "fin"  // finished at
+	fieldErrors      = "errs" // the attempts' errors: JSON list of {a, e, t, s}, s the stack of the latest panic, on its attempt only
+	fieldLastLater   = "lerr" // the last RetryLater error
+	fieldResult      = "res"  // the result
+	fieldCancel      = "cx"   // "1" once cancelled while running
+	fieldTenant      = "ten"  // the tenant ("" for none)
+	fieldNonce       = "n"    // the nonce of the Submit that queued it (withdrawScript)
+	fieldBatch       = "b"    // its batch, absent for none
+)
+
+// taskHashFields binds each field of the task hash to the Lua local the
+// prelude gives it.
+var taskHashFields = []struct{ name, lua string }{
+	{fieldState, "F_STATE"},
+	{fieldPayload, "F_PAYLOAD"},
+	{fieldAttempts, "F_ATTEMPTS"},
+	{fieldMaxAttempts, "F_MAX_ATTEMPTS"},
+	{fieldTimeout, "F_TIMEOUT"},
+	{fieldSubmitter, "F_SUBMITTER"},
+	{fieldOwner, "F_OWNER"},
+	{fieldRetention, "F_RETENTION"},
+	{fieldSubmitted, "F_SUBMITTED"},
+	{fieldDue, "F_DUE"},
+	{fieldBegan, "F_BEGAN"},
+	{fieldFinished, "F_FINISHED"},
+	{fieldErrors, "F_ERRORS"},
+	{fieldLastLater, "F_LAST_LATER"},
+	{fieldResult, "F_RESULT"},
+	{fieldCancel, "F_CANCEL"},
+	{fieldTenant, "F_TENANT"},
+	{fieldNonce, "F_NONCE"},
+	{fieldBatch, "F_BATCH"},
+}
+
+// fieldLocals renders the prelude's lines that bind the task hash's
+// fields to their Lua locals: "local F_STATE = 'st'", one a line.
+func fieldLocals() string {
+	var b strings.Builder
+	for _, f := range taskHashFields {
+		fmt.Fprintf(&b, "local %s = '%s'\n", f.lua, f.name)
+	}
+	return b.String()
+}
