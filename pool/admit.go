@@ -267,7 +267,7 @@ func (n *Node) admitLoop() {
 // "WITHDRAWN". The bound counts only jobs waiting in the job stream: a
 // routed job does not wait there.
 var admitRouteScript = redis.NewScript(prelude + `
-if withdrawn(KEYS[8], ARGV[2]) then return "WITHDRAWN" end
+if was_withdrawn(KEYS[8], ARGV[2]) then return "WITHDRAWN" end
 if redis.call("HEXISTS", KEYS[4], "shutdown") == 1 then return "SHUTDOWN" end
 if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then return "EXISTS" end
 local now = now_ms()

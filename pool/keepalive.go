@@ -16,6 +16,8 @@ func (n *Node) keepAliveLoop() {
 		if n.test.keepAlivePaused.Load() {
 			return
 		}
+		ctx, cancel := context.WithTimeout(ctx, n.cfg.keepAliveEvery())
+		defer cancel()
 		if _, err := n.keepAlive(ctx); err != nil && n.ctx.Err() == nil {
 			n.logger.Warn("keep-alive failed", slog.Any("error", err))
 		}

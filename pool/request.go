@@ -153,7 +153,7 @@ func sentTo(res any) (worker string, sent bool) {
 // newline ("node request"), for the worker to answer it too.
 var stopScript = redis.NewScript(prelude + `
 local withdrawal = ARGV[2] ~= ""
-if withdrawal then withdraw(KEYS[4], ARGV[2], now_ms(), ARGV[8]) end
+if withdrawal then withdraw_call(KEYS[4], ARGV[2], now_ms(), ARGV[8]) end
 local key, r = job(1)
 if not r then
   local cur = getrec(key)

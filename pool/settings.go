@@ -49,7 +49,7 @@ type nodeRecord struct {
 
 // settingsScript registers a joining node (its keep-alive and its record)
 // and settles the pool-wide settings it will use (member.Setting's rule,
-// the settle Lua helper), in one call, so that two nodes joining at once
+// the settle_settings Lua helper), in one call, so that two nodes joining at once
 // cannot both find the pool dormant. A full node is live while its
 // keep-alive is within the stored WorkerTTL; a client-only node adopts
 // and writes nothing.
@@ -77,7 +77,7 @@ if ttl then
     end
   end
 end
-local out = settle(KEYS[1], live, client, 4)
+local out = settle_settings(KEYS[1], live, client, 4)
 if out[1] ~= "OK" then return out end
 seen(KEYS[2], "n:" .. ARGV[1], now)
 redis.call("HSET", KEYS[3], ARGV[1], ARGV[2])

@@ -84,9 +84,8 @@ func (q *Queue) Acquire(ctx context.Context, tenant string) (*Slot, error) {
 // process is not registered, or its lease ran out).
 var acquireScript = redis.NewScript(prelude + `
 local proc, ten = ARGV[4], ARGV[5]
-local exp = redis.call('ZSCORE', K_ALIVE, proc)
-if not exp then return 'GONE' end
-if tonumber(exp) < now() then return 'LATE' end
+local why = leaseOf(proc, now())
+if why then return why end
 local c = redis.call('HGET', K_TEN, 'c:' .. ten)
 if not c then return 'UNKNOWN' end
 if tonumber(redis.call('HGET', K_TEN, 'l:' .. ten) or '0') >= tonumber(c) then return 'BUSY' end

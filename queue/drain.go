@@ -57,17 +57,22 @@ var drainScript = redis.NewScript(prelude + `
 if redis.call('EXISTS', K_SETTINGS) == 0 then return -1 end
 local old = redis.call('HGETALL', KEYS[17]) -- not HKEYS: ACLCommands lists what the scripts use
 for i = 1, #old, 2 do
-  if not redis.call('ZSCORE', K_ALIVE, old[i]) then redis.call('HDEL', KEYS[17], old[i]) end
+  if redis.call('HEXISTS', K_ALIVE, old[i]) == 0 then redis.call('HDEL', KEYS[17], old[i]) end
 end
 local n = 0
-for _, p in ipairs(redis.call('ZRANGEBYSCORE', K_ALIVE, now(), '+inf')) do
-  local rec = redis.call('HGET', K_PROCS, p)
-  local ok, r = false, nil
-  if rec then ok, r = pcall(cjson.decode, rec) end
-  local srv = ok and type(r) == 'table' and tonumber(r.srv) or 0
-  if srv > 0 then
-    redis.call('HSET', KEYS[17], p, string.format('%d', srv))
-    n = n + 1
+local t = now()
+local alive = redis.call('HGETALL', K_ALIVE)
+for i = 1, #alive, 2 do
+  local p = alive[i]
+  if not leaseOf(p, t) then
+    local rec = redis.call('HGET', K_PROCS, p)
+    local ok, r = false, nil
+    if rec then ok, r = pcall(cjson.decode, rec) end
+    local srv = ok and type(r) == 'table' and tonumber(r.srv) or 0
+    if srv > 0 then
+      redis.call('HSET', KEYS[17], p, string.format('%d', srv))
+      n = n + 1
+    end
   end
 end
 if n > 0 then redis.call('PUBLISH', P_CHAN .. 'drain', '') end

@@ -92,7 +92,7 @@ for _, id in ipairs(ids) do
   redis.call('SREM', KEYS[17], id)
 end
 if ARGV[5] == '1' then
-  redis.call('ZREM', K_ALIVE, ARGV[4])
+  redis.call('HDEL', K_ALIVE, ARGV[4])
   redis.call('HDEL', K_PROCS, ARGV[4])
   redis.call('SREM', K_IDLE, ARGV[4])
   redis.call('HDEL', KEYS[18], ARGV[4])

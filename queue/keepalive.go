@@ -8,33 +8,24 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
-// keepAliveLoop extends the process's lease every TTL/3. When the queue
+// keepAliveLoop extends the process's lease every TTL/3, and at once when
+// kicked (member.KeepAlive). When the queue
 // declared the process dead meanwhile (it was paused or cut off for
 // longer than the TTL), its tasks in flight already went to others: it
 // abandons them (their late outcomes would be refused) and registers
 // again.
 func (q *Queue) keepAliveLoop() {
-	ctx := q.tasks.Context()
-	t := time.NewTicker(q.cfg.ttl / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-q.kick:
-		}
-		q.keepAlive(ctx)
-	}
+	member.KeepAlive(q.tasks.Context(), q.cfg.ttl/3, q.kick, q.keepAlive)
 }
 
 // keepAlive sends one keep-alive (keepAliveScript) with the process's
 // record, and acts on the answer: a drain request switches the server to
-// drain; GONE (declared dead, or Redis lost the queue) abandons the tasks
-// in flight and registers again.
+// drain; GONE (declared dead: member.Revived, or Redis lost the queue:
+// member.Lost) abandons the tasks in flight and registers again.
 func (q *Queue) keepAlive(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
@@ -80,11 +71,12 @@ func (q *Queue) keepAlive(ctx context.Context) {
 		return
 	}
 	q.m.revived.Add(ctx, 1, q.m.attrs)
-	if fresh {
+	if fresh { // member.Lost
 		q.logger.Error("queue state lost (Redis restarted empty): unfinished tasks and outcomes are gone", "abandoned", lost)
 		q.m.stateLost.Add(ctx, 1, q.m.attrs)
 		return
 	}
+	// member.Revived
 	q.logger.Warn("this process was declared dead (paused or cut off for longer than the TTL); its tasks in flight ran elsewhere and their late outcomes are dropped",
 		"abandoned", lost, "ttl", q.cfg.ttl)
 }
@@ -167,8 +159,7 @@ func (s *Server) abandon() int {
 //
 // Returns "OK", "DRAIN" (drain the server ARGV[7]) or "GONE".
 var keepAliveScript = redis.NewScript(prelude + `
-if not redis.call('ZSCORE', K_ALIVE, ARGV[4]) then return 'GONE' end
-redis.call('ZADD', K_ALIVE, now() + tonumber(ARGV[5]), ARGV[4])
+if not renew(K_ALIVE, ARGV[4], now()) then return 'GONE' end
 redis.call('HSET', K_PROCS, ARGV[4], ARGV[6])
 local d = redis.call('HGET', KEYS[17], ARGV[4])
 if d then

@@ -21,7 +21,8 @@ import (
 //	count         string: unfinished tasks, for MaxQueued (absent: 0)
 //	deaddropped   string: dead letters dropped at MaxDeadLetters (kept
 //	              with the queue, for Stats)
-//	alive         zset: process → keep-alive expiry (ms, Redis's clock)
+//	members       hash: process → when it last kept alive (ms, Redis's
+//	              clock), internal/member's shape; lapsed after the TTL
 //	procs         hash: process → its record (JSON)
 //	withdrawn     zset: nonces of failed Submits withdrawn, by time (ms);
 //	              expires withdrawnTTL after the last
@@ -37,6 +38,8 @@ import (
 //	drains        hash: process → the serial of its server that Drain
 //	              asked to drain, until the process applies it (or the
 //	              server is gone)
+//	janitor       string: the lease of the one process that reaps (member.Lease),
+//	              expires unless renewed
 //	batch:ID      hash: a batch's policy (pol), tasks (n), finished tasks
 //	              (done) and first failed task (first)
 //	btasks:ID     list: a batch's task ids, in submission order
@@ -46,7 +49,7 @@ import (
 //	              channels
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
-	tenants, turns, parked, holds, drains                                                            string
+	tenants, turns, parked, holds, drains, janitor                                                   string
 
 	taskPrefix, inflightPrefix, chanPrefix string
 }
@@ -66,7 +69,7 @@ func newLayout(name string) (layout, error) {
 		dead:           k("dead"),
 		count:          k("count"),
 		deadDropped:    k("deaddropped"),
-		alive:          k("alive"),
+		alive:          k("members"), // a zset of expiries named "alive" before the membership layer
 		procs:          k("procs"),
 		withdrawn:      k("withdrawn"),
 		idle:           k("idle"),
@@ -75,6 +78,7 @@ func newLayout(name string) (layout, error) {
 		parked:         k("parked"),
 		holds:          k("holds"),
 		drains:         k("drains"),
+		janitor:        k("janitor"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
 		chanPrefix:     k("chan:"),

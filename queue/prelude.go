@@ -1,9 +1,13 @@
 package queue
 
-// prelude is prepended to every script: it names the common keys and
-// prefixes (see wire.go), binds the task hash's fields to their Lua locals
-// (fieldLocals), and defines the functions the scripts share.
-var prelude = `
+import "github.com/shepherd-go/shepherd/internal/member"
+
+// prelude is prepended to every script, after the membership helpers
+// (member.Lua: now_ms, seen, renew, lapsed, settle, withdraw...): it names
+// the common keys and prefixes (see wire.go), binds the task hash's fields
+// to their Lua locals (fieldLocals), and defines the functions the scripts
+// share.
+var prelude = member.Lua + `
 local K_SETTINGS, K_READY, K_DELAYED, K_RETRY, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_WITHDRAWN, K_IDLE = KEYS[11], KEYS[12]
@@ -12,9 +16,17 @@ local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
 local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 ` + fieldLocals() + `
-local function now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms
+
+-- leaseOf tells whether process proc's lease runs at t (nil), or why
+-- not: 'GONE' (it has no keep-alive: declared dead, or never
+-- registered) or 'LATE' (its keep-alive is older than the queue's TTL:
+-- about to be declared dead).
+local function leaseOf(proc, t)
+  local at = redis.call('HGET', K_ALIVE, proc)
+  if not at then return 'GONE' end
+  if lapsed(at, t, redis.call('HGET', K_SETTINGS, '` + settingTTL + `')) then return 'LATE' end
+  return nil
 end
 
 -- wake tells the processes left with idle workers by their last take

@@ -6,20 +6,26 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
-// reapEvery is how often every process looks for processes whose lease
-// ran out: min(TTL/4, 250ms), so a dead process's tasks are back within
-// about TTL + 250ms.
+// reapEvery is how often the reaping process looks for processes whose
+// lease ran out: min(TTL/4, 250ms), so a dead process's tasks are back
+// within about TTL + 250ms.
 func (q *Queue) reapEvery() time.Duration { return min(q.cfg.ttl/4, 250*time.Millisecond) }
 
-// reapLoop runs reapScript every reapEvery: it declares dead the
-// processes whose lease ran out and gives their tasks in flight back.
+// reapLoop runs reapScript every reapEvery while this process holds the
+// janitor lease (member.Lease, as the pool's janitor: one process reaps
+// at a time, and another takes over within 4 reapEvery of its death): it
+// declares dead the processes whose lease ran out and gives their tasks
+// in flight back. The script is atomic, so two reapers at once (a
+// holder frozen past its lease) do no harm.
 func (q *Queue) reapLoop() {
 	ctx := q.tasks.Context()
 	t := time.NewTicker(q.reapEvery())
 	defer t.Stop()
+	lease := member.NewLease(q.rdb, q.lay.janitor, q.proc)
 	for {
 		select {
 		case <-ctx.Done():
@@ -27,7 +33,11 @@ func (q *Queue) reapLoop() {
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		res, err := script.Run(cctx, q.rdb, reapScript, "queue: reap", q.lay.common(), q.lay.commonArgs(16)...)
+		held, err := lease.Hold(cctx, 4*q.reapEvery())
+		var res any
+		if err == nil && held {
+			res, err = script.Run(cctx, q.rdb, reapScript, "queue: reap", q.lay.common(), q.lay.commonArgs(16)...)
+		}
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -61,7 +71,13 @@ func (q *Queue) reapLoop() {
 // dead letters dropped}.
 var reapScript = redis.NewScript(prelude + `
 local t = now()
-local procs = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', '(' .. t, 'LIMIT', 0, tonumber(ARGV[4]))
+local procs = {}
+local ttl = redis.call('HGET', K_SETTINGS, '` + settingTTL + `')
+local all = redis.call('HGETALL', K_ALIVE)
+for i = 1, #all, 2 do
+  if #procs >= tonumber(ARGV[4]) then break end
+  if lapsed(all[i + 1], t, ttl) then procs[#procs + 1] = all[i] end
+end
 local requeued, finished, dropped = 0, 0, 0
 for _, p in ipairs(procs) do
   local ik = P_INFLIGHT .. p
@@ -87,7 +103,7 @@ for _, p in ipairs(procs) do
     end
   end
   redis.call('DEL', ik)
-  redis.call('ZREM', K_ALIVE, p)
+  redis.call('HDEL', K_ALIVE, p)
   redis.call('HDEL', K_PROCS, p)
   redis.call('SREM', K_IDLE, p)
 end

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
@@ -39,8 +40,10 @@ func settingLabel(name any) string {
 }
 
 // registerScript registers a process (keep-alive and record) and settles
-// the queue-wide settings it must use, in one call, so that two processes
-// opening at once cannot both find the queue dormant.
+// the queue-wide settings it must use (member.Setting's rule, the settle
+// Lua helper), in one call, so that two processes opening at once cannot
+// both find the queue dormant. Another process is live while its
+// keep-alive is within the stored TTL.
 //
 //	ARGV[4] process, ARGV[5] record (JSON), then per setting (ttl_ms,
 //	max_queued, max_dead): name, the process's value, "1" if it set it
@@ -54,24 +57,18 @@ func settingLabel(name any) string {
 var registerScript = redis.NewScript(prelude + `
 local t = now()
 local fresh = redis.call('EXISTS', K_SETTINGS) == 0
-local live = #redis.call('ZRANGEBYSCORE', K_ALIVE, '(' .. t, '+inf', 'LIMIT', 0, 1) > 0
-local out, write = {'OK', fresh and 1 or 0}, {}
-for i = 6, #ARGV, 3 do
-  local name, mine, explicit = ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1'
-  local use = redis.call('HGET', K_SETTINGS, name)
-  if not use or (explicit and use ~= mine and not live) then
-    use = mine
-    write[#write + 1] = name
-    write[#write + 1] = mine
-  elseif explicit and use ~= mine then
-    return {'MISMATCH', name, use, mine}
+local live = false
+local ttl = redis.call('HGET', K_SETTINGS, '` + settingTTL + `')
+if ttl then
+  local all = redis.call('HGETALL', K_ALIVE)
+  for i = 1, #all, 2 do
+    if all[i] ~= ARGV[4] and not lapsed(all[i + 1], t, ttl) then live = true end
   end
-  out[#out + 1] = name
-  out[#out + 1] = use
 end
-if #write > 0 then redis.call('HSET', K_SETTINGS, unpack(write)) end
-local ttl = tonumber(redis.call('HGET', K_SETTINGS, 'ttl_ms'))
-redis.call('ZADD', K_ALIVE, t + ttl, ARGV[4])
+local out = settle_settings(K_SETTINGS, live, false, 6)
+if out[1] ~= 'OK' then return out end
+table.insert(out, 2, fresh and 1 or 0)
+seen(K_ALIVE, ARGV[4], t)
 redis.call('HSET', K_PROCS, ARGV[4], ARGV[5])
 return out
 `)
@@ -84,45 +81,35 @@ return out
 // it keeps: it stores them if the queue lost its own, and logs settings
 // that changed meanwhile.
 func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err error) {
-	args := q.lay.commonArgs(q.proc, q.record(q.current()))
-	mine := []struct {
-		name string
-		val  int64
-		set  bool
-	}{
-		{settingTTL, q.cfg.ttl.Milliseconds(), q.cfg.set.ttl},
-		{settingMaxQueued, int64(q.cfg.maxQueued), q.cfg.set.maxQueued},
-		{settingMaxDead, int64(q.cfg.maxDead), q.cfg.set.maxDead},
+	setting := func(name string, v int64, explicit bool) member.Setting {
+		return member.Setting{Name: name, Value: strconv.FormatInt(v, 10), Explicit: explicit}
 	}
-	for _, s := range mine {
-		set := "0"
-		if s.set {
-			set = "1"
-		}
-		args = append(args, s.name, strconv.FormatInt(s.val, 10), set)
-	}
+	args := member.SettleArgs(q.lay.commonArgs(q.proc, q.record(q.current())),
+		setting(settingTTL, q.cfg.ttl.Milliseconds(), q.cfg.set.ttl),
+		setting(settingMaxQueued, int64(q.cfg.maxQueued), q.cfg.set.maxQueued),
+		setting(settingMaxDead, int64(q.cfg.maxDead), q.cfg.set.maxDead))
 	sent := time.Since(q.started)
 	res, err := script.Run(ctx, q.rdb, registerScript, "queue: register", q.lay.common(), args...)
 	if err != nil {
 		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
 	}
 	out, _ := res.([]any)
-	if len(out) < 2 {
-		return false, fmt.Errorf("queue: open %q: unexpected reply %v", q.name, res)
+	if len(out) >= 2 && out[0] == "OK" {
+		fresh = out[1] == int64(1)
+		out = append([]any{"OK"}, out[2:]...) // settle's reply, without fresh
 	}
-	if out[0] == "MISMATCH" && len(out) == 4 {
+	use, mm, err := member.Settled(out)
+	if err != nil {
+		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
+	}
+	if mm != nil {
 		return false, invalid("%s: the queue %q uses %v, this process sets %v (a queue-wide setting; change it on every process while none runs)",
-			settingLabel(out[1]), q.name, out[2], out[3])
-	}
-	if out[0] != "OK" {
-		return false, fmt.Errorf("queue: open %q: unexpected reply %v", q.name, res)
+			settingLabel(mm.Name), q.name, mm.Stored, mm.Mine)
 	}
 	q.leaseFrom.Store(int64(sent))
-	fresh = out[1] == int64(1)
 	cfg := q.cfg
-	for i := 2; i+1 < len(out); i += 2 {
-		name, _ := out[i].(string)
-		v, _ := strconv.ParseInt(fmt.Sprint(out[i+1]), 10, 64)
+	for name, raw := range use {
+		v, _ := strconv.ParseInt(raw, 10, 64)
 		switch name {
 		case settingTTL:
 			cfg.ttl = time.Duration(v) * time.Millisecond

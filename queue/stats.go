@@ -57,7 +57,8 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	dead := pipe.ZCard(ctx, q.lay.dead)
 	dropped := pipe.Get(ctx, q.lay.deadDropped)
 	procs := pipe.HGetAll(ctx, q.lay.procs)
-	alive := pipe.ZRangeWithScores(ctx, q.lay.alive, 0, -1)
+	alive := pipe.HGetAll(ctx, q.lay.alive)
+	ttlSetting := pipe.HGet(ctx, q.lay.settings, settingTTL)
 	now := pipe.Time(ctx)
 	tenantHash := pipe.HGetAll(ctx, q.lay.tenants)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -80,9 +81,10 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	st.Tenants = tenants
 	st.DeadDropped, _ = strconv.ParseInt(dropped.Val(), 10, 64)
 	nowMs := now.Val().UnixMilli()
-	for _, z := range alive.Val() {
-		id, _ := z.Member.(string)
-		lease := time.Duration(int64(z.Score)-nowMs) * time.Millisecond
+	ttlMs, _ := strconv.ParseInt(ttlSetting.Val(), 10, 64)
+	for id, raw := range alive.Val() {
+		seen, _ := strconv.ParseInt(raw, 10, 64)
+		lease := time.Duration(seen+ttlMs-nowMs) * time.Millisecond
 		if lease < 0 {
 			continue // about to be declared dead
 		}

@@ -269,12 +269,12 @@ var submitScript = redis.NewScript(prelude + `
 local t = now()
 local count = tonumber(redis.call('GET', K_COUNT) or '0')
 local limit = tonumber(ARGV[5])
-local withdrawn = redis.call('EXISTS', K_WITHDRAWN) == 1
+local any_withdrawn = redis.call('EXISTS', K_WITHDRAWN) == 1
 local out, ready, order, delayed, queued = {}, {}, {}, {}, 0
 for i = 6, #ARGV, 10 do
   local id, ten, b = ARGV[i], ARGV[i + 7], ARGV[i + 8]
   local tk = P_TASK .. id
-  if withdrawn and redis.call('ZSCORE', K_WITHDRAWN, ARGV[i + 6]) then
+  if any_withdrawn and was_withdrawn(K_WITHDRAWN, ARGV[i + 6]) then
     out[#out + 1] = 'WITHDRAWN'
   elseif ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then
     out[#out + 1] = 'UNKNOWN'

@@ -83,9 +83,8 @@ const takeFn = `
 -- load goes down.
 local function take(proc, ik, n, promote)
   local t = now()
-  local exp = redis.call('ZSCORE', K_ALIVE, proc)
-  if not exp then return {'GONE'} end
-  if tonumber(exp) < t then return {'LATE'} end
+  local why = leaseOf(proc, t)
+  if why then return {why} end
   -- The earliest delayed and retrying tasks: the due ones go to the
   -- front of their tenant's list (the first due is taken first).
   local firsts = {}

@@ -1,46 +1,43 @@
 package queue
 
 import (
-	"time"
+	"context"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shepherd-go/shepherd/internal/backoff"
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
 // withdrawnTTL is how long a queue remembers a withdrawn Submit: one
 // that reaches Redis later than that (held up in a frozen server) is
-// queued after all.
-const withdrawnTTL = 10 * time.Minute
+// queued after all. It is the membership layer's, the same for pools.
+const withdrawnTTL = member.WithdrawnTTL
 
 // withdraw takes back a failed Submit (see withdrawScript), retrying
-// until Redis answers or the Queue closes.
+// until Redis answers or the Queue closes (member.Withdraw).
 func (q *Queue) withdraw(r *submitReq) {
 	f := r.f
 	started := q.withdrawals.Go(func() {
-		ctx := q.withdrawals.Context()
-		bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
-		for fails := 0; ; fails++ {
+		var res any
+		_, err := member.Withdraw(q.withdrawals.Context(), q.cfg.callTimeout, func(ctx context.Context) error {
 			cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
-			res, err := script.Run(cctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", q.lay.common(),
+			defer cancel()
+			var err error
+			res, err = script.Run(cctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", q.lay.common(),
 				q.lay.commonArgs(f.id, r.nonce, withdrawnTTL.Milliseconds())...)
-			cancel()
-			if err == nil {
-				if res == "CANCELLED" {
-					q.logger.Warn("a failed Submit's task was taken by a worker before it could be withdrawn; it is cancelled, but may have run", "task", f.id)
-				}
-				return
-			}
-			if ctx.Err() != nil {
-				q.logger.Error("a failed Submit's task could not be withdrawn before Close; it may run", "task", f.id, "error", err)
-				return
-			}
-			if fails == 0 {
+			return err
+		}, func(tries int, err error) {
+			if tries == 1 {
 				q.logger.Warn("withdrawing a failed Submit's task failed; retrying", "task", f.id, "error", err)
 			}
-			backoff.Sleep(bo.Next(), ctx.Done())
+		})
+		switch {
+		case err != nil:
+			q.logger.Error("a failed Submit's task could not be withdrawn before Close; it may run", "task", f.id, "error", err)
+		case res == "CANCELLED":
+			q.logger.Warn("a failed Submit's task was taken by a worker before it could be withdrawn; it is cancelled, but may have run", "task", f.id)
 		}
 	})
 	if !started {
@@ -49,23 +46,20 @@ func (q *Queue) withdraw(r *submitReq) {
 }
 
 // withdrawScript takes back a task whose Submit failed after Redis may
-// have received it: it records the Submit's nonce as withdrawn (kept for
-// withdrawnTTL; the withdrawn set expires withdrawnTTL after the last
+// have received it: it records the Submit's nonce in the withdrawn ledger
+// (member.WithdrawnTTL; the ledger expires that long after the last
 // withdrawal), so that the Submit is refused if it reaches Redis later;
 // a task it queued already is deleted as if never submitted (a batch left
 // with no task goes with it), unless a worker took it, which is then
 // cancelled (it may have run).
 //
-//	ARGV[4] id, ARGV[5] the Submit's nonce, ARGV[6] withdrawnTTL (ms)
+//	ARGV[4] id, ARGV[5] the Submit's nonce, ARGV[6] member.WithdrawnTTL (ms)
 //
 // Returns "ABSENT" (not queued), "WITHDRAWN" or "CANCELLED".
 var withdrawScript = redis.NewScript(prelude + `
 local id, nonce = ARGV[4], ARGV[5]
 local t = now()
-redis.call('ZADD', K_WITHDRAWN, t, nonce)
-redis.call('ZREMRANGEBYSCORE', K_WITHDRAWN, '-inf', t - tonumber(ARGV[6]))
--- Every nonce in it is forgotten by then.
-redis.call('PEXPIRE', K_WITHDRAWN, ARGV[6])
+withdraw_call(K_WITHDRAWN, nonce, t, ARGV[6])
 local tk = P_TASK .. id
 local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten', 'b', 'ret')
 if not f[1] or f[2] ~= nonce then return 'ABSENT' end

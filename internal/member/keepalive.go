@@ -53,8 +53,7 @@ func ParseStanding(v any) (Standing, error) {
 }
 
 // KeepAlive runs beat every interval, and at once when kick fires (nil
-// for never), until ctx ends. beat gets a ctx bounded by interval: a
-// keep-alive later than that is worth less than the next one.
+// for never), until ctx ends. beat bounds its own Redis calls.
 func KeepAlive(ctx context.Context, interval time.Duration, kick <-chan struct{}, beat func(context.Context)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -65,8 +64,6 @@ func KeepAlive(ctx context.Context, interval time.Duration, kick <-chan struct{}
 		case <-t.C:
 		case <-kick:
 		}
-		bctx, cancel := context.WithTimeout(ctx, interval)
-		beat(bctx)
-		cancel()
+		beat(ctx)
 	}
 }

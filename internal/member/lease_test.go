@@ -138,22 +138,21 @@ func TestKeepAliveBeatsAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	kick := make(chan struct{}, 1)
 	kick <- struct{}{}
-	beats := make(chan time.Duration, 10)
+	beats := make(chan struct{}, 10)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		KeepAlive(ctx, time.Hour, kick, func(bctx context.Context) {
-			d, ok := bctx.Deadline()
-			assert.True(t, ok, "a beat's ctx is bounded")
-			beats <- time.Until(d)
-		})
+		KeepAlive(ctx, time.Hour, kick, func(context.Context) { beats <- struct{}{} })
 	}()
 	select {
-	case d := <-beats:
-		assert.LessOrEqual(t, d, time.Hour, "a kick beats at once, bounded by the interval")
+	case <-beats:
 	case <-time.After(5 * time.Second):
-		t.Fatal("a kick did not beat")
+		t.Fatal("a kick did not beat at once")
 	}
 	cancel()
-	<-done
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("KeepAlive did not return when its ctx ended")
+	}
 }

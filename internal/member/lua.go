@@ -23,13 +23,13 @@ package member
 //	                           key unit is gone too: Redis lost the unit)
 //	lapsed(at, now, ttl)       whether a keep-alive recorded at at (ms, or
 //	                           nil for none) is older than ttl ms at now
-//	settle(key, live, adopt_only, from)
+//	settle_settings(key, live, adopt_only, from)
 //	                           settles the unit-wide settings of a joining
 //	                           member (see Settle)
-//	withdraw(key, nonce, now, ttl)
+//	withdraw_call(key, nonce, now, ttl)
 //	                           records a failed call's nonce as withdrawn
 //	                           for ttl ms (see Withdraw)
-//	withdrawn(key, nonce)      whether a call's nonce was withdrawn: its
+//	was_withdrawn(key, nonce)  whether a call's nonce was withdrawn: its
 //	                           work must be refused
 const Lua = `
 local function now_ms()
@@ -70,7 +70,7 @@ end
 local function lapsed(at, now, ttl)
   return not at or now - tonumber(at) > tonumber(ttl)
 end
-local function settle(key, live, adopt_only, from)
+local function settle_settings(key, live, adopt_only, from)
   local out, write = {"OK"}, {}
   for i = from, #ARGV, 3 do
     local name, mine, explicit = ARGV[i], ARGV[i + 1], ARGV[i + 2] == "1"
@@ -86,12 +86,12 @@ local function settle(key, live, adopt_only, from)
   if #write > 0 then redis.call("HSET", key, unpack(write)) end
   return out
 end
-local function withdraw(key, nonce, now, ttl)
+local function withdraw_call(key, nonce, now, ttl)
   redis.call("ZADD", key, now, nonce)
   redis.call("ZREMRANGEBYSCORE", key, "-inf", now - tonumber(ttl))
   redis.call("PEXPIRE", key, ttl)
 end
-local function withdrawn(key, nonce)
+local function was_withdrawn(key, nonce)
   return redis.call("ZSCORE", key, nonce) ~= false
 end
 `

@@ -10,7 +10,7 @@ import (
 //
 // Unit-wide settings (a pool's WorkerTTL, a queue's TTL and bounds) act
 // on the whole unit, so they are stored with it and every member uses
-// the stored values. The settle Lua helper applies one rule for every
+// the stored values. The settle_settings Lua helper applies one rule for every
 // owner:
 //
 //   - a value the member did not set adopts the stored one, whether other

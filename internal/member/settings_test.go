@@ -16,7 +16,7 @@ import (
 // adopt_only come from ARGV[1] and ARGV[2] here, where an owner computes
 // them from its keep-alives and records.
 var settleScript = redis.NewScript(Lua + `
-return settle(KEYS[1], ARGV[1] == "1", ARGV[2] == "1", 3)
+return settle_settings(KEYS[1], ARGV[1] == "1", ARGV[2] == "1", 3)
 `)
 
 func TestSettleOneRuleForEveryOwner(t *testing.T) {
@@ -86,11 +86,11 @@ func TestSettledRejectsMalformedReplies(t *testing.T) {
 // check its call's script makes.
 var (
 	withdrawScript = redis.NewScript(Lua + `
-withdraw(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3])
+withdraw_call(KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3])
 return 0
 `)
 	withdrawnScript = redis.NewScript(Lua + `
-return withdrawn(KEYS[1], ARGV[1]) and 1 or 0
+return was_withdrawn(KEYS[1], ARGV[1]) and 1 or 0
 `)
 )
 

@@ -14,8 +14,8 @@ import (
 const WithdrawnTTL = 10 * time.Minute
 
 // Withdraw takes back a failed call: it runs try, which records the
-// call's nonce as withdrawn (the withdraw Lua helper, so that the call is
-// refused if it reaches Redis later, checked with withdrawn) and undoes
+// call's nonce as withdrawn (the withdraw_call Lua helper, so that the call is
+// refused if it reaches Redis later, checked with was_withdrawn) and undoes
 // what the call did if it ran, until try succeeds or ctx ends. Each try
 // gets callTimeout. The retries back off from 100ms to 2s with jitter,
 // since the usual cause is a Redis that does not answer. failed, if not
