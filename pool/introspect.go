@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
 )
 
 // Stats is a snapshot of a pool, as Stats and Inspect read it from Redis.
@@ -327,13 +328,11 @@ func (n *Node) LiveWorkers(ctx context.Context) (int, error) {
 //
 //	KEYS[1] alive, KEYS[2] workers map
 //	ARGV[1] worker TTL in ms
-var liveWorkersScript = redis.NewScript(`
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+var liveWorkersScript = redis.NewScript(member.Lua + `
+local now = now_ms()
 local n = 0
 for _, id in ipairs(redis.call("HKEYS", KEYS[2])) do
-  local seen = redis.call("HGET", KEYS[1], "w:" .. id)
-  if seen and now - tonumber(seen) <= tonumber(ARGV[1]) then n = n + 1 end
+  if not lapsed(redis.call("HGET", KEYS[1], "w:" .. id), now, ARGV[1]) then n = n + 1 end
 end
 return n
 `)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
 )
 
 // Recovery is one janitor pass that declared workers dead or recovered
@@ -58,10 +59,9 @@ func (n *Node) recordRecovery(ctx context.Context, dead []string, jobs int64) {
 //	ARGV[1] jobs recovered, ARGV[2..] the workers declared dead
 //
 // Returns 1 if recorded, else 0.
-var recordRecoveryScript = redis.NewScript(fmt.Sprintf(`
+var recordRecoveryScript = redis.NewScript(member.Lua + fmt.Sprintf(`
 if redis.call("EXISTS", KEYS[1]) == 0 or redis.call("HEXISTS", KEYS[2], %q) == 1 then return 0 end
-local t = redis.call("TIME")
-local e = {t = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), j = tonumber(ARGV[1])}
+local e = {t = now_ms(), j = tonumber(ARGV[1])}
 if #ARGV > 1 then e.w = {unpack(ARGV, 2)} end
 redis.call("LPUSH", KEYS[3], cjson.encode(e))
 redis.call("LTRIM", KEYS[3], 0, %d)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
 )
 
 // Shutdown stops the whole pool: it sets the pool's shutdown flag, upon
@@ -51,14 +52,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 //
 //	KEYS[1] alive
 //	ARGV[1] TTL in ms
-var liveNodesScript = redis.NewScript(`
-local t = redis.call("TIME")
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+var liveNodesScript = redis.NewScript(member.Lua + `
+local now = now_ms()
 local out = {}
 local all = redis.call("HGETALL", KEYS[1])
 for i = 1, #all, 2 do
   local f = all[i]
-  if string.sub(f, 1, 2) == "n:" and now - tonumber(all[i + 1]) <= tonumber(ARGV[1]) then
+  if string.sub(f, 1, 2) == "n:" and not lapsed(all[i + 1], now, ARGV[1]) then
     out[#out + 1] = string.sub(f, 3)
   end
 end
