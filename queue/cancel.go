@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,18 +29,37 @@ func (q *Client) Cancel(ctx context.Context, id string) error {
 	return nil
 }
 
-// cancelTask ends the handler's ctx of a task cancelled by Cancel.
+// cancelTask ends the handler's ctx of a task cancelled by Cancel. The
+// cancel message may come before the reply of the take that gave this
+// process the task (pub/sub and the take use different connections): it
+// is then kept, and taken applies it, so the task does not start. Kept
+// cancels of tasks that never come are forgotten after earlyCancelTTL.
 func (s *Server) cancelTask(id string) {
 	s.mu.Lock()
 	r := s.running[id]
 	if r != nil {
 		r.cancelled.Store(true) // under the lock: runTask sees it, or is seen
+	} else {
+		now := time.Now()
+		if s.early == nil {
+			s.early = make(map[string]time.Time)
+		}
+		for old, at := range s.early {
+			if now.Sub(at) > earlyCancelTTL {
+				delete(s.early, old)
+			}
+		}
+		s.early[id] = now
 	}
 	s.mu.Unlock()
 	if r != nil {
 		r.cancel()
 	}
 }
+
+// earlyCancelTTL is how long a cancel that came before its task is kept:
+// a take's reply comes within its call's timeout, or never.
+const earlyCancelTTL = time.Minute
 
 // cancelScript cancels a task: one not running gets its outcome at once;
 // one running is marked, and its process is told to end the handler's

@@ -50,6 +50,11 @@ type Queue struct {
 	futures map[string]*Future
 	server  *Server
 	serials int64 // servers made: a server's serial tells it apart from the process's earlier ones
+	// withdrawing holds this process's failed Submits being withdrawn,
+	// and those whose task a worker took first, by nonce (see
+	// maybeWithdrawn).
+	withdrawing  map[string]pendingWithdrawal
+	nWithdrawing atomic.Int64 // len(withdrawing), read without the lock by every attempt
 
 	// drained is the serial of the last server this process switched to
 	// drain because Drain asked (keepAlive's; only keepAliveLoop uses it).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shepherd-go/shepherd/internal/group"
 )
@@ -42,8 +43,9 @@ type Server struct {
 	took     durations // recent handler run times, for the keep-alive's percentiles
 
 	mu      sync.Mutex
-	running map[string]*run // by task id, from hand-out to outcome
-	suspect map[string]bool // in the inflight set but not running, last check
+	running map[string]*run      // by task id, from hand-out to outcome
+	early   map[string]time.Time // cancels of tasks not handed out yet, by task id → when (see cancelTask)
+	suspect map[string]bool      // in the inflight set but not running, last check
 }
 
 // run is one attempt in progress.

@@ -33,9 +33,11 @@ import (
 // failure came after Redis may have received it (a lost reply, a
 // timeout, ctx ending meanwhile), the Submit is withdrawn in the
 // background until Redis answers, and if it reaches Redis after its
-// withdrawal (held up in a frozen server), it is refused there. The limit: a worker that takes the task between the
+// withdrawal (held up in a frozen server), it is refused there. The
+// limit: a worker of another process that takes the task between the
 // Submit reaching Redis and its withdrawal runs it (it is cancelled if
-// still running, and the log says so at WARN). That takes an instant
+// still running, and the log says so at WARN); this process's own
+// workers do not start it. That takes an instant
 // while Redis runs, but may happen when Redis dies after receiving the
 // Submit and comes back with it (AOF): the withdrawal then races with the
 // workers. The chaos suite measures how often (examples/chaos).

@@ -68,6 +68,10 @@ func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, 
 			timeout: time.Duration(timeout) * time.Millisecond})
 		r := &run{cancel: func() {}}
 		s.mu.Lock()
+		if _, ok := s.early[id]; ok {
+			r.cancelled.Store(true) // its cancel came first: it does not start
+			delete(s.early, id)
+		}
 		s.running[id] = r
 		s.mu.Unlock()
 		q.m.queueWait.Record(ctx, float64(max(waited, 0))/1000, q.m.attrs)

@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,6 +21,7 @@ const withdrawnTTL = member.WithdrawnTTL
 // until Redis answers or the Queue closes (member.Withdraw).
 func (q *Queue) withdraw(r *submitReq) {
 	f := r.f
+	q.noteWithdrawal(r.nonce, f.id, time.Time{})
 	started := q.withdrawals.Go(func() {
 		var res any
 		_, err := member.Withdraw(q.withdrawals.Context(), q.cfg.callTimeout, func(ctx context.Context) error {
@@ -36,8 +39,14 @@ func (q *Queue) withdraw(r *submitReq) {
 		switch {
 		case err != nil:
 			q.logger.Error("a failed Submit's task could not be withdrawn before Close; it may run", "task", f.id, "error", err)
+			q.noteWithdrawal(r.nonce, "", time.Time{})
 		case res == "CANCELLED":
 			q.logger.Warn("a failed Submit's task was taken by a worker before it could be withdrawn; it is cancelled, but may have run", "task", f.id)
+			// Its take's reply may reach a worker of this process
+			// still: keep it from starting there.
+			q.noteWithdrawal(r.nonce, f.id, time.Now().Add(earlyCancelTTL))
+		default:
+			q.noteWithdrawal(r.nonce, "", time.Time{})
 		}
 	})
 	if !started {
@@ -96,3 +105,62 @@ if f[1] == 'active' then
 end
 return 'CANCELLED'
 `)
+
+// A pendingWithdrawal is a failed Submit of this process: its task id,
+// and until when it is kept once settled (zero while it is withdrawn).
+type pendingWithdrawal struct {
+	id    string
+	until time.Time
+}
+
+// noteWithdrawal records the failed Submit nonce of task id (until: zero
+// while its withdrawal runs), or forgets it (id ""). Settled ones past
+// their time go too.
+func (q *Queue) noteWithdrawal(nonce, id string, until time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := time.Now()
+	for n, w := range q.withdrawing {
+		if !w.until.IsZero() && now.After(w.until) {
+			delete(q.withdrawing, n)
+		}
+	}
+	defer func() { q.nWithdrawing.Store(int64(len(q.withdrawing))) }()
+	if id == "" {
+		delete(q.withdrawing, nonce)
+		return
+	}
+	if q.withdrawing == nil {
+		q.withdrawing = make(map[string]pendingWithdrawal)
+	}
+	q.withdrawing[nonce] = pendingWithdrawal{id: id, until: until}
+}
+
+// maybeWithdrawn reports whether task id, taken by this process, is the
+// task of one of its own failed Submits, withdrawn or being withdrawn: a
+// worker must not start it. A frozen Redis may run the Submit, then a
+// take of this process, and only then the withdrawal (each came on its
+// own connection); the withdrawal then cancels the task, but the take's
+// reply is already on its way. Without failed Submits of id, it asks
+// Redis nothing; with some, it reads the task's nonce (the Submit that
+// queued it), and says no when Redis does not answer.
+func (q *Queue) maybeWithdrawn(ctx context.Context, id string) bool {
+	if q.nWithdrawing.Load() == 0 {
+		return false
+	}
+	q.mu.Lock()
+	var nonces []string
+	for n, w := range q.withdrawing {
+		if w.id == id {
+			nonces = append(nonces, n)
+		}
+	}
+	q.mu.Unlock()
+	if len(nonces) == 0 {
+		return false
+	}
+	cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
+	defer cancel()
+	nonce, err := q.rdb.HGet(cctx, q.lay.task(id), fieldNonce).Result()
+	return err == nil && slices.Contains(nonces, nonce)
+}

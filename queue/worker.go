@@ -81,6 +81,11 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 			return true
 		}
 	}
+	if q.maybeWithdrawn(s.hard, t.ID) {
+		// A failed Submit of this process: its withdrawal cancels it.
+		s.outcomes <- outcomeReq{t: t, kind: "fail", data: "cancelled before it started"}
+		return true
+	}
 	ctx, cancel := context.WithTimeout(s.hard, t.timeout)
 	r := &run{cancel: cancel}
 	// Checked and replaced under one lock: abandon (under the same lock)
