@@ -151,12 +151,12 @@ func ref(args []any, key, nonce string, gen int64) []any {
 }
 
 // prelude is prepended to every script that edits job records, after the
-// membership helpers (member.Lua: now_ms, lapsed, withdraw...). KEYS[1]
+// membership helpers it uses (member.LuaClock, LuaLedger). KEYS[1]
 // must be the jobs hash and KEYS[2] the payloads hash. Every other key a
 // script touches is declared in its KEYS too, including the streams of
 // nodes it answers (a script that may answer nobody gets a placeholder
 // key of the pool).
-var prelude = member.Lua + fmt.Sprintf(`
+var prelude = member.LuaClock + member.LuaLedger + fmt.Sprintf(`
 local FE, FT, FP = %q, %q, %q
 local EV_START, EV_STOP, EV_NOTIFY, EV_REPLY = %q, %q, %q, %q
 local S_QUEUED, S_ROUTED, S_CLAIMED, S_RUNNING, S_STOPPING = %q, %q, %q, %q, %q

@@ -158,7 +158,7 @@ func (s *Server) abandon() int {
 //	whose drain request it applied last ("0": none)
 //
 // Returns "OK", "DRAIN" (drain the server ARGV[7]) or "GONE".
-var keepAliveScript = redis.NewScript(prelude + `
+var keepAliveScript = redis.NewScript(member.LuaKeepAlive + prelude + `
 if not renew(K_ALIVE, ARGV[4], now()) then return 'GONE' end
 redis.call('HSET', K_PROCS, ARGV[4], ARGV[6])
 local d = redis.call('HGET', KEYS[17], ARGV[4])

@@ -3,11 +3,12 @@ package queue
 import "github.com/shepherd-go/shepherd/internal/member"
 
 // prelude is prepended to every script, after the membership helpers
-// (member.Lua: now_ms, seen, renew, lapsed, settle, withdraw...): it names
+// (member.LuaClock and LuaLedger: now_ms, lapsed, withdraw_call,
+// was_withdrawn; scripts that need more add it): it names
 // the common keys and prefixes (see wire.go), binds the task hash's fields
 // to their Lua locals (fieldLocals), and defines the functions the scripts
 // share.
-var prelude = member.Lua + `
+var prelude = member.LuaClock + member.LuaLedger + `
 local K_SETTINGS, K_READY, K_DELAYED, K_RETRY, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_WITHDRAWN, K_IDLE = KEYS[11], KEYS[12]

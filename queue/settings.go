@@ -54,7 +54,7 @@ func settingLabel(name any) string {
 // the process's value}, when the process set a setting explicitly to
 // another value than the stored one while another process is live
 // (nothing is written then).
-var registerScript = redis.NewScript(prelude + `
+var registerScript = redis.NewScript(member.LuaKeepAlive + member.LuaSettings + prelude + `
 local t = now()
 local fresh = redis.call('EXISTS', K_SETTINGS) == 0
 local live = false

@@ -18,7 +18,7 @@ type luaScript struct {
 }
 
 // scriptDecl matches a script's declaration with its doc comment.
-var scriptDecl = regexp.MustCompile("(?ms)((?:^//[^\n]*\n)*)^var (\\w+) = redis\\.NewScript\\(((?:\\w+ \\+ )*)`(.*?)`\\)")
+var scriptDecl = regexp.MustCompile("(?ms)((?:^//[^\n]*\n)*)^var (\\w+) = redis\\.NewScript\\(((?:[\\w.]+ \\+ )*)`(.*?)`\\)")
 
 // queueScripts reads every script of the package from its Go files, and
 // fails if one is built in a way the pattern does not see.

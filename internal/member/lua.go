@@ -1,7 +1,10 @@
 package member
 
-// Lua defines the helpers that owners' scripts start with. It declares
-// only local functions, so it can precede any script body:
+// Lua defines the helpers that owners' scripts start with: every group
+// below. It declares only local functions, so it can precede any script
+// body. A script on a hot path takes only the groups it uses (LuaClock,
+// LuaLease, LuaKeepAlive, LuaSettings, LuaLedger): each helper is a
+// closure made on every call.
 //
 //	now_ms()                   Redis's clock (TIME) in ms
 //	lease_hold(key, who, ttl)  takes the lease at key for who, or renews
@@ -31,11 +34,21 @@ package member
 //	                           for ttl ms (see Withdraw)
 //	was_withdrawn(key, nonce)  whether a call's nonce was withdrawn: its
 //	                           work must be refused
-const Lua = `
+const Lua = LuaClock + LuaLease + LuaKeepAlive + LuaSettings + LuaLedger
+
+// LuaClock: now_ms and lapsed.
+const LuaClock = `
 local function now_ms()
   local t = redis.call("TIME")
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+local function lapsed(at, now, ttl)
+  return not at or now - tonumber(at) > tonumber(ttl)
+end
+`
+
+// LuaLease: lease_hold, lease_held and lease_drop.
+const LuaLease = `
 local function lease_hold(key, who, ttl)
   local holder = redis.call("GET", key)
   if holder == who then
@@ -54,6 +67,10 @@ end
 local function lease_drop(key, who)
   if redis.call("GET", key) == who then redis.call("DEL", key) end
 end
+`
+
+// LuaKeepAlive: seen, renew and standing.
+const LuaKeepAlive = `
 local function seen(key, id, now)
   return redis.call("HSET", key, id, now) == 1
 end
@@ -67,9 +84,10 @@ local function standing(key, id, unit, now)
   if redis.call("EXISTS", unit) == 1 then return "revived" end
   return "lost"
 end
-local function lapsed(at, now, ttl)
-  return not at or now - tonumber(at) > tonumber(ttl)
-end
+`
+
+// LuaSettings: settle_settings.
+const LuaSettings = `
 local function settle_settings(key, live, adopt_only, from)
   local out, write = {"OK"}, {}
   for i = from, #ARGV, 3 do
@@ -86,6 +104,10 @@ local function settle_settings(key, live, adopt_only, from)
   if #write > 0 then redis.call("HSET", key, unpack(write)) end
   return out
 end
+`
+
+// LuaLedger: withdraw_call and was_withdrawn.
+const LuaLedger = `
 local function withdraw_call(key, nonce, now, ttl)
   redis.call("ZADD", key, now, nonce)
   redis.call("ZREMRANGEBYSCORE", key, "-inf", now - tonumber(ttl))
