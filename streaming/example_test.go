@@ -155,3 +155,69 @@ func ExampleSink_TakeOver() {
 	// 1 tenant-7 held true
 	// alive 1
 }
+
+// With WithMembers the sinks' consumers are members of a unit that keeps
+// them alive in its own hash (here by hand; a pool's nodes do it with
+// their keep-alives). A consumer whose member stopped keeping alive has
+// its unacknowledged entries taken over by a live sink within about the
+// TTL, delivered again with Reclaimed set.
+func ExampleWithMembers() {
+	rdb, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+
+	jobs, err := streaming.NewStream(rdb, "pool-b", "jobs")
+	if err != nil {
+		panic(err)
+	}
+	// The unit's keep-alive hash, in the stream's Cluster slot: member →
+	// when last seen (ms, Redis TIME).
+	alive := jobs.Key() + ":members"
+	now := func() int64 {
+		t, err := rdb.Time(ctx).Result()
+		if err != nil {
+			panic(err)
+		}
+		return t.UnixMilli()
+	}
+	const ttl = time.Second
+	if err := rdb.HSet(ctx, alive, "n:a", now(), "n:b", now()).Err(); err != nil {
+		panic(err)
+	}
+	a, err := streaming.NewSink(ctx, jobs, "routers", streaming.WithConsumer("a"), streaming.WithMembers(alive, "n:", ttl))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := jobs.Add(ctx, "start", []byte("job-1")); err != nil {
+		panic(err)
+	}
+	ev := <-a.Subscribe()
+	fmt.Println("a got", string(ev.Payload), "and dies before its ack")
+	_ = a.Close(ctx) // its consumer keeps the entry: a dead process acks nothing
+
+	b, err := streaming.NewSink(ctx, jobs, "routers", streaming.WithConsumer("b"), streaming.WithMembers(alive, "n:", ttl))
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = b.Close(ctx) }()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // b's member keeps alive; a's no longer does
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(ttl / 4):
+				_ = rdb.HSet(ctx, alive, "n:b", now()).Err()
+			}
+		}
+	}()
+	ev = <-b.Subscribe()
+	fmt.Println("b got", string(ev.Payload), "reclaimed:", ev.Reclaimed)
+	if err := b.Ack(ctx, ev); err != nil {
+		panic(err)
+	}
+	// Output:
+	// a got job-1 and dies before its ack
+	// b got job-1 reclaimed: true
+}
