@@ -6,22 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// ctxOnlyClient is a client of s as the README advises
-// (ContextTimeoutEnabled) with no read timeout of its own: a call lasts
-// until its ctx ends.
-func ctxOnlyClient(t *testing.T, s *redistest.Server) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, ReadTimeout: -1,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
 
 // A DispatchJob whose admission Redis does not answer fails after the
 // call timeout (WithCallTimeout, DefaultCallTimeout) with
@@ -37,9 +25,9 @@ func TestDispatchToAFrozenRedisFailsWithErrRedisTimeout(t *testing.T) {
 	name := redistest.Name(t)
 	// A long TTL: the keep-alives stop during the freeze, and only the
 	// dispatches are under test. No worker: a job waits in the pool.
-	lone := addNode(t, ctxOnlyClient(t, s), name, WithWorkerTTL(time.Minute))
-	batched := addNode(t, ctxOnlyClient(t, s), name, WithWorkerTTL(time.Minute))
-	quick := addNode(t, ctxOnlyClient(t, s), name, WithWorkerTTL(time.Minute), WithCallTimeout(time.Second))
+	lone := addNode(t, s.NewCtxOnlyClient(), name, WithWorkerTTL(time.Minute))
+	batched := addNode(t, s.NewCtxOnlyClient(), name, WithWorkerTTL(time.Minute))
+	quick := addNode(t, s.NewCtxOnlyClient(), name, WithWorkerTTL(time.Minute), WithCallTimeout(time.Second))
 	// Another admission "under way" sends every one of this node to the
 	// admitters.
 	batched.admitting.Add(1)

@@ -6,22 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
 )
-
-// timedClient is a client of s as the README advises (ContextTimeoutEnabled)
-// with no read timeout of its own: a call lasts until its ctx ends.
-func timedClient(t *testing.T, s *redistest.Server) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, ReadTimeout: -1,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
 
 // A Submit that Redis does not answer fails after the call timeout
 // (WithCallTimeout, DefaultCallTimeout) with ErrRedisTimeout, which does
@@ -32,7 +21,7 @@ func timedClient(t *testing.T, s *redistest.Server) *redis.Client {
 func TestSubmitToAFrozenRedisFailsWithErrRedisTimeout(t *testing.T) {
 	t.Parallel()
 	own := redistest.Start(t)
-	rdb := timedClient(t, own)
+	rdb := own.NewCtxOnlyClient()
 	ctx := testCtx(t, 90*time.Second)
 	name := redistest.Name(t)
 	// A long TTL: the keep-alives stop during the freeze, and only the

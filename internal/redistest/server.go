@@ -146,8 +146,25 @@ func (s *Server) NewClient() *redis.Client {
 	return c
 }
 
-func (s *Server) newClient() *redis.Client {
-	return redis.NewClient(&redis.Options{
+// NewCtxOnlyClient is NewClient as the README advises users to build
+// theirs (ContextTimeoutEnabled), with no read timeout of its own: a call
+// lasts until its ctx ends, so a test of a frozen server measures the
+// library's own bounds.
+func (s *Server) NewCtxOnlyClient() *redis.Client {
+	o := s.options()
+	o.ContextTimeoutEnabled, o.ReadTimeout = true, -1
+	c := redis.NewClient(o)
+	s.mu.Lock()
+	s.clients = append(s.clients, c)
+	s.mu.Unlock()
+	return c
+}
+
+func (s *Server) newClient() *redis.Client { return redis.NewClient(s.options()) }
+
+// options are the options of the server's clients.
+func (s *Server) options() *redis.Options {
+	return &redis.Options{
 		Addr:     s.Addr(),
 		Password: s.cfg.password,
 		// go-redis v9.22 writes the shared options' maintenance-notification
@@ -166,7 +183,7 @@ func (s *Server) newClient() *redis.Client {
 			var d net.Dialer
 			return d.DialContext(ctx, network, s.Addr())
 		},
-	})
+	}
 }
 
 // Kill kills the server with SIGKILL and waits until it is gone: whatever
