@@ -159,7 +159,8 @@ func (s *Server) abandon() int {
 //
 // Returns "OK", "DRAIN" (drain the server ARGV[7]) or "GONE".
 var keepAliveScript = redis.NewScript(member.LuaKeepAlive + prelude + `
-if not renew(K_ALIVE, ARGV[4], now()) then return 'GONE' end
+-- Without its settings the queue's state is gone (Redis lost it): join again.
+if redis.call('EXISTS', K_SETTINGS) == 0 or not renew(K_ALIVE, ARGV[4], now()) then return 'GONE' end
 redis.call('HSET', K_PROCS, ARGV[4], ARGV[6])
 local d = redis.call('HGET', KEYS[17], ARGV[4])
 if d then

@@ -25,8 +25,9 @@ local now = now_ms
 -- about to be declared dead).
 local function leaseOf(proc, t)
   local at = redis.call('HGET', K_ALIVE, proc)
-  if not at then return 'GONE' end
-  if lapsed(at, t, redis.call('HGET', K_SETTINGS, '` + settingTTL + `')) then return 'LATE' end
+  local ttl = redis.call('HGET', K_SETTINGS, '` + settingTTL + `')
+  if not at or not ttl then return 'GONE' end -- no TTL: the queue's state is gone
+  if lapsed(at, t, ttl) then return 'LATE' end
   return nil
 end
 
