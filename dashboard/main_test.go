@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -109,6 +110,10 @@ func tab(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	ctx, cancelT := context.WithTimeout(ctx, d)
 	t.Cleanup(cancelT)
+	// Tabs share the browser's cookies (and cookies ignore ports): no
+	// cookie, the token's, is left from an earlier test or an earlier run
+	// under -count. Tests hold the browser one at a time.
+	require.NoError(t, chromedp.Run(ctx, network.ClearBrowserCookies()))
 	return ctx
 }
 
