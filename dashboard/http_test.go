@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -262,4 +263,28 @@ func TestTaskPageShowsAPanicsStackApart(t *testing.T) {
 	code, body = get(t, base+"/queue/"+q.Name())
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `<td class="error-text">panic: kaboom</td>`, "the dead letters' list shows the one line")
+}
+
+// Every time a page shows is in UTC, in one format, to the second.
+func TestPagesShowTimesInUTC(t *testing.T) {
+	t.Parallel()
+	q, _, _ := liveQueue(t, "dead-t")
+	ctx := testCtx(t, 20*time.Second)
+	f, err := q.Submit(ctx, []byte("ok"), queue.WithTaskID("done-t"))
+	require.NoError(t, err)
+	_, err = f.Wait(ctx)
+	require.NoError(t, err)
+	name, _, _ := livePool(t, 1, "k1")
+	_, base := serve(t)
+	stamp := regexp.MustCompile(`\d{4}-\d\d-\d\d[ T][\d:.]+(?:Z| [A-Za-z]+)?`)
+	for _, path := range []string{"/", "/pool/" + name, "/pool/" + name + "/job/k1", "/queue/" + q.Name(), "/queue/" + q.Name() + "/task/done-t", "/queue/" + q.Name() + "/task/dead-t"} {
+		code, body := get(t, base+path)
+		require.Equal(t, http.StatusOK, code, body)
+		found := stamp.FindAllString(body, -1)
+		assert.NotEmpty(t, found, path)
+		for _, s := range found {
+			assert.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, s, "%s shows a time as %q", path, s)
+		}
+		assert.NotRegexp(t, `\b[AP]M\b`, body, path)
+	}
 }
