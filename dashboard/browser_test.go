@@ -336,6 +336,26 @@ func TestLiveUpdatesWithoutReload(t *testing.T) {
 	assert.Equal(t, 42, marker, "the page updated in place: a reload would have lost the marker")
 }
 
+// The 401 page a browser gets without the token is styled like the
+// others, and says how to pass the token.
+func TestUnauthorizedPageIsStyledInTheBrowser(t *testing.T) {
+	t.Parallel()
+	_, base := serve(t, WithToken("tok-123"), WithRefreshEvery(static))
+	ctx := tab(t, 30*time.Second)
+	var rules int
+	var msg string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible("#error-message", chromedp.ByQuery),
+		chromedp.Poll(`document.readyState === 'complete'`, nil, chromedp.WithPollingTimeout(5*time.Second)),
+		chromedp.Evaluate(`Array.from(document.styleSheets).reduce((n, s) => n + s.cssRules.length, 0)`, &rules),
+		chromedp.Text("#error-message", &msg, chromedp.ByQuery),
+	))
+	assert.Positive(t, rules, "the stylesheet loaded")
+	assert.Contains(t, msg, "?token=")
+	assert.Contains(t, msg, "Authorization: Bearer")
+}
+
 // The live-state clock is in UTC, in the pages' format, whatever the
 // browser's time zone.
 func TestLiveStateShowsUTC(t *testing.T) {

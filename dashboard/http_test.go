@@ -184,7 +184,7 @@ func TestTokenAndReadOnlyOverHTTP(t *testing.T) {
 	code, _ = get(t, base+"/pool/"+name+"?format=json")
 	assert.Equal(t, http.StatusUnauthorized, code, "no token, JSON twin")
 	code, _ = get(t, base+"/static/style.css")
-	assert.Equal(t, http.StatusUnauthorized, code, "no token, static file")
+	assert.Equal(t, http.StatusOK, code, "the static files are not secret: the 401 page is styled")
 	code, _ = get(t, base+"/", "Authorization", "Bearer wrong")
 	assert.Equal(t, http.StatusUnauthorized, code, "wrong token")
 	code, _ = get(t, base+"/", "Authorization", "Bearer tok-123")
@@ -263,6 +263,29 @@ func TestTaskPageShowsAPanicsStackApart(t *testing.T) {
 	code, body = get(t, base+"/queue/"+q.Name())
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `<td class="error-text">panic: kaboom</td>`, "the dead letters' list shows the one line")
+}
+
+// The 401 page is styled (its stylesheet and script need no token, being
+// no secret), and it says how to pass the token; the pages, their JSON
+// twins and the actions still need it.
+func TestUnauthorizedPageIsStyledAndSaysHow(t *testing.T) {
+	t.Parallel()
+	_, base := serve(t, WithToken("tok-123"))
+	resp, body := request(t, http.MethodGet, base+"/", "")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.Contains(t, body, `<link rel="stylesheet" href="/static/style.css">`)
+	assert.Contains(t, body, "?token=")
+	assert.Contains(t, body, "Authorization: Bearer")
+	assert.NotContains(t, body, "tok-123")
+	for _, f := range []string{"style.css", "app.js"} {
+		resp, css := request(t, http.MethodGet, base+"/static/"+f, "")
+		assert.Equal(t, http.StatusOK, resp.StatusCode, f)
+		assert.NotEmpty(t, css, f)
+	}
+	for _, path := range []string{"/static/../", "/static/%2e%2e/", "/static/nope.css", "/static/"} {
+		code, body := get(t, base+path)
+		assert.NotEqual(t, http.StatusOK, code, "%s: %s", path, body)
+	}
 }
 
 // Every time a page shows is in UTC, in one format, to the second.
