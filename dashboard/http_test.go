@@ -311,3 +311,29 @@ func TestPagesShowTimesInUTC(t *testing.T) {
 		assert.NotRegexp(t, `\b[AP]M\b`, body, path)
 	}
 }
+
+// A finished task's payload is not kept: its page says so instead of
+// showing an empty payload of 0 bytes. A dead letter keeps its payload.
+func TestTaskPageSaysAFinishedPayloadIsNotKept(t *testing.T) {
+	t.Parallel()
+	q, _, _ := liveQueue(t, "dead-p")
+	ctx := testCtx(t, 20*time.Second)
+	f, err := q.Submit(ctx, []byte("ok"), queue.WithTaskID("done-p"))
+	require.NoError(t, err)
+	_, err = f.Wait(ctx)
+	require.NoError(t, err)
+	_, base := serve(t)
+
+	code, body := get(t, base+"/queue/"+q.Name()+"/task/done-p")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `id="payload-gone"`)
+	assert.Contains(t, body, "Not kept")
+	assert.NotContains(t, body, "0 bytes")
+	assert.NotContains(t, body, `<pre id="payload">`)
+	assert.Contains(t, body, "Result, 4 bytes", "the result is kept")
+
+	code, body = get(t, base+"/queue/"+q.Name()+"/task/dead-p")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `<pre id="payload">fail</pre>`, "a dead letter keeps its payload")
+	assert.NotContains(t, body, `id="payload-gone"`)
+}
