@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -333,6 +334,46 @@ func TestLiveUpdatesWithoutReload(t *testing.T) {
 		chromedp.Evaluate(`window.marker`, &marker),
 	))
 	assert.Equal(t, 42, marker, "the page updated in place: a reload would have lost the marker")
+}
+
+// The 401 page a browser gets without the token is styled like the
+// others, and says how to pass the token.
+func TestUnauthorizedPageIsStyledInTheBrowser(t *testing.T) {
+	t.Parallel()
+	_, base := serve(t, WithToken("tok-123"), WithRefreshEvery(static))
+	ctx := tab(t, 30*time.Second)
+	var rules int
+	var msg string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible("#error-message", chromedp.ByQuery),
+		chromedp.Poll(`document.readyState === 'complete'`, nil, chromedp.WithPollingTimeout(5*time.Second)),
+		chromedp.Evaluate(`Array.from(document.styleSheets).reduce((n, s) => n + s.cssRules.length, 0)`, &rules),
+		chromedp.Text("#error-message", &msg, chromedp.ByQuery),
+	))
+	assert.Positive(t, rules, "the stylesheet loaded")
+	assert.Contains(t, msg, "?token=")
+	assert.Contains(t, msg, "Authorization: Bearer")
+}
+
+// The live-state clock is in UTC, in the pages' format, whatever the
+// browser's time zone.
+func TestLiveStateShowsUTC(t *testing.T) {
+	t.Parallel()
+	name, _, _ := livePool(t, 1, "a")
+	_, base := serve(t, WithRefreshEvery(200*time.Millisecond))
+	ctx := tab(t, 30*time.Second)
+	var state string
+	require.NoError(t, chromedp.Run(ctx,
+		emulation.SetTimezoneOverride("Asia/Kolkata"), // UTC+5:30: a local clock differs from UTC
+		chromedp.Navigate(base+"/pool/"+name),
+		chromedp.Poll(`document.getElementById('live-state').textContent.startsWith('live')`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Text("#live-state", &state, chromedp.ByQuery),
+	))
+	assert.Regexp(t, `^live \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, state)
+	shown, err := time.Parse("live 2006-01-02 15:04:05 UTC", state)
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now(), shown, time.Minute, "the time shown is UTC, not the browser's local time")
 }
 
 func TestChartDrawsTheHistory(t *testing.T) {

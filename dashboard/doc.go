@@ -33,7 +33,9 @@
 //   - Token (WithToken): without it, 401; a browser opens any page once
 //     with ?token=TOKEN, which is moved to an HttpOnly, SameSite=Strict
 //     cookie scoped to the prefix, and dropped from the address bar by a
-//     redirect; a program sends "Authorization: Bearer TOKEN".
+//     redirect; a program sends "Authorization: Bearer TOKEN". The 401
+//     page says so. The stylesheet and the script (static/), which hold no
+//     secret, are served without it, so that the 401 page is styled.
 //   - Read-only (WithReadOnly): no action is offered, every POST is 403.
 //   - Cross-site requests: a POST needs the form's CSRF token, keyed by a
 //     secret new to each Handler, and is refused when the browser says it

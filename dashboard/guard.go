@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -40,7 +41,7 @@ func (s *Handler) guard(next http.Handler) http.Handler {
 				" is not one: mount it at "+p+"/ without http.StripPrefix")
 			return
 		}
-		if s.cfg.token != "" {
+		if s.cfg.token != "" && !s.isStatic(r) {
 			if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet && s.tokenOK(t) {
 				// Keep the token in a cookie, and drop it from the address bar
 				// (and from the history) at once.
@@ -53,7 +54,8 @@ func (s *Handler) guard(next http.Handler) http.Handler {
 			}
 			if !s.authorized(r) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="shepherd"`)
-				s.fail(w, r, http.StatusUnauthorized, "this dashboard needs its token: open it once with ?token=TOKEN, or send Authorization: Bearer TOKEN")
+				s.fail(w, r, http.StatusUnauthorized, "This dashboard needs its token. In a browser, open this address once with ?token=YOUR-TOKEN added "+
+					"(the token then stays in a cookie and leaves the address bar); a program sends the header \"Authorization: Bearer YOUR-TOKEN\".")
 				return
 			}
 		}
@@ -78,6 +80,19 @@ func (s *Handler) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isStatic reports whether r asks for a file of assets/static: the
+// stylesheet and the script every page loads, the 401 page included. They
+// hold no secret, so they are served without the token; every other
+// guard still applies. A path that path.Clean would change is not one
+// (the mux redirects it to its clean form, which is guarded as usual).
+func (s *Handler) isStatic(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	p := r.URL.Path
+	return strings.HasPrefix(p, s.links.static("")) && path.Clean(p) == p
 }
 
 // tokenOK compares t with the token in constant time.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -183,7 +184,7 @@ func TestTokenAndReadOnlyOverHTTP(t *testing.T) {
 	code, _ = get(t, base+"/pool/"+name+"?format=json")
 	assert.Equal(t, http.StatusUnauthorized, code, "no token, JSON twin")
 	code, _ = get(t, base+"/static/style.css")
-	assert.Equal(t, http.StatusUnauthorized, code, "no token, static file")
+	assert.Equal(t, http.StatusOK, code, "the static files are not secret: the 401 page is styled")
 	code, _ = get(t, base+"/", "Authorization", "Bearer wrong")
 	assert.Equal(t, http.StatusUnauthorized, code, "wrong token")
 	code, _ = get(t, base+"/", "Authorization", "Bearer tok-123")
@@ -262,4 +263,77 @@ func TestTaskPageShowsAPanicsStackApart(t *testing.T) {
 	code, body = get(t, base+"/queue/"+q.Name())
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `<td class="error-text">panic: kaboom</td>`, "the dead letters' list shows the one line")
+}
+
+// The 401 page is styled (its stylesheet and script need no token, being
+// no secret), and it says how to pass the token; the pages, their JSON
+// twins and the actions still need it.
+func TestUnauthorizedPageIsStyledAndSaysHow(t *testing.T) {
+	t.Parallel()
+	_, base := serve(t, WithToken("tok-123"))
+	resp, body := request(t, http.MethodGet, base+"/", "")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.Contains(t, body, `<link rel="stylesheet" href="/static/style.css">`)
+	assert.Contains(t, body, "?token=")
+	assert.Contains(t, body, "Authorization: Bearer")
+	assert.NotContains(t, body, "tok-123")
+	for _, f := range []string{"style.css", "app.js"} {
+		resp, css := request(t, http.MethodGet, base+"/static/"+f, "")
+		assert.Equal(t, http.StatusOK, resp.StatusCode, f)
+		assert.NotEmpty(t, css, f)
+	}
+	for _, path := range []string{"/static/../", "/static/%2e%2e/", "/static/nope.css", "/static/"} {
+		code, body := get(t, base+path)
+		assert.NotEqual(t, http.StatusOK, code, "%s: %s", path, body)
+	}
+}
+
+// Every time a page shows is in UTC, in one format, to the second.
+func TestPagesShowTimesInUTC(t *testing.T) {
+	t.Parallel()
+	q, _, _ := liveQueue(t, "dead-t")
+	ctx := testCtx(t, 20*time.Second)
+	f, err := q.Submit(ctx, []byte("ok"), queue.WithTaskID("done-t"))
+	require.NoError(t, err)
+	_, err = f.Wait(ctx)
+	require.NoError(t, err)
+	name, _, _ := livePool(t, 1, "k1")
+	_, base := serve(t)
+	stamp := regexp.MustCompile(`\d{4}-\d\d-\d\d[ T][\d:.]+(?:Z| [A-Za-z]+)?`)
+	for _, path := range []string{"/", "/pool/" + name, "/pool/" + name + "/job/k1", "/queue/" + q.Name(), "/queue/" + q.Name() + "/task/done-t", "/queue/" + q.Name() + "/task/dead-t"} {
+		code, body := get(t, base+path)
+		require.Equal(t, http.StatusOK, code, body)
+		found := stamp.FindAllString(body, -1)
+		assert.NotEmpty(t, found, path)
+		for _, s := range found {
+			assert.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, s, "%s shows a time as %q", path, s)
+		}
+		assert.NotRegexp(t, `\b[AP]M\b`, body, path)
+	}
+}
+
+// A finished task's payload is not kept: its page says so instead of
+// showing an empty payload of 0 bytes. A dead letter keeps its payload.
+func TestTaskPageSaysAFinishedPayloadIsNotKept(t *testing.T) {
+	t.Parallel()
+	q, _, _ := liveQueue(t, "dead-p")
+	ctx := testCtx(t, 20*time.Second)
+	f, err := q.Submit(ctx, []byte("ok"), queue.WithTaskID("done-p"))
+	require.NoError(t, err)
+	_, err = f.Wait(ctx)
+	require.NoError(t, err)
+	_, base := serve(t)
+
+	code, body := get(t, base+"/queue/"+q.Name()+"/task/done-p")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `id="payload-gone"`)
+	assert.Contains(t, body, "Not kept")
+	assert.NotContains(t, body, "0 bytes")
+	assert.NotContains(t, body, `<pre id="payload">`)
+	assert.Contains(t, body, "Result, 4 bytes", "the result is kept")
+
+	code, body = get(t, base+"/queue/"+q.Name()+"/task/dead-p")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `<pre id="payload">fail</pre>`, "a dead letter keeps its payload")
+	assert.NotContains(t, body, `id="payload-gone"`)
 }

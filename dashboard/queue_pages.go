@@ -94,6 +94,9 @@ type taskView struct {
 	Task    queue.TaskInfo `json:"task"`
 	Preview payloadPreview `json:"-"`
 	Result  payloadPreview `json:"-"`
+	// PayloadGone: the task finished (done or cancelled) and its payload
+	// was deleted then, as the queue does; a dead letter keeps its own.
+	PayloadGone bool `json:"-"`
 }
 
 func (s *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +119,8 @@ func (s *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
-	v := taskView{Queue: name, Task: t, Preview: preview(t.Payload), Result: preview(t.Result)}
+	v := taskView{Queue: name, Task: t, Preview: preview(t.Payload), Result: preview(t.Result),
+		PayloadGone: len(t.Payload) == 0 && (t.State == queue.StateDone || t.State == queue.StateCancelled)}
 	s.render(w, r, "task", page{Title: "task " + id, Live: true, View: v,
 		Crumbs: []crumb{{"queue " + name, s.links.queue(name)}, {"task " + id, ""}}})
 }

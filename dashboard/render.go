@@ -153,12 +153,16 @@ func ago(d time.Duration) string {
 	return round(d).String() + " ago"
 }
 
+// timeFormat is how every page shows a time: UTC, to the second. The
+// live-state clock of app.js writes the same shape.
+const timeFormat = "2006-01-02 15:04:05 UTC"
+
 // when renders a time, or "-" for the zero time.
 func when(t time.Time) string {
 	if t.IsZero() || t.Unix() <= 0 {
 		return "-"
 	}
-	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+	return t.UTC().Format(timeFormat)
 }
 
 // barWidth is the width in pixels of a bar of n out of most, 120 wide.

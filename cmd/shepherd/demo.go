@@ -41,6 +41,7 @@ func demoCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	redisFlag(fs, &addr)
+	fs.Lookup("redis").Usage = demoRedisUsage
 	fs.IntVar(&cfg.jobs, "jobs", 2000, "how many jobs to dispatch")
 	fs.IntVar(&cfg.nodes, "nodes", 3, "how many nodes (at least 2: one crashes)")
 	fs.IntVar(&cfg.workers, "workers", 4, "workers per node")
@@ -72,7 +73,7 @@ func runDemo(stdout io.Writer, addr string, cfg demoConfig) error {
 	if err != nil {
 		return err
 	}
-	err = (&demo{cfg: cfg, out: stdout, addr: r.addr, origin: r.origin}).run(ctx)
+	err = (&demo{cfg: cfg, out: stdout, addr: r.addr, origin: r.origin, private: r.private}).run(ctx)
 	if rerr := r.release(); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("releasing Redis: %w", rerr))
 	}
@@ -97,13 +98,14 @@ type demoNode struct {
 
 // demo runs the tour.
 type demo struct {
-	cfg    demoConfig
-	out    io.Writer
-	addr   string
-	origin string
-	state  *demoState
-	nodes  []*demoNode
-	labels map[string]string // worker id → label, all nodes
+	cfg     demoConfig
+	out     io.Writer
+	addr    string
+	origin  string
+	private bool // the demo started its Redis, and removes it on exit
+	state   *demoState
+	nodes   []*demoNode
+	labels  map[string]string // worker id → label, all nodes
 }
 
 func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.out, format, args...) }

@@ -140,7 +140,10 @@ func (d *demo) cleanup(opt *redis.Options) error {
 			errs = append(errs, fmt.Errorf("%d keys of pool %s left in Redis", left, d.cfg.pool))
 		} else {
 			d.printf("left behind: nothing (0 keys of pool %s in Redis", d.cfg.pool)
-			d.printf("; a private Redis and its directory are removed on exit)\n")
+			if d.private {
+				d.printf("; the private Redis the demo started is removed on exit")
+			}
+			d.printf(")\n")
 		}
 	}
 	return errors.Join(errs...)

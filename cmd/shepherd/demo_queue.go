@@ -41,6 +41,7 @@ func demoQueueCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	redisFlag(fs, &addr)
+	fs.Lookup("redis").Usage = demoRedisUsage
 	fs.IntVar(&cfg.tasks, "tasks", 400, "how many tasks to submit")
 	fs.IntVar(&cfg.workers, "workers", 4, "workers per serving process")
 	fs.DurationVar(&cfg.ttl, "ttl", 2*time.Second, "the queue's TTL: how long a silent process lives on before its tasks run elsewhere")
@@ -95,7 +96,7 @@ func demoQueue(ctx context.Context, cfg demoQueueConfig, r *demoRedis, out io.Wr
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, demoQueueCleanup(q, rdb, cfg, printf)) }()
+	defer func() { err = errors.Join(err, demoQueueCleanup(q, rdb, cfg, r.private, printf)) }()
 
 	var servers []*childProc
 	defer func() {
@@ -240,8 +241,8 @@ func processID(ctx context.Context, q *queue.Queue, pid int) (string, error) {
 }
 
 // demoQueueCleanup closes the demo's queue handle and deletes the queue's
-// keys.
-func demoQueueCleanup(q *queue.Queue, rdb *redis.Client, cfg demoQueueConfig, printf func(string, ...any)) error {
+// keys; private says the demo started its Redis (and removes it on exit).
+func demoQueueCleanup(q *queue.Queue, rdb *redis.Client, cfg demoQueueConfig, private bool, printf func(string, ...any)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := q.Close(ctx)
@@ -256,7 +257,11 @@ func demoQueueCleanup(q *queue.Queue, rdb *redis.Client, cfg demoQueueConfig, pr
 		err = errors.Join(err, rdb.Unlink(ctx, keys...).Err())
 	}
 	if err == nil {
-		printf("left behind: nothing (%d keys of queue %s deleted)\n", len(keys), cfg.queue)
+		printf("left behind: nothing (%d keys of queue %s deleted", len(keys), cfg.queue)
+		if private {
+			printf("; the private Redis the demo started is removed on exit")
+		}
+		printf(")\n")
 	}
 	return err
 }

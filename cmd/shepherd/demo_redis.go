@@ -22,33 +22,35 @@ type demoRedis struct {
 	addr    string // for the -redis flag syntax: an address or URL
 	origin  string // where it came from, for the output
 	dir     string // a private redis-server's data directory, or ""
+	private bool   // the demo started it, and release removes it
 	release func() error
 }
 
-// errNoRedis explains what to install when the demo finds no Redis.
-var errNoRedis = errors.New("no Redis found: none at -redis/$REDIS_ADDR or localhost:6379, no redis-server binary in $PATH, and no Docker for testcontainers.\n" +
+// demoRedisUsage is the demo's -redis help: unlike the other commands,
+// the demo never talks to localhost:6379 unless told to.
+const demoRedisUsage = "an existing Redis `address` (host:port) or URL (redis://[:password@]host:port/db) to write the demo's keys to; " +
+	"defaults to $REDIS_ADDR, else a private redis-server child (or Docker container) removed on exit"
+
+// errNoRedis explains what to install when the demo can start no Redis.
+var errNoRedis = errors.New("no private Redis could be started: no redis-server binary in $PATH, and no Docker for testcontainers.\n" +
 	"Install one of them, for instance:\n" +
 	"  apt-get install redis-server      (Debian, Ubuntu)\n" +
 	"  brew install redis                (macOS)\n" +
-	"  docker run -d -p 6379:6379 redis:7\n" +
-	"or point the demo at a Redis: shepherd demo -redis redis://host:6379")
+	"or point the demo at a Redis it may write to: shepherd demo -redis redis://host:6379 (or $REDIS_ADDR)")
 
-// findRedis returns the Redis for the demo: the one given, else
-// localhost:6379 if it answers, else a private redis-server child, else a
-// testcontainers Redis, else errNoRedis.
+// findRedis returns the Redis for the demo: the one given (-redis or
+// $REDIS_ADDR), else a private redis-server child, else a testcontainers
+// Redis, else errNoRedis. It never picks whatever answers on
+// localhost:6379 by itself: that may be somebody's production Redis.
 func findRedis(ctx context.Context, given string, log io.Writer) (*demoRedis, error) {
-	none := func() error { return nil }
 	if given != "" {
-		return &demoRedis{addr: given, origin: "given by -redis/$REDIS_ADDR", release: none}, nil
-	}
-	if answers(ctx, "localhost:6379") {
-		return &demoRedis{addr: "localhost:6379", origin: "found at localhost:6379", release: none}, nil
+		return &demoRedis{addr: given, origin: "given by -redis/$REDIS_ADDR", release: func() error { return nil }}, nil
 	}
 	if path, err := exec.LookPath("redis-server"); err == nil {
-		fmt.Fprintf(log, "no Redis at localhost:6379; starting a private %s\n", path)
+		fmt.Fprintf(log, "starting a private %s (-redis or $REDIS_ADDR names an existing Redis instead)\n", path)
 		return startRedisServer(ctx, path)
 	}
-	fmt.Fprintln(log, "no Redis at localhost:6379 and no redis-server binary; trying Docker through testcontainers")
+	fmt.Fprintln(log, "no redis-server binary; trying a private Redis in Docker through testcontainers")
 	r, err := startContainer(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w\n(testcontainers: %v)", errNoRedis, err)
@@ -112,7 +114,7 @@ func startRedisServer(ctx context.Context, path string) (*demoRedis, error) {
 			<-exited
 			continue
 		}
-		return &demoRedis{addr: addr, origin: "a private redis-server (pid " + strconv.Itoa(cmd.Process.Pid) + ") on " + addr, dir: dir, release: stop}, nil
+		return &demoRedis{addr: addr, origin: "a private redis-server (pid " + strconv.Itoa(cmd.Process.Pid) + ") on " + addr, dir: dir, private: true, release: stop}, nil
 	}
 	_ = os.RemoveAll(dir)
 	return nil, fmt.Errorf("start %s: %w", path, lastErr)
@@ -167,5 +169,5 @@ func startContainer(ctx context.Context) (r *demoRedis, err error) {
 	if err != nil {
 		return nil, errors.Join(err, release())
 	}
-	return &demoRedis{addr: addr, origin: "a Redis container (testcontainers) at " + addr, release: release}, nil
+	return &demoRedis{addr: addr, origin: "a private Redis container (testcontainers) at " + addr, private: true, release: release}, nil
 }

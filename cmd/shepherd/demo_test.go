@@ -39,6 +39,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	} {
 		assert.Contains(t, s, want)
 	}
+	assert.NotContains(t, s, "removed on exit", "the demo started no Redis: it removes none")
 	assert.Empty(t, errOut.String())
 	left, err := srv.Client().Keys(context.Background(), "shepherd:{"+pool+"}:*").Result()
 	require.NoError(t, err)
@@ -72,6 +73,46 @@ func TestDemoStartsAPrivateRedisServer(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the data directory %s is removed", r.dir)
 }
 
+// Without -redis or $REDIS_ADDR the demo starts a private redis-server:
+// it never writes to whatever answers on localhost:6379.
+func TestDemoDefaultsToAPrivateRedis(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var log bytes.Buffer
+	r, err := findRedis(ctx, "", &log)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.release() })
+	assert.True(t, r.private)
+	assert.Contains(t, r.origin, "private redis-server")
+	assert.NotEqual(t, "localhost:6379", r.addr)
+	assert.NotContains(t, log.String(), "localhost:6379", "localhost:6379 is not even asked")
+	assert.True(t, answers(ctx, r.addr))
+
+	given, err := findRedis(ctx, srv.Addr(), &log)
+	require.NoError(t, err)
+	assert.False(t, given.private, "a given Redis is not the demo's to remove")
+	assert.Equal(t, srv.Addr(), given.addr)
+}
+
+// The whole demo on its private Redis says that it removes it.
+func TestDemoOnAPrivateRedis(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server binary")
+	}
+	var out, errOut bytes.Buffer
+	code := run([]string{"demo", "-redis=", "-jobs", "40", "-nodes", "2", "-workers", "2", "-ttl", "1s"}, &out, &errOut)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+	s := out.String()
+	assert.Contains(t, s, "Redis: a private redis-server")
+	assert.Contains(t, s, "the private Redis the demo started is removed on exit")
+	assert.NotContains(t, s, "localhost:6379")
+}
+
 func TestDemoQueueEndToEnd(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
@@ -92,6 +133,7 @@ func TestDemoQueueEndToEnd(t *testing.T) {
 	} {
 		assert.Contains(t, s, want)
 	}
+	assert.NotContains(t, s, "removed on exit", "the demo started no Redis: it removes none")
 	left, err := srv.Client().Keys(context.Background(), "shepherd:{"+name+"}:*").Result()
 	require.NoError(t, err)
 	assert.Empty(t, left, "the demo leaves no key behind")

@@ -43,7 +43,7 @@ func webCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	redisFlag(fs, &o.addr)
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` to serve on; an address other than loopback needs a token")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "`address` to serve on; an address other than loopback needs a token, or -readonly (then anyone who reaches it reads everything)")
 	fs.BoolVar(&o.readonly, "readonly", false, "show everything, offer and accept no action")
 	fs.StringVar(&o.token, "token", os.Getenv(webTokenEnv), "require this `token` of every request (default $"+webTokenEnv+")")
 	return cmd
@@ -56,8 +56,16 @@ func runWeb(cmd *cobra.Command, o webOpts) error {
 		return usagef("-listen %q: %v", o.listen, err)
 	}
 	loopback := isLoopback(host)
+	if !loopback && o.token == "" && !o.readonly {
+		return usagef("-listen %q is not a loopback address: set -token (or $%s) so that not everyone who reaches it can act on your pools, "+
+			"or -readonly to let everyone who reaches it read them", o.listen, webTokenEnv)
+	}
 	if !loopback && o.token == "" {
-		return usagef("-listen %q is not a loopback address: set -token (or $%s) so that not everyone who reaches it can act on your pools", o.listen, webTokenEnv)
+		// Read-only without a token is allowed: a status page for a
+		// trusted network. It offers no action, but shows job keys,
+		// payloads, errors and stacks to whoever reaches it.
+		fmt.Fprintf(stderr, "shepherd web: WARNING: -listen %s is not a loopback address and no token is set: anyone who reaches it can read every pool and queue "+
+			"in this Redis (job keys, payloads, errors, stacks). Actions are refused (-readonly). Set -token (or $%s) to restrict who reads.\n", o.listen, webTokenEnv)
 	}
 	ctx, cancel := interruptible()
 	defer cancel()
@@ -79,8 +87,11 @@ func runWeb(cmd *cobra.Command, o webOpts) error {
 	srv := &http.Server{Handler: dash, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	url := "http://" + ln.Addr().String() + "/"
+	url, elsewhere := browseURLs(ln.Addr().String())
 	fmt.Fprintf(stdout, "shepherd web: serving %s (Redis %s)", url, rdb.Options().Addr)
+	if elsewhere != "" {
+		fmt.Fprintf(stdout, "; from another machine: %s", elsewhere)
+	}
 	if o.token != "" {
 		fmt.Fprintf(stdout, "; open %s?token=YOUR-TOKEN once", url)
 	}
@@ -105,6 +116,25 @@ func runWeb(cmd *cobra.Command, o webOpts) error {
 		err = nil
 	}
 	return err
+}
+
+// browseURLs returns the URL a person opens for a listen address, and
+// for a wildcard address (0.0.0.0, ::, which a browser cannot open) also
+// the URL from another machine, by this host's name ("" when it has
+// none). A wildcard is opened on this machine at 127.0.0.1: Go's wildcard
+// listeners take IPv4 too.
+func browseURLs(addr string) (url, elsewhere string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + "/", ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if name, err := os.Hostname(); err == nil && name != "" {
+			elsewhere = "http://" + net.JoinHostPort(name, port) + "/"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/", elsewhere
 }
 
 // isLoopback reports whether a listen host keeps the dashboard on this

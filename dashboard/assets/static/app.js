@@ -13,6 +13,11 @@
     u.searchParams.set("partial", "1");
     return u.toString();
   }
+  // utcTime writes a time as the pages do (render.go's timeFormat):
+  // "2006-01-02 15:04:05 UTC", never the browser's local clock.
+  function utcTime(d) {
+    return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";
+  }
   function typing() {
     var a = document.activeElement;
     return a && main.contains(a) && (a.tagName === "INPUT" || a.tagName === "SELECT" || a.tagName === "TEXTAREA");
@@ -32,7 +37,7 @@
       if (html === null || html === undefined) { return; }
       if (!typing()) { main.innerHTML = html; }
       failures = 0;
-      state.textContent = "live " + new Date().toLocaleTimeString();
+      state.textContent = "live " + utcTime(new Date());
       main.dataset.updated = String(Date.now());
     }).catch(function (e) {
       failures++;
