@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -125,7 +124,7 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		return err
 	}
 	if o.json {
-		return json.NewEncoder(o.stdout).Encode(st)
+		return printJSON(o.stdout, st)
 	}
 	fmt.Fprintf(o.stdout, "queue %s: %d available, %d delayed, %d retrying, %d in flight, %d dead (%d dropped)\n",
 		c.Name(), st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead, st.DeadDropped)
@@ -198,7 +197,7 @@ func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 		rows = append(rows, r)
 	}
 	if o.json {
-		return json.NewEncoder(o.stdout).Encode(rows)
+		return printJSON(o.stdout, rows)
 	}
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tATTEMPT\tDUE\tPROCESS\tLAST ERROR")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
@@ -74,10 +73,7 @@ func tenantsList(ctx context.Context, c *queue.Client, o queueOpts) error {
 		return err
 	}
 	if o.json {
-		if tenants == nil {
-			tenants = []queue.TenantInfo{}
-		}
-		return json.NewEncoder(o.stdout).Encode(tenants)
+		return printJSON(o.stdout, tenants)
 	}
 	ucap, uload, err := c.Untenanted(ctx)
 	if err != nil {
