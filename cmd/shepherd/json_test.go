@@ -113,6 +113,7 @@ func TestJSONStyle(t *testing.T) {
 		{append([]string{"jobs", "key-a"}, onPool...), map[string]any{"key": "key-a", "created": nil}},
 		{append([]string{"queue", "stats"}, onQueue...), map[string]any{"dead": 1.0, "in_flight": 0.0, "processes.0.p50_ms": nil, "processes.0.lease_for_ms": nil, "processes.0.started": nil}},
 		{append([]string{"queue", "ls", "-state", "delayed"}, onQueue...), map[string]any{"0.id": "t2", "0.due": nil}},
+		{append([]string{"queue", "inspect", "t1"}, onQueue...), map[string]any{"id": "t1", "errors.0.err": "bad x", "errors.0.at": nil, "submitted": nil}},
 		{append([]string{"queue", "dead"}, onQueue...), map[string]any{"0.id": "t1", "0.last_error": "bad x"}},
 		{append([]string{"tenants", "ls"}, onQueue...), map[string]any{"0.id": "acme", "0.capacity": 3.0}},
 	} {

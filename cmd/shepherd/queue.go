@@ -46,7 +46,7 @@ func queueCmd() *cobra.Command {
 	o := &queueOpts{}
 	cmd := &cobra.Command{
 		Use:     "queue",
-		Short:   "inspect a queue: stats, ls, dead, replay, cancel, delete-dead, purge-dead, drain",
+		Short:   "inspect a queue: stats, ls, inspect, dead, replay, cancel, delete-dead, purge-dead, drain",
 		GroupID: groupQueue,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    requireSubcommand,
@@ -60,6 +60,8 @@ func queueCmd() *cobra.Command {
 	cmd.AddCommand(
 		onQueue(o, "stats --queue NAME", "the queue's depth by state, its processes and workers", noArgs, queueStats),
 		onQueue(o, "ls --queue NAME", "list the tasks in a state (--state)", noArgs, queueList),
+		onQueue(o, "inspect --queue NAME ID", "show one task: state, tenant, attempts and their errors, times, result",
+			rangeArgs(1, 1, "want one task id"), queueInspect),
 		onQueue(o, "dead --queue NAME", "list the dead letters, newest first, with their last error", noArgs, queueDead),
 		onQueue(o, "replay --queue NAME ID...", "queue dead letters again", taskIDs, queueReplay),
 		onQueue(o, "cancel --queue NAME ID...", "cancel tasks", taskIDs, queueCancel),
