@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -116,6 +117,13 @@ func TestJSONStyle(t *testing.T) {
 		{append([]string{"queue", "inspect", "t1"}, onQueue...), map[string]any{"id": "t1", "errors.0.err": "bad x", "errors.0.at": nil, "submitted": nil}},
 		{append([]string{"queue", "dead"}, onQueue...), map[string]any{"0.id": "t1", "0.last_error": "bad x"}},
 		{append([]string{"tenants", "ls"}, onQueue...), map[string]any{"0.id": "acme", "0.capacity": 3.0}},
+		// the commands that change something, last
+		{append([]string{"tenants", "set", "acme", "4"}, onQueue...), map[string]any{"tenant": "acme", "capacity": 4.0}},
+		{append([]string{"tenants", "untenanted", "5"}, onQueue...), map[string]any{"untenanted_capacity": 5.0}},
+		{append([]string{"tenants", "rm", "acme"}, onQueue...), map[string]any{"0.id": "acme", "0.done": nil}},
+		{append([]string{"queue", "cancel", "t2"}, onQueue...), map[string]any{"0.id": "t2", "0.done": "cancelled"}},
+		{append([]string{"queue", "purge-dead", "-yes"}, onQueue...), map[string]any{"deleted": 1.0}},
+		{append([]string{"queue", "drain", "-yes"}, onQueue...), map[string]any{"processes_asked_to_drain": 1.0}},
 	} {
 		code, out, errOut := runCmd(tc.args...)
 		require.Equal(t, exitOK, code, "%v: %s", tc.args, errOut)
@@ -134,4 +142,63 @@ func TestSnakeCase(t *testing.T) {
 		"P50": "p50", "LeaseFor": "lease_for", "DeadDropped": "dead_dropped", "HTTPServer": "http_server", "MaxAttempts": "max_attempts"} {
 		assert.Equal(t, want, snakeCase(in), in)
 	}
+}
+
+// jsonError checks that stderr is one JSON object, {"error": "..."}, and
+// returns the error.
+func jsonError(t *testing.T, what, stderr string) string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(stderr))
+	var v map[string]any
+	if !assert.NoError(t, dec.Decode(&v), "%s: stderr is not JSON: %s", what, stderr) {
+		return ""
+	}
+	_, err := dec.Token()
+	assert.ErrorIs(t, err, io.EOF, "%s: more than one JSON value on stderr: %s", what, stderr)
+	assert.Len(t, v, 1, "%s: %s", what, stderr)
+	msg, _ := v["error"].(string)
+	assert.NotEmpty(t, msg, "%s: %s", what, stderr)
+	return msg
+}
+
+// TestErrorsUnderJSON: with -json, an error is one JSON object on
+// stderr, with the exit codes of the text output.
+func TestErrorsUnderJSON(t *testing.T) {
+	t.Parallel()
+	qName, ctx, q := openQueue(t)
+	_, err := q.Submit(ctx, []byte("x"), queue.WithTaskID("t1"), queue.WithDelay(time.Hour))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string // in the error
+		out  string // on stdout, if anything
+	}{
+		{[]string{"queue", "stats", "-queue", "no-such-" + qName, "-redis", srv.Addr(), "-json"}, exitError, `queue "no-such-`, ""},
+		{[]string{"queue", "inspect", "-queue", qName, "-redis", srv.Addr(), "-json", "nope"}, exitError, `task not found: "nope"`, ""},
+		{[]string{"tenants", "ls", "-queue", "no-such-" + qName, "-redis", srv.Addr(), "-json"}, exitError, "not found", ""},
+		{[]string{"status", "-pool", "no-such-" + qName, "-redis", srv.Addr(), "-json"}, exitError, "not found", ""},
+		{[]string{"jobs", "-pool", "no-such-" + qName, "-redis", srv.Addr(), "-json", "k"}, exitError, "not found", ""},
+		{[]string{"status", "-pool", "p", "-redis", "127.0.0.1:1", "-json"}, exitError, "redis at 127.0.0.1:1", ""},
+		{[]string{"pools", "-redis", "127.0.0.1:1", "-json"}, exitError, "redis at 127.0.0.1:1", ""},
+		{[]string{"queue", "cancel", "-queue", qName, "-redis", srv.Addr(), "-json", "nope", "t1"}, exitError, "1 of 2 failed",
+			`[{"id":"nope","error":"queue: task not found: \"nope\""},{"id":"t1","done":"cancelled"}]` + "\n"},
+		// usage errors
+		{[]string{"queue", "stats", "-json"}, exitUsage, "-queue is required", ""},
+		{[]string{"queue", "-json", "peek"}, exitUsage, `unknown command "peek"`, ""},
+		{[]string{"status", "-json", "-bogus"}, exitUsage, "unknown flag", ""},
+		{[]string{"status", "-pool", "p", "-json", "extra"}, exitUsage, "unexpected arguments", ""},
+		{[]string{"status", "-pool", "p", "-redis", "redis://x:y:z", "-json"}, exitUsage, "-redis", ""},
+		{[]string{"queue", "purge-dead", "-queue", qName, "-redis", srv.Addr(), "-json"}, exitUsage, "not confirmed", ""},
+		{[]string{"dispatch", "-json", "-pool", "p", "k"}, exitUsage, "unknown flag", ""},
+	} {
+		code, out, errOut := runCmd(tc.args...)
+		assert.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
+		assert.Contains(t, jsonError(t, strings.Join(tc.args, " "), errOut), tc.want, "%v", tc.args)
+		assert.Equal(t, tc.out, out, "%v", tc.args)
+	}
+
+	code, _, errOut := runCmd("queue", "stats", "-json=false")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "-queue is required\n\nUsage:", "-json=false: text and usage")
 }

@@ -102,6 +102,12 @@ func tenantsSet(ctx context.Context, c *queue.Client, o queueOpts) error {
 	if err := c.SetTenant(ctx, o.ids[0], capacity); err != nil {
 		return err
 	}
+	if o.json {
+		return printJSON(o.stdout, struct {
+			Tenant   string `json:"tenant"`
+			Capacity int    `json:"capacity"`
+		}{o.ids[0], capacity})
+	}
 	fmt.Fprintf(o.stdout, "%s: capacity %d\n", o.ids[0], capacity)
 	return nil
 }
@@ -117,6 +123,15 @@ func tenantsUntenanted(ctx context.Context, c *queue.Client, o queueOpts) error 
 	}
 	if err := c.SetUntenantedCapacity(ctx, capacity); err != nil {
 		return err
+	}
+	if o.json {
+		var v *int // null: no cap
+		if capacity >= 0 {
+			v = &capacity
+		}
+		return printJSON(o.stdout, struct {
+			Capacity *int `json:"untenanted_capacity"`
+		}{v})
 	}
 	if capacity < 0 {
 		fmt.Fprintln(o.stdout, "untenanted tasks: no cap")
