@@ -11,8 +11,8 @@ import (
 )
 
 // The CLI's JSON style, the same for every command's -json output and its
-// errors: snake_case keys; a duration is a number of milliseconds (a
-// fraction below one) under a key ending in "_ms"; a time is an RFC 3339
+// errors: snake_case keys; a duration is a number of milliseconds (with a
+// fraction: 2.28) under a key ending in "_ms"; a time is an RFC 3339
 // string in UTC ("2026-11-25T17:34:45.123Z"), or null when unset.
 //
 // The library's structs are written for Go: some have no JSON tags, some
