@@ -46,6 +46,7 @@ func normalizeArgs(root *cobra.Command, args []string) []string {
 type line struct {
 	path  []string // the subcommands, in order
 	flags []string // the flags, long ones with "--", each followed by its value if separate
+	named []string // the flags alone, without their separate values
 	args  []string // the positional arguments
 	words []string // all of them in the order given, long flags with "--"
 }
@@ -69,6 +70,7 @@ func readLine(root *cobra.Command, args []string) line {
 				a = "-" + a
 			}
 			l.flags = append(l.flags, a)
+			l.named = append(l.named, a)
 			l.words = append(l.words, a)
 			if f := lookupFlag(cmd, name); f != nil && f.NoOptDefVal == "" && !hasValue && i+1 < len(args) {
 				i++

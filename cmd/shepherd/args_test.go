@@ -57,7 +57,11 @@ func TestUnknownPoolIsNotFound(t *testing.T) {
 		var out, errOut bytes.Buffer
 		code := run(append(append([]string{args[0]}, base...), args[1:]...), &out, &errOut)
 		assert.Equal(t, exitError, code, "%v: %s", args, errOut.String())
-		assert.Contains(t, errOut.String(), `pool "`+name+`" not found`, "%v", args)
+		msg := errOut.String()
+		if args[len(args)-1] == "-json" {
+			msg = jsonError(t, args[0], msg)
+		}
+		assert.Contains(t, msg, `pool "`+name+`" not found`, "%v", args)
 		assert.NotContains(t, out.String(), "shut down", "%v", args)
 	}
 	left, err := srv.Client().Keys(context.Background(), "shepherd:{"+name+"}:*").Result()

@@ -84,16 +84,16 @@ func TestUnknownCommandExitsTwo(t *testing.T) {
 		usage string
 	}{
 		{[]string{"nope"}, "shepherd [command]"},
-		{[]string{"queue", "inspect"}, "shepherd queue [command]"},
-		{[]string{"queue", "-queue", "q", "inspect", "-json"}, "shepherd queue [command]"},
+		{[]string{"queue", "peek"}, "shepherd queue [command]"},
+		{[]string{"queue", "-queue", "q", "peek", "-yes"}, "shepherd queue [command]"},
 		{[]string{"tenants", "inspect"}, "shepherd tenants [command]"},
 		{[]string{"demo", "inspect"}, "shepherd demo [command]"},
 	} {
 		code, out, errOut := runCmd(tc.args...)
 		assert.Equal(t, exitUsage, code, "%v: %s", tc.args, errOut)
 		bad := tc.args[len(tc.args)-1]
-		if bad == "-json" {
-			bad = "inspect"
+		if bad == "-yes" {
+			bad = "peek"
 		}
 		assert.Contains(t, errOut, `unknown command "`+bad+`"`, "%v", tc.args)
 		assert.Contains(t, errOut, tc.usage, "%v", tc.args)

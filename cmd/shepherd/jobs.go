@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,7 +57,7 @@ func printJobs(ctx context.Context, n *pool.Node, asJSON bool, stdout io.Writer)
 		return err
 	}
 	if asJSON {
-		return json.NewEncoder(stdout).Encode(rows)
+		return printJSON(stdout, rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tWORKER\tNODE")
@@ -119,7 +118,7 @@ func showJob(p poolFlags, key string, asJSON bool, stdout io.Writer) error {
 		return err
 	}
 	if asJSON {
-		return json.NewEncoder(stdout).Encode(job)
+		return printJSON(stdout, job)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	worker := "-"

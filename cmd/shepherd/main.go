@@ -3,7 +3,8 @@
 // dashboard and benchmarks. Its commands are listed in one place, in
 // root.go; each group of commands has its own file.
 //
-// Exit codes: 0 ok, 1 error, 2 usage.
+// Exit codes: 0 ok, 1 error, 2 usage. Under -json, an error is one JSON
+// object on stderr, {"error": "..."}, with the same exit codes.
 package main
 
 import (
@@ -12,6 +13,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -47,16 +50,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 	var ae *argError
-	switch {
-	case !started || errors.As(err, &ae):
-		fmt.Fprintf(stderr, "\n%s", cmd.UsageString())
-		return exitUsage
-	case errors.Is(err, errUsage):
-		return exitUsage
+	usage := !started || errors.As(err, &ae)
+	code := exitError
+	if usage || errors.Is(err, errUsage) {
+		code = exitUsage
 	}
-	return exitError
+	switch {
+	case wantsJSON(root, cmd, args):
+		// One JSON object, for a program reading stderr; the usage is
+		// for people, who have -h.
+		printJSONError(stderr, fmt.Errorf("%s: %w", cmd.CommandPath(), err))
+	case usage:
+		fmt.Fprintf(stderr, "%s: %v\n\n%s", cmd.CommandPath(), err, cmd.UsageString())
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	}
+	return code
+}
+
+// wantsJSON reports whether the command line asked for -json: cmd's
+// parsed flag when cmd has one and cobra read it, else any --json in
+// args (a command line cobra could not read, or a command without
+// -json).
+func wantsJSON(root, cmd *cobra.Command, args []string) bool {
+	if f := cmd.Flags().Lookup("json"); f != nil && f.Changed {
+		return f.Value.String() == "true"
+	}
+	for _, a := range readLine(root, args).named {
+		name, value, hasValue := strings.Cut(a, "=")
+		if name == "--json" {
+			on, err := strconv.ParseBool(value)
+			return !hasValue || (err == nil && on)
+		}
+	}
+	return false
 }
 
 // errUsage marks an error the operator can fix on the command line, found

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -47,7 +46,7 @@ func runPools(stdout io.Writer, addr string, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		return json.NewEncoder(stdout).Encode(l)
+		return printJSON(stdout, l)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tHEALTH\tNODES LIVE\tWORKERS LIVE\tJOBS\tQUEUED\tNO LIVE OWNER")

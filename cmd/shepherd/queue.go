@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -47,7 +46,7 @@ func queueCmd() *cobra.Command {
 	o := &queueOpts{}
 	cmd := &cobra.Command{
 		Use:     "queue",
-		Short:   "inspect a queue: stats, ls, dead, replay, cancel, delete-dead, purge-dead, drain",
+		Short:   "inspect a queue: stats, ls, inspect, dead, replay, cancel, delete-dead, purge-dead, drain",
 		GroupID: groupQueue,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    requireSubcommand,
@@ -56,11 +55,13 @@ func queueCmd() *cobra.Command {
 	o.register(fs)
 	fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: waiting, delayed, retry, active or dead")
 	fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
-	fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain: do not ask for confirmation")
+	fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain: do not ask for confirmation (required with -json)")
 	taskIDs := rangeArgs(1, -1, "missing task id")
 	cmd.AddCommand(
 		onQueue(o, "stats --queue NAME", "the queue's depth by state, its processes and workers", noArgs, queueStats),
 		onQueue(o, "ls --queue NAME", "list the tasks in a state (--state)", noArgs, queueList),
+		onQueue(o, "inspect --queue NAME ID", "show one task: state, tenant, attempts and their errors, times, result",
+			rangeArgs(1, 1, "want one task id"), queueInspect),
 		onQueue(o, "dead --queue NAME", "list the dead letters, newest first, with their last error", noArgs, queueDead),
 		onQueue(o, "replay --queue NAME ID...", "queue dead letters again", taskIDs, queueReplay),
 		onQueue(o, "cancel --queue NAME ID...", "cancel tasks", taskIDs, queueCancel),
@@ -125,7 +126,7 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		return err
 	}
 	if o.json {
-		return json.NewEncoder(o.stdout).Encode(st)
+		return printJSON(o.stdout, st)
 	}
 	fmt.Fprintf(o.stdout, "queue %s: %d available, %d delayed, %d retrying, %d in flight, %d dead (%d dropped)\n",
 		c.Name(), st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead, st.DeadDropped)
@@ -198,7 +199,7 @@ func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 		rows = append(rows, r)
 	}
 	if o.json {
-		return json.NewEncoder(o.stdout).Encode(rows)
+		return printJSON(o.stdout, rows)
 	}
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tATTEMPT\tDUE\tPROCESS\tLAST ERROR")
@@ -232,17 +233,32 @@ func queueDeleteDead(ctx context.Context, c *queue.Client, o queueOpts) error {
 	return eachID(o, "deleted", func(id string) error { return c.DeleteDead(ctx, id) })
 }
 
-// eachID runs f on every id, says what happened to each, and fails if
-// one failed.
+// eachID runs f on every id, says what happened to each (with -json, an
+// array of {"id", "done"} or {"id", "error"}), and fails if one failed.
 func eachID(o queueOpts, done string, f func(id string) error) error {
+	type result struct {
+		ID    string `json:"id"`
+		Done  string `json:"done,omitempty"`
+		Error string `json:"error,omitempty"`
+	}
+	results := make([]result, 0, len(o.ids))
 	failed := 0
 	for _, id := range o.ids {
 		if err := f(id); err != nil {
-			fmt.Fprintf(o.stdout, "%s: %v\n", id, err)
+			results = append(results, result{ID: id, Error: err.Error()})
 			failed++
 			continue
 		}
-		fmt.Fprintf(o.stdout, "%s: %s\n", id, done)
+		results = append(results, result{ID: id, Done: done})
+	}
+	if o.json {
+		if err := printJSON(o.stdout, results); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			fmt.Fprintf(o.stdout, "%s: %s%s\n", r.ID, r.Done, r.Error)
+		}
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d failed", failed, len(o.ids))
@@ -250,13 +266,24 @@ func eachID(o queueOpts, done string, f func(id string) error) error {
 	return nil
 }
 
+// confirmed reports whether the operator said yes: -yes, or a yes to
+// question. With -json it asks nothing (the question would not be JSON).
+func confirmed(o queueOpts, question string) bool {
+	return o.yes || (!o.json && confirm(o.stderr, question))
+}
+
 func queuePurge(ctx context.Context, c *queue.Client, o queueOpts) error {
-	if !o.yes && !confirm(o.stderr, fmt.Sprintf("Delete every dead letter of queue %q?", c.Name())) {
+	if !confirmed(o, fmt.Sprintf("Delete every dead letter of queue %q?", c.Name())) {
 		return fmt.Errorf("%w: not confirmed", errUsage)
 	}
 	n, err := c.PurgeDead(ctx)
 	if err != nil {
 		return err
+	}
+	if o.json {
+		return printJSON(o.stdout, struct {
+			Deleted int `json:"deleted"`
+		}{n})
 	}
 	fmt.Fprintf(o.stdout, "deleted %d dead letters\n", n)
 	return nil
@@ -265,12 +292,17 @@ func queuePurge(ctx context.Context, c *queue.Client, o queueOpts) error {
 // queueDrain switches every serving process of the queue to drain mode
 // (queue.Client.Drain), after a confirmation unless -yes.
 func queueDrain(ctx context.Context, c *queue.Client, o queueOpts) error {
-	if !o.yes && !confirm(o.stderr, fmt.Sprintf("Switch every serving process of queue %q to drain mode (each stops once nothing is left for it)?", c.Name())) {
+	if !confirmed(o, fmt.Sprintf("Switch every serving process of queue %q to drain mode (each stops once nothing is left for it)?", c.Name())) {
 		return fmt.Errorf("%w: not confirmed", errUsage)
 	}
 	n, err := c.Drain(ctx)
 	if err != nil {
 		return err
+	}
+	if o.json {
+		return printJSON(o.stdout, struct {
+			Draining int `json:"processes_asked_to_drain"`
+		}{n})
 	}
 	fmt.Fprintf(o.stdout, "asked %d processes to drain\n", n)
 	return nil

@@ -277,3 +277,86 @@ func TestQueueDrainCommand(t *testing.T) {
 		t.Fatal("the drained server did not stop")
 	}
 }
+
+// TestQueueInspect: queue inspect shows a task's state, tenant, attempts
+// with their errors and a panic's stack, times and result; an unknown id
+// is an error naming it.
+func TestQueueInspect(t *testing.T) {
+	t.Parallel()
+	name, ctx, q := openQueue(t)
+	c, err := queue.NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	require.NoError(t, c.SetTenant(ctx, "acme", 2))
+	var calls atomic.Int32
+	_, err = q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		switch calls.Add(1) {
+		case 1:
+			return nil, errors.New("downstream said no")
+		case 2:
+			var m map[string]int
+			m["boom"]++ // panics: a nil map
+		}
+		return []byte("done " + string(t.Payload)), nil
+	}, queue.WithWorkers(1), queue.WithBackoff(time.Millisecond, time.Millisecond))
+	require.NoError(t, err)
+	f, err := q.Submit(ctx, []byte("p1"), queue.WithTaskID("task-1"), queue.WithTenant("acme"),
+		queue.WithMaxAttempts(3), queue.WithTimeout(7*time.Second))
+	require.NoError(t, err)
+	res, err := f.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "done p1", string(res))
+
+	code, out, errOut := runCmd("queue", "inspect", "-queue", name, "-redis", srv.Addr(), "task-1")
+	require.Equal(t, exitOK, code, errOut)
+	for _, want := range []string{`id:\s+task-1`, `state:\s+done`, `tenant:\s+acme`, `attempt:\s+3 of 3`, `timeout:\s+7s`,
+		`submitted:\s+\d{4}-\d\d-\d\dT\S+Z`, `finished:\s+\d{4}-\d\d-\d\dT\S+Z`, `payload:\s+-\n`,
+		`result:\s+7 bytes "done p1"`, `errors:\s+2`, `attempt 1 at \S+Z: downstream said no`,
+		`attempt 2 at \S+Z: panic: assignment to entry in nil map`, `\n    .*TestQueueInspect`} {
+		assert.Regexp(t, regexp.MustCompile(want), out)
+	}
+
+	code, out, errOut = runCmd("queue", "inspect", "-queue", name, "-redis", srv.Addr(), "-json", "task-1")
+	require.Equal(t, exitOK, code, errOut)
+	var got struct {
+		ID          string  `json:"id"`
+		State       string  `json:"state"`
+		Tenant      string  `json:"tenant"`
+		Attempt     int     `json:"attempt"`
+		MaxAttempts int     `json:"max_attempts"`
+		TimeoutMS   float64 `json:"timeout_ms"`
+		Submitted   string  `json:"submitted"`
+		Finished    string  `json:"finished"`
+		Result      []byte  `json:"result"`
+		Errors      []struct {
+			Attempt int    `json:"attempt"`
+			Err     string `json:"err"`
+			At      string `json:"at"`
+			Stack   string `json:"stack"`
+		} `json:"errors"`
+	}
+	checkJSONStyle(t, "queue inspect", out)
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	assert.Equal(t, "task-1", got.ID)
+	assert.Equal(t, "done", got.State)
+	assert.Equal(t, "acme", got.Tenant)
+	assert.Equal(t, 3, got.Attempt)
+	assert.Equal(t, 3, got.MaxAttempts)
+	assert.Equal(t, 7000.0, got.TimeoutMS)
+	assert.Equal(t, "done p1", string(got.Result))
+	require.Len(t, got.Errors, 2)
+	assert.Equal(t, "downstream said no", got.Errors[0].Err)
+	assert.Empty(t, got.Errors[0].Stack)
+	assert.Contains(t, got.Errors[1].Err, "panic: ")
+	assert.Contains(t, got.Errors[1].Stack, "TestQueueInspect")
+	assert.NotEmpty(t, got.Errors[1].At)
+
+	code, out, errOut = runCmd("queue", "inspect", "-queue", name, "-redis", srv.Addr(), "no-such-task")
+	assert.Equal(t, exitError, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "task not found")
+	assert.Contains(t, errOut, `"no-such-task"`)
+
+	code, _, errOut = runCmd("queue", "inspect", "-queue", name, "-redis", srv.Addr())
+	assert.Equal(t, exitUsage, code, "no id")
+	assert.Contains(t, errOut, "want one task id")
+}

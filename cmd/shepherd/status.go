@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -72,7 +71,7 @@ func runStatus(cmd *cobra.Command, o statusOpts) error {
 			fmt.Fprint(stdout, "\033[H\033[2J")
 		}
 		if o.json {
-			if err := json.NewEncoder(stdout).Encode(st); err != nil {
+			if err := printJSON(stdout, st); err != nil {
 				return err
 			}
 		} else {

@@ -60,6 +60,10 @@ func TestStatusJSONMatchesThePool(t *testing.T) {
 	require.Equal(t, exitOK, run([]string{"status", "-redis", srv.Addr(), "-pool", name, "-json"}, &out, &errOut), errOut.String())
 	var st pool.Stats
 	require.NoError(t, json.Unmarshal(out.Bytes(), &st))
+	var ttl struct {
+		MS float64 `json:"worker_ttl_ms"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &ttl))
 
 	ctx := context.Background()
 	keys, err := n.JobKeys(ctx)
@@ -72,7 +76,7 @@ func TestStatusJSONMatchesThePool(t *testing.T) {
 	require.Len(t, st.Nodes, 1)
 	assert.Equal(t, n.ID(), st.Nodes[0].ID)
 	assert.True(t, st.Nodes[0].Healthy)
-	assert.Equal(t, time.Second, st.WorkerTTL, "the pool's own TTL, read from Redis")
+	assert.Equal(t, 1000.0, ttl.MS, "the pool's own TTL, read from Redis")
 	own, err := n.Stats(ctx)
 	require.NoError(t, err)
 	require.Len(t, st.Workers, len(own.Workers))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
@@ -74,10 +73,7 @@ func tenantsList(ctx context.Context, c *queue.Client, o queueOpts) error {
 		return err
 	}
 	if o.json {
-		if tenants == nil {
-			tenants = []queue.TenantInfo{}
-		}
-		return json.NewEncoder(o.stdout).Encode(tenants)
+		return printJSON(o.stdout, tenants)
 	}
 	ucap, uload, err := c.Untenanted(ctx)
 	if err != nil {
@@ -106,6 +102,12 @@ func tenantsSet(ctx context.Context, c *queue.Client, o queueOpts) error {
 	if err := c.SetTenant(ctx, o.ids[0], capacity); err != nil {
 		return err
 	}
+	if o.json {
+		return printJSON(o.stdout, struct {
+			Tenant   string `json:"tenant"`
+			Capacity int    `json:"capacity"`
+		}{o.ids[0], capacity})
+	}
 	fmt.Fprintf(o.stdout, "%s: capacity %d\n", o.ids[0], capacity)
 	return nil
 }
@@ -121,6 +123,15 @@ func tenantsUntenanted(ctx context.Context, c *queue.Client, o queueOpts) error 
 	}
 	if err := c.SetUntenantedCapacity(ctx, capacity); err != nil {
 		return err
+	}
+	if o.json {
+		var v *int // null: no cap
+		if capacity >= 0 {
+			v = &capacity
+		}
+		return printJSON(o.stdout, struct {
+			Capacity *int `json:"untenanted_capacity"`
+		}{v})
 	}
 	if capacity < 0 {
 		fmt.Fprintln(o.stdout, "untenanted tasks: no cap")

@@ -44,7 +44,7 @@ func TestRedisURLWithPassword(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run([]string{"status", "-redis", "redis://:s3cret@" + s.Addr() + "/0", "-pool", "p", "-json"}, &out, &errOut)
 	assert.Equal(t, exitError, code, errOut.String())
-	assert.Contains(t, errOut.String(), `pool "p" not found`, "authenticated, then found no pool")
+	assert.Contains(t, jsonError(t, "status -json", errOut.String()), `pool "p" not found`, "authenticated, then found no pool")
 	errOut.Reset()
 	code = run([]string{"status", "-redis", "redis://:wrong@" + s.Addr(), "-pool", "p"}, &out, &errOut)
 	assert.Equal(t, exitError, code)

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+var (
+	snakeKey = regexp.MustCompile(`^[a-z0-9_]+$`)
+	// otherUnit is a key naming a duration unit other than milliseconds.
+	otherUnit = regexp.MustCompile(`_(ns|nanos|us|µs|micros|millis|s|sec|secs|seconds|m|min|mins|minutes|h|hours)$`)
+	// timeLike is a string meant as a time.
+	timeLike = regexp.MustCompile(`^\d{4}-\d\d-\d\dT`)
+)
+
+// checkJSONStyle checks that out is one JSON value in the CLI's style
+// and returns it: every key snake_case, no duration in a unit other than
+// ms, every time RFC 3339 in UTC.
+func checkJSONStyle(t *testing.T, what, out string) any {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(out), &v), "%s: %s", what, out)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				assert.Regexp(t, snakeKey, k, "%s: key %s%s", what, path, k)
+				assert.NotRegexp(t, otherUnit, k, "%s: key %s%s: durations are in ms", what, path, k)
+				walk(path+k+".", x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(path+"[].", x)
+			}
+		case string:
+			if timeLike.MatchString(v) {
+				_, err := time.Parse(time.RFC3339, v)
+				assert.NoError(t, err, "%s: %s", what, path)
+				assert.True(t, strings.HasSuffix(v, "Z"), "%s: %s is %s, not UTC", what, path, v)
+			}
+		}
+	}
+	walk("", v)
+	return v
+}
+
+// at returns the value at path (keys and [index]es separated by dots) in
+// v, or nil.
+func at(v any, path string) any {
+	for _, k := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[k]
+		case []any:
+			if len(x) == 0 || k != "0" {
+				return nil
+			}
+			v = x[0]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// TestJSONStyle runs every command that has -json and checks that all of
+// them print the one style: snake_case keys, durations in ms under keys
+// ending in _ms, times in RFC 3339 UTC.
+func TestJSONStyle(t *testing.T) {
+	t.Parallel()
+	poolName, _, _ := livePool(t, 2, 3)
+	qName, ctx, q := openQueue(t)
+	_, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		time.Sleep(2 * time.Millisecond)
+		return nil, queue.Permanent(errors.New("bad " + string(t.Payload)))
+	}, queue.WithWorkers(1))
+	require.NoError(t, err)
+	f, err := q.Submit(ctx, []byte("x"), queue.WithTaskID("t1"))
+	require.NoError(t, err)
+	_, err = f.Wait(ctx)
+	require.ErrorIs(t, err, queue.ErrFailed)
+	_, err = q.Submit(ctx, []byte("later"), queue.WithTaskID("t2"), queue.WithDelay(time.Hour))
+	require.NoError(t, err)
+	c, err := queue.NewClient(srv.Client(), qName)
+	require.NoError(t, err)
+	require.NoError(t, c.SetTenant(ctx, "acme", 3))
+	require.Eventually(t, func() bool { // the keep-alive that carries the handler's run times
+		st, err := c.Stats(ctx)
+		return err == nil && len(st.Processes) == 1 && st.Processes[0].Sampled > 0
+	}, 10*time.Second, 20*time.Millisecond)
+
+	onPool := []string{"-pool", poolName, "-redis", srv.Addr(), "-json"}
+	onQueue := []string{"-queue", qName, "-redis", srv.Addr(), "-json"}
+	for _, tc := range []struct {
+		args []string
+		// want are paths that must hold a value, durations among them.
+		want map[string]any
+	}{
+		{append([]string{"status"}, onPool...), map[string]any{"worker_ttl_ms": 1000.0, "time": nil, "nodes.0.age_ms": nil, "oldest_pending_ms": nil}},
+		{append([]string{"pools"}, "-redis", srv.Addr(), "-json"), map[string]any{"time": nil}},
+		{append([]string{"jobs"}, onPool...), map[string]any{"0.key": nil}},
+		{append([]string{"jobs", "key-a"}, onPool...), map[string]any{"key": "key-a", "created": nil}},
+		{append([]string{"queue", "stats"}, onQueue...), map[string]any{"dead": 1.0, "in_flight": 0.0, "processes.0.p50_ms": nil, "processes.0.lease_for_ms": nil, "processes.0.started": nil}},
+		{append([]string{"queue", "ls", "-state", "delayed"}, onQueue...), map[string]any{"0.id": "t2", "0.due": nil}},
+		{append([]string{"queue", "inspect", "t1"}, onQueue...), map[string]any{"id": "t1", "errors.0.err": "bad x", "errors.0.at": nil, "submitted": nil}},
+		{append([]string{"queue", "dead"}, onQueue...), map[string]any{"0.id": "t1", "0.last_error": "bad x"}},
+		{append([]string{"tenants", "ls"}, onQueue...), map[string]any{"0.id": "acme", "0.capacity": 3.0}},
+		// the commands that change something, last
+		{append([]string{"tenants", "set", "acme", "4"}, onQueue...), map[string]any{"tenant": "acme", "capacity": 4.0}},
+		{append([]string{"tenants", "untenanted", "5"}, onQueue...), map[string]any{"untenanted_capacity": 5.0}},
+		{append([]string{"tenants", "rm", "acme"}, onQueue...), map[string]any{"0.id": "acme", "0.done": nil}},
+		{append([]string{"queue", "cancel", "t2"}, onQueue...), map[string]any{"0.id": "t2", "0.done": "cancelled"}},
+		{append([]string{"queue", "purge-dead", "-yes"}, onQueue...), map[string]any{"deleted": 1.0}},
+		{append([]string{"queue", "drain", "-yes"}, onQueue...), map[string]any{"processes_asked_to_drain": 1.0}},
+	} {
+		code, out, errOut := runCmd(tc.args...)
+		require.Equal(t, exitOK, code, "%v: %s", tc.args, errOut)
+		v := checkJSONStyle(t, strings.Join(tc.args[:2], " "), out)
+		for path, want := range tc.want {
+			got := at(v, path)
+			if assert.NotNil(t, got, "%v: %s in %s", tc.args, path, out) && want != nil {
+				assert.Equal(t, want, got, "%v: %s", tc.args, path)
+			}
+		}
+	}
+}
+
+func TestSnakeCase(t *testing.T) {
+	for in, want := range map[string]string{"ID": "id", "InFlight": "in_flight", "WorkerTTL": "worker_ttl", "PID": "pid",
+		"P50": "p50", "LeaseFor": "lease_for", "DeadDropped": "dead_dropped", "HTTPServer": "http_server", "MaxAttempts": "max_attempts"} {
+		assert.Equal(t, want, snakeCase(in), in)
+	}
+}
+
+// jsonError checks that stderr is one JSON object, {"error": "..."}, and
+// returns the error.
+func jsonError(t *testing.T, what, stderr string) string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(stderr))
+	var v map[string]any
+	if !assert.NoError(t, dec.Decode(&v), "%s: stderr is not JSON: %s", what, stderr) {
+		return ""
+	}
+	_, err := dec.Token()
+	assert.ErrorIs(t, err, io.EOF, "%s: more than one JSON value on stderr: %s", what, stderr)
+	assert.Len(t, v, 1, "%s: %s", what, stderr)
+	msg, _ := v["error"].(string)
+	assert.NotEmpty(t, msg, "%s: %s", what, stderr)
+	return msg
+}
+
+// TestErrorsUnderJSON: with -json, an error is one JSON object on
+// stderr, with the exit codes of the text output.
+func TestErrorsUnderJSON(t *testing.T) {
+	t.Parallel()
+	qName, ctx, q := openQueue(t)
+	_, err := q.Submit(ctx, []byte("x"), queue.WithTaskID("t1"), queue.WithDelay(time.Hour))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string // in the error
+		out  string // on stdout, if anything
+	}{
+		{[]string{"queue", "stats", "-queue", "no-such-" + qName, "-redis", srv.Addr(), "-json"}, exitError, `queue "no-such-`, ""},
+		{[]string{"queue", "inspect", "-queue", qName, "-redis", srv.Addr(), "-json", "nope"}, exitError, `task not found: "nope"`, ""},
+		{[]string{"tenants", "ls", "-queue", "no-such-" + qName, "-redis", srv.Addr(), "-json"}, exitError, "not found", ""},
+		{[]string{"status", "-pool", "no-such-" + qName, "-redis", srv.Addr(), "-json"}, exitError, "not found", ""},
+		{[]string{"jobs", "-pool", "no-such-" + qName, "-redis", srv.Addr(), "-json", "k"}, exitError, "not found", ""},
+		{[]string{"status", "-pool", "p", "-redis", "127.0.0.1:1", "-json"}, exitError, "redis at 127.0.0.1:1", ""},
+		{[]string{"pools", "-redis", "127.0.0.1:1", "-json"}, exitError, "redis at 127.0.0.1:1", ""},
+		{[]string{"queue", "cancel", "-queue", qName, "-redis", srv.Addr(), "-json", "nope", "t1"}, exitError, "1 of 2 failed",
+			`[{"id":"nope","error":"queue: task not found: \"nope\""},{"id":"t1","done":"cancelled"}]` + "\n"},
+		// usage errors
+		{[]string{"queue", "stats", "-json"}, exitUsage, "-queue is required", ""},
+		{[]string{"queue", "-json", "peek"}, exitUsage, `unknown command "peek"`, ""},
+		{[]string{"status", "-json", "-bogus"}, exitUsage, "unknown flag", ""},
+		{[]string{"status", "-pool", "p", "-json", "extra"}, exitUsage, "unexpected arguments", ""},
+		{[]string{"status", "-pool", "p", "-redis", "redis://x:y:z", "-json"}, exitUsage, "-redis", ""},
+		{[]string{"queue", "purge-dead", "-queue", qName, "-redis", srv.Addr(), "-json"}, exitUsage, "not confirmed", ""},
+		{[]string{"dispatch", "-json", "-pool", "p", "k"}, exitUsage, "unknown flag", ""},
+	} {
+		code, out, errOut := runCmd(tc.args...)
+		assert.Equal(t, tc.code, code, "%v: %s", tc.args, errOut)
+		assert.Contains(t, jsonError(t, strings.Join(tc.args, " "), errOut), tc.want, "%v", tc.args)
+		assert.Equal(t, tc.out, out, "%v", tc.args)
+	}
+
+	code, _, errOut := runCmd("queue", "stats", "-json=false")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "-queue is required\n\nUsage:", "-json=false: text and usage")
+}
