@@ -116,3 +116,24 @@ func TestCallTimeoutMustBePositive(t *testing.T) {
 		assert.Contains(t, err.Error(), "call timeout must be positive")
 	}
 }
+
+// Close against a frozen Redis fails because Redis did not answer, not
+// because the caller's ctx ended: its error wraps ErrRedisTimeout and
+// not context.DeadlineExceeded while the caller's ctx has time left (it
+// claimed DeadlineExceeded after the hidden 5s bound of its give-back).
+func TestCloseOnAFrozenRedisFailsWithErrRedisTimeout(t *testing.T) {
+	t.Parallel()
+	own := redistest.Start(t)
+	ctx := testCtx(t, 60*time.Second)
+	q, err := Open(ctx, own.NewCtxOnlyClient(), redistest.Name(t), WithTTL(time.Minute), WithCallTimeout(time.Second))
+	require.NoError(t, err)
+	require.NoError(t, own.Freeze())
+	t.Cleanup(func() { _ = own.Thaw() })
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = q.Close(cctx)
+	require.Error(t, err)
+	require.NoError(t, cctx.Err(), "the caller's ctx still has time")
+	assert.ErrorIs(t, err, ErrRedisTimeout)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "the error claims the caller's ctx ended")
+}

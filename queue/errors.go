@@ -49,11 +49,12 @@ var (
 	// ErrStopped is returned by Server.SetMode once the server is
 	// stopping or stopped.
 	ErrStopped = errors.New("queue: server stopped")
-	// ErrRedisTimeout is returned by Submit when Redis did not answer
-	// its call within WithCallTimeout (or the client's own read or
-	// write timeout, if shorter). It does not match
-	// context.DeadlineExceeded: the caller's ctx did not end. The task
-	// is not queued: it is withdrawn in the background (see Submit).
+	// ErrRedisTimeout is returned by Submit (and Close) when Redis did
+	// not answer its call within WithCallTimeout (or the client's own
+	// read or write timeout, if shorter). It does not match
+	// context.DeadlineExceeded: the caller's ctx did not end. A
+	// Submit's task is not queued: it is withdrawn in the background
+	// (see Submit).
 	ErrRedisTimeout = errors.New("queue: redis did not answer in time")
 	// ErrOutcomeLost is returned by Wait when the task disappeared from
 	// Redis without an outcome (Redis restarted empty, or the key was

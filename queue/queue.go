@@ -200,7 +200,10 @@ func (q *Queue) signalWake() {
 // and deregisters it: tasks it still had in flight go back to the queue
 // at once. Futures not completed yet fail with ErrClosed (their outcomes
 // can still be read with Result). Close is idempotent; calls after it
-// fail with ErrClosed.
+// fail with ErrClosed. The give-back is bounded by WithCallTimeout, not by
+// ctx: when Redis does not answer it, Close's error wraps ErrRedisTimeout
+// (not context.DeadlineExceeded), and the tasks go back when the
+// process's lease runs out.
 func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	if q.closed {
@@ -227,10 +230,12 @@ func (q *Queue) Close(ctx context.Context) error {
 	if err := q.pubsub.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 		errs = append(errs, fmt.Errorf("queue: close pub/sub: %w", err))
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loopCallTimeout)
+	// The give-back runs even when ctx ended (it is bounded by the call
+	// timeout), and a timeout of it claims no ctx ended (ErrRedisTimeout).
+	dctx, cancel := redisutil.CallContext(context.WithoutCancel(ctx), q.cfg.callTimeout)
 	defer cancel()
 	if _, err := q.giveBack(dctx, true); err != nil {
-		errs = append(errs, fmt.Errorf("%w (the process's tasks go back when its lease runs out)", err))
+		errs = append(errs, fmt.Errorf("%w (the process's tasks go back when its lease runs out)", q.redisTimeout(dctx, "close", err)))
 	}
 	q.mu.Lock()
 	futures := q.futures

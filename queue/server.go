@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/group"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // Server runs this process's workers for a queue: made by Serve or
@@ -179,9 +180,9 @@ func (s *Server) Stop(ctx context.Context) error {
 	<-s.fed
 	// Nothing runs now: what is still marked in flight (an outcome that
 	// could not be recorded, a dequeue whose reply was lost) goes back.
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loopCallTimeout)
+	gctx, cancel := redisutil.CallContext(context.WithoutCancel(ctx), s.q.cfg.callTimeout)
 	if n, gerr := s.q.giveBack(gctx, false); gerr != nil {
-		s.q.logger.Warn("giving back unfinished tasks failed; they go back when this process closes or its lease runs out", "error", gerr)
+		s.q.logger.Warn("giving back unfinished tasks failed; they go back when this process closes or its lease runs out", "error", s.q.redisTimeout(gctx, "stop", gerr))
 	} else if n > 0 {
 		s.q.logger.Info("gave back unfinished tasks", "tasks", n)
 	}
