@@ -94,6 +94,7 @@ func (s *Handler) routes() {
 	m.HandleFunc("POST "+p+"/pool/{pool}/stop", s.stopJob)
 	m.HandleFunc("POST "+p+"/pool/{pool}/shutdown", s.shutdownPool)
 	m.HandleFunc("GET "+p+"/queue/{queue}", s.queuePage)
+	m.HandleFunc("GET "+p+"/queue/{queue}/tasks", s.taskList)
 	m.HandleFunc("GET "+p+"/queue/{queue}/task/{id...}", s.taskPage)
 	m.HandleFunc("POST "+p+"/queue/{queue}/replay", s.replayDead)
 	m.HandleFunc("POST "+p+"/queue/{queue}/delete", s.deleteDead)

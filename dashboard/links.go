@@ -3,6 +3,7 @@ package dashboard
 import (
 	"html/template"
 	"net/url"
+	"strconv"
 )
 
 // links builds the pages' addresses under the handler's prefix, with
@@ -24,6 +25,38 @@ func (l links) job(p, key string) string { return l.pool(p) + "/job/" + url.Path
 func (l links) queue(q string) string    { return l.prefix + "/queue/" + url.PathEscape(q) }
 func (l links) task(q, id string) string { return l.queue(q) + "/task/" + url.PathEscape(id) }
 
+// tasks is the address of page n (from 1) of a queue's tasks in state,
+// for tenant ("" for every tenant).
+func (l links) tasks(q, state, tenant string, n int) string {
+	v := url.Values{"state": {state}}
+	if tenant != "" {
+		v.Set("tenant", tenant)
+	}
+	if n > 1 {
+		v.Set("page", strconv.Itoa(n))
+	}
+	return l.queue(q) + "/tasks?" + v.Encode()
+}
+
+// jobs is the address of page n (from 1) of a pool's jobs, of worker
+// ("" for every worker) whose keys start with prefix.
+func (l links) jobs(p, worker, prefix string, n int) string {
+	v := url.Values{}
+	if worker != "" {
+		v.Set("worker", worker)
+	}
+	if prefix != "" {
+		v.Set("q", prefix)
+	}
+	if n > 1 {
+		v.Set("page", strconv.Itoa(n))
+	}
+	if len(v) == 0 {
+		return l.pool(p) + "/jobs"
+	}
+	return l.pool(p) + "/jobs?" + v.Encode()
+}
+
 // funcs are the templates' functions that make links.
 func (l links) funcs() template.FuncMap {
 	return template.FuncMap{
@@ -33,6 +66,8 @@ func (l links) funcs() template.FuncMap {
 		"jobURL":    l.job,
 		"queueURL":  l.queue,
 		"taskURL":   l.task,
+		"tasksURL":  l.tasks,
+		"jobsURL":   l.jobs,
 	}
 }
 

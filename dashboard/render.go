@@ -47,7 +47,7 @@ var pages = func() map[string]*template.Template {
 		},
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"overview", "pool", "job", "queue", "task", "confirm", "error"} {
+	for _, name := range []string{"overview", "pool", "job", "queue", "task", "tasks", "jobs", "confirm", "error"} {
 		out[name] = template.Must(template.New(name).Funcs(funcs).Funcs(links{}.funcs()).ParseFS(assetsFS, "assets/layout.html", "assets/parts.html", "assets/"+name+".html"))
 	}
 	return out
@@ -85,8 +85,13 @@ func wantsJSON(r *http.Request) bool { return r.URL.Query().Get("format") == "js
 // render writes page name: its JSON twin (the view alone) with
 // ?format=json, its live part alone with ?partial=1, else the whole page.
 func (s *Handler) render(w http.ResponseWriter, r *http.Request, name string, p page) {
+	s.renderCode(w, r, http.StatusOK, name, p)
+}
+
+// renderCode is render with the status code given.
+func (s *Handler) renderCode(w http.ResponseWriter, r *http.Request, code int, name string, p page) {
 	if wantsJSON(r) {
-		writeJSON(w, http.StatusOK, p.View)
+		writeJSON(w, code, p.View)
 		return
 	}
 	p.ReadOnly, p.CSRF, p.Refresh = s.cfg.readOnly, s.csrfToken(), s.cfg.refreshEvery.Milliseconds()
@@ -102,6 +107,7 @@ func (s *Handler) render(w http.ResponseWriter, r *http.Request, name string, p 
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
 	_, _ = buf.WriteTo(w)
 }
 
