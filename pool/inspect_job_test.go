@@ -208,3 +208,28 @@ func TestTruncateUTF8(t *testing.T) {
 	assert.Len(t, got, maxLastErrorSize)
 	assert.True(t, strings.HasPrefix(long, got))
 }
+
+func TestJobKeysWithoutJoining(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	n := addNode(t, srv.Client(), name)
+	addWorkers(t, n, newRecorder(), 1)
+	for _, k := range []string{"b", "a", "c/d"} {
+		require.NoError(t, n.DispatchJob(ctx, k, nil))
+	}
+	keys, err := JobKeys(ctx, srv.Client(), name)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b", "c/d"}, keys)
+	own, err := n.JobKeys(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, keys, own)
+
+	keys, err = JobKeys(ctx, srv.Client(), name+"-none")
+	require.NoError(t, err)
+	assert.Empty(t, keys)
+	_, err = JobKeys(ctx, srv.Client(), "a}b")
+	assert.ErrorIs(t, err, ErrInvalidOption)
+	_, err = JobKeys(ctx, nil, name)
+	assert.ErrorIs(t, err, ErrInvalidOption)
+}

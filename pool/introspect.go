@@ -299,7 +299,23 @@ func (n *Node) JobKeys(ctx context.Context) ([]string, error) {
 	if err := n.errClosed(); err != nil {
 		return nil, err
 	}
-	keys, err := n.rdb.HKeys(ctx, n.lay.jobs).Result()
+	return jobKeys(ctx, n.rdb, n.lay)
+}
+
+// JobKeys returns the keys of every job of pool poolName, as Node.JobKeys
+// does, without joining the pool: one HKEYS, O(jobs), sorted. It returns
+// an error wrapping ErrInvalidOption for a nil client or an invalid name;
+// a pool Redis holds nothing of has no keys.
+func JobKeys(ctx context.Context, rdb redis.UniversalClient, poolName string) ([]string, error) {
+	lay, err := poolLayout(rdb, poolName)
+	if err != nil {
+		return nil, err
+	}
+	return jobKeys(ctx, rdb, lay)
+}
+
+func jobKeys(ctx context.Context, rdb redis.UniversalClient, lay layout) ([]string, error) {
+	keys, err := rdb.HKeys(ctx, lay.jobs).Result()
 	if err != nil {
 		return nil, fmt.Errorf("pool: job keys: %w", err)
 	}
