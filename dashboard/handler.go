@@ -90,6 +90,7 @@ func (s *Handler) routes() {
 	}
 	m.HandleFunc("GET "+p+"/pool/{pool}", s.poolPage)
 	m.HandleFunc("GET "+p+"/pool/{pool}/find", s.findJob)
+	m.HandleFunc("GET "+p+"/pool/{pool}/jobs", s.jobList)
 	m.HandleFunc("GET "+p+"/pool/{pool}/job/{key...}", s.jobPage)
 	m.HandleFunc("POST "+p+"/pool/{pool}/stop", s.stopJob)
 	m.HandleFunc("POST "+p+"/pool/{pool}/shutdown", s.shutdownPool)

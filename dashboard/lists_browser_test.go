@@ -36,3 +36,27 @@ func TestFromAQueuesCountToATask(t *testing.T) {
 	assert.Equal(t, "p-52", id)
 	assert.Equal(t, "waiting", state)
 }
+
+func TestAWorkersMoreLinksItsJobs(t *testing.T) {
+	t.Parallel()
+	name, n, _ := livePool(t, 1, keysN("m", 12)...)
+	_, base := serve(t, WithRefreshEvery(static))
+	ctx := tab(t, 30*time.Second)
+	st, err := n.Stats(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Workers, 1)
+	var keys []string
+	var worker, more string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(base+"/pool/"+name),
+		chromedp.WaitVisible("#workers a.more", chromedp.ByQuery),
+		chromedp.Text("#workers a.more", &more, chromedp.ByQuery),
+		chromedp.Click("#workers a.more", chromedp.ByQuery),
+		chromedp.WaitVisible("#jobs", chromedp.ByQuery),
+		chromedp.Text("#worker", &worker, chromedp.ByQuery),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll('#jobs tbody tr')).map(tr => tr.dataset.job)`, &keys),
+	))
+	assert.Equal(t, "and 4 more", more)
+	assert.Equal(t, st.Workers[0].ID, worker)
+	assert.Equal(t, keysN("m", 12), keys)
+}

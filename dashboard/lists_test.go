@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/pool"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -199,5 +200,129 @@ func TestTaskListsUnderAPrefix(t *testing.T) {
 	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	assert.Equal(t, prefix+"/queue/"+q.Name()+"/task/p-03", resp.Header.Get("Location"))
 	_, body = get(t, base+prefix+"/queue/"+q.Name())
+	assert.Empty(t, outside(body))
+}
+
+// jobKeys are the keys of a job list page's rows, in order, as the HTML
+// has them.
+func jobKeys(html string) []string {
+	var keys []string
+	for _, m := range regexp.MustCompile(`<tr data-job="([^"]*)"`).FindAllStringSubmatch(html, -1) {
+		keys = append(keys, m[1])
+	}
+	return keys
+}
+
+func TestJobListPagesFiltersAndSearches(t *testing.T) {
+	t.Parallel()
+	name, n, _ := livePool(t, 2, append(keysN("j", 110), hostileID)...)
+	ctx := testCtx(t, 20*time.Second)
+	_, base := serve(t)
+	list := base + "/pool/" + name + "/jobs"
+	all, err := n.JobKeys(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 111)
+	escaped := func(keys []string) []string {
+		out := make([]string, len(keys))
+		for i, k := range keys {
+			out[i] = strings.NewReplacer("<", "&lt;", ">", "&gt;").Replace(k)
+		}
+		return out
+	}
+
+	code, body := get(t, list)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, escaped(all[:50]), jobKeys(body))
+	assert.NotContains(t, body, hostileID)
+	assert.Contains(t, body, `href="/pool/`+name+`/job/`+url.PathEscape(hostileID)+`"`)
+	prev, next := pagerLinks(body)
+	assert.Empty(t, prev)
+	require.Equal(t, "/pool/"+name+"/jobs?page=2", next)
+	_, body = get(t, base+next)
+	assert.Equal(t, escaped(all[50:100]), jobKeys(body))
+	_, next = pagerLinks(body)
+	_, body = get(t, base+next)
+	assert.Equal(t, escaped(all[100:]), jobKeys(body))
+	prev, next = pagerLinks(body)
+	assert.Equal(t, "/pool/"+name+"/jobs?page=2", prev)
+	assert.Empty(t, next)
+	_, body = get(t, list+"?page=9")
+	assert.Contains(t, body, `id="jobs-none"`)
+
+	// A worker's jobs, its filter kept by the pager.
+	st, err := n.Stats(ctx)
+	require.NoError(t, err)
+	w := st.Workers[0]
+	for _, ws := range st.Workers {
+		if len(ws.Keys) > len(w.Keys) {
+			w = ws
+		}
+	}
+	require.Greater(t, len(w.Keys), 50, "one of the two workers has over 50 of the 111 jobs")
+	_, body = get(t, list+"?worker="+url.QueryEscape(w.ID))
+	assert.Equal(t, escaped(w.Keys[:50]), jobKeys(body))
+	_, next = pagerLinks(body)
+	require.Equal(t, "/pool/"+name+"/jobs?page=2&worker="+url.QueryEscape(w.ID), next)
+	_, body = get(t, base+next)
+	assert.Equal(t, escaped(w.Keys[50:]), jobKeys(body))
+	_, body = get(t, list+"?worker=nobody")
+	assert.Empty(t, jobKeys(body))
+
+	// Search by key: a start lists, a whole key alone redirects.
+	_, body = get(t, list+"?q=j-10")
+	assert.Equal(t, []string{"j-10", "j-100", "j-101", "j-102", "j-103", "j-104", "j-105", "j-106", "j-107", "j-108", "j-109"}, jobKeys(body))
+	for key, to := range map[string]string{"j-100": "j-100", hostileID: url.PathEscape(hostileID)} {
+		resp, _ := request(t, http.MethodGet, list+"?q="+url.QueryEscape(key), "")
+		assert.Equal(t, http.StatusSeeOther, resp.StatusCode, key)
+		assert.Equal(t, "/pool/"+name+"/job/"+to, resp.Header.Get("Location"))
+	}
+	code, body = get(t, list+"?q="+url.QueryEscape("<b>zz"))
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `id="jobs-none"`)
+	assert.NotContains(t, body, "<b>zz")
+
+	// Bad requests, and the JSON twin.
+	code, _ = get(t, list+"?page=0")
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _ = get(t, base+"/pool/no-such-pool-"+name+"/jobs")
+	assert.Equal(t, http.StatusNotFound, code)
+	code, body = get(t, list+"?q=j-10&format=json")
+	require.Equal(t, http.StatusOK, code, body)
+	var v struct {
+		Pool  string
+		Q     string
+		Total int
+		More  bool
+		Jobs  []pool.JobInfo
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &v))
+	assert.Equal(t, name, v.Pool)
+	assert.Equal(t, "j-10", v.Q)
+	assert.Equal(t, 11, v.Total)
+	assert.False(t, v.More)
+	require.Len(t, v.Jobs, 11)
+	assert.Equal(t, "j-10", v.Jobs[0].Key)
+	assert.NotEmpty(t, v.Jobs[0].State)
+	assert.Empty(t, v.Jobs[0].Payload, "the list leaves payloads to the job's page")
+
+	// The pool page links the list, and a worker's "and N more" its jobs.
+	_, body = get(t, base+"/pool/"+name)
+	assert.Contains(t, body, `href="/pool/`+name+`/jobs" id="list-jobs"`)
+	assert.Contains(t, body, `<a href="/pool/`+name+`/jobs?worker=`+url.QueryEscape(w.ID)+`" class="more">and `)
+}
+
+func TestJobListUnderAPrefix(t *testing.T) {
+	t.Parallel()
+	name, _, _ := livePool(t, 1, keysN("k", 52)...)
+	_, base := mounted(t)
+	code, body := get(t, base+prefix+"/pool/"+name+"/jobs")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Empty(t, outside(body), "every address stays under the prefix")
+	_, next := pagerLinks(body)
+	assert.Equal(t, prefix+"/pool/"+name+"/jobs?page=2", next)
+	resp, _ := request(t, http.MethodGet, base+prefix+"/pool/"+name+"/jobs?q=k-51", "")
+	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	assert.Equal(t, prefix+"/pool/"+name+"/job/k-51", resp.Header.Get("Location"))
+	_, body = get(t, base+prefix+"/pool/"+name)
 	assert.Empty(t, outside(body))
 }
