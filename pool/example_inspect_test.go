@@ -41,3 +41,30 @@ func ExampleInspectJob() {
 	// attempt 1 payload config v1 running since start: true
 	// true
 }
+
+func ExampleJobKeys() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()})
+	defer rdb.Close()
+	node, err := pool.AddNode(ctx, rdb, "example-job-keys")
+	if err != nil {
+		panic(err)
+	}
+	defer node.Shutdown(ctx)
+	if _, err := node.AddWorker(ctx, quiet{}); err != nil {
+		panic(err)
+	}
+	for _, key := range []string{"tenant-7", "tenant-42"} {
+		if err := node.DispatchJob(ctx, key, nil); err != nil {
+			panic(err)
+		}
+	}
+
+	// From any process, without joining the pool.
+	keys, err := pool.JobKeys(ctx, rdb, "example-job-keys")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(keys)
+	// Output: [tenant-42 tenant-7]
+}
