@@ -24,11 +24,10 @@ func (q *Queue) withdraw(r *submitReq) {
 	q.noteWithdrawal(r.nonce, f.id, time.Time{})
 	started := q.withdrawals.Go(func() {
 		var res any
+		// member.Withdraw bounds each try by the call timeout.
 		_, err := member.Withdraw(q.withdrawals.Context(), q.cfg.callTimeout, func(ctx context.Context) error {
-			cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
-			defer cancel()
 			var err error
-			res, err = script.Run(cctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", q.lay.common(),
+			res, err = script.Run(ctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", q.lay.common(),
 				q.lay.commonArgs(f.id, r.nonce, withdrawnTTL.Milliseconds())...)
 			return err
 		}, func(tries int, err error) {
@@ -50,6 +49,7 @@ func (q *Queue) withdraw(r *submitReq) {
 		}
 	})
 	if !started {
+		q.noteWithdrawal(r.nonce, "", time.Time{})
 		q.logger.Error("a failed Submit's task could not be withdrawn: the Queue is closed; it may run", "task", f.id)
 	}
 }
