@@ -123,13 +123,7 @@ func (s *Sink) maintainMembers() error {
 		return nil
 	}
 	s.lastReclaim = time.Now()
-	if err := s.reclaim(); err != nil {
-		if !isNoGroup(err) {
-			return err
-		}
-		return s.recreateGroup()
-	}
-	return nil
+	return s.reclaimOrRecreate()
 }
 
 // takeOverNow is TakeOver's work for deliver, once this sink has read

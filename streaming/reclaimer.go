@@ -183,11 +183,8 @@ func (s *Sink) maintain() error {
 	if err != nil || !held {
 		return err
 	}
-	if err := s.reclaim(); err != nil {
-		if !isNoGroup(err) {
-			return err
-		}
-		return s.recreateGroup()
+	if err := s.reclaimOrRecreate(); err != nil {
+		return err
 	}
 	ks := s.stream.ks
 	_, err = script.Run(s.ctx, s.stream.rdb, sweepScript, "streaming.sweep",
@@ -197,6 +194,18 @@ func (s *Sink) maintain() error {
 		return s.recreateGroup()
 	}
 	return err
+}
+
+// reclaimOrRecreate reclaims (reclaim), and recreates the group when
+// Redis lost it (NOGROUP).
+func (s *Sink) reclaimOrRecreate() error {
+	if err := s.reclaim(); err != nil {
+		if !isNoGroup(err) {
+			return err
+		}
+		return s.recreateGroup()
+	}
+	return nil
 }
 
 // reclaim claims every entry idle for longer than the grace period and
