@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"regexp"
 	"strings"
@@ -82,17 +80,7 @@ func TestJSONStyle(t *testing.T) {
 	t.Parallel()
 	poolName, _, _ := livePool(t, 2, 3)
 	qName, ctx, q := openQueue(t)
-	_, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
-		time.Sleep(2 * time.Millisecond)
-		return nil, queue.Permanent(errors.New("bad " + string(t.Payload)))
-	}, queue.WithWorkers(1))
-	require.NoError(t, err)
-	f, err := q.Submit(ctx, []byte("x"), queue.WithTaskID("t1"))
-	require.NoError(t, err)
-	_, err = f.Wait(ctx)
-	require.ErrorIs(t, err, queue.ErrFailed)
-	_, err = q.Submit(ctx, []byte("later"), queue.WithTaskID("t2"), queue.WithDelay(time.Hour))
-	require.NoError(t, err)
+	deadAndDelayed(t, ctx, q, 2*time.Millisecond) // handler run times to report
 	c, err := queue.NewClient(srv.Client(), qName)
 	require.NoError(t, err)
 	require.NoError(t, c.SetTenant(ctx, "acme", 3))

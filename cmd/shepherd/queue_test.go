@@ -38,10 +38,12 @@ func openQueue(t *testing.T, opts ...queue.Option) (string, context.Context, *qu
 	return name, ctx, q
 }
 
-func TestQueueCommands(t *testing.T) {
-	t.Parallel()
-	name, ctx, q := openQueue(t)
+// deadAndDelayed serves q with a handler that fails every task for good
+// after took, and leaves it one dead letter (t1) and one delayed task (t2).
+func deadAndDelayed(t *testing.T, ctx context.Context, q *queue.Queue, took time.Duration) {
+	t.Helper()
 	_, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		time.Sleep(took)
 		return nil, queue.Permanent(errors.New("bad " + string(t.Payload)))
 	}, queue.WithWorkers(1))
 	require.NoError(t, err)
@@ -51,6 +53,12 @@ func TestQueueCommands(t *testing.T) {
 	require.ErrorIs(t, err, queue.ErrFailed)
 	_, err = q.Submit(ctx, []byte("later"), queue.WithTaskID("t2"), queue.WithDelay(time.Hour))
 	require.NoError(t, err)
+}
+
+func TestQueueCommands(t *testing.T) {
+	t.Parallel()
+	name, ctx, q := openQueue(t)
+	deadAndDelayed(t, ctx, q, 0)
 
 	code, out, errOut := runCmd("queue", "stats", "-queue", name, "-redis", srv.Addr())
 	require.Equal(t, exitOK, code, errOut)
@@ -87,7 +95,7 @@ func TestQueueCommands(t *testing.T) {
 	code, out, errOut = runCmd("queue", "cancel", "-queue", name, "-redis", srv.Addr(), "t2")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "t2: cancelled")
-	_, err = q.Result(ctx, "t2")
+	_, err := q.Result(ctx, "t2")
 	assert.ErrorIs(t, err, queue.ErrCancelled)
 
 	f3, err := q.Submit(ctx, []byte("y"), queue.WithTaskID("t3"))
