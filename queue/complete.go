@@ -102,7 +102,7 @@ local function complete(id, attempt, kind, data, delay, stack)
   end
   if kind == 'release' then
     redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', att - 1)
-    pushReady(ten, {id}, false)
+    readyAgain(tk, ten, id)
     return 'released', 0, true
   end
   local due = t + tonumber(delay)

@@ -26,6 +26,7 @@ type Future struct {
 	err  error
 
 	submitted atomic.Bool // Submit's script answered OK
+	duplicate bool        // Submit refused its task as a duplicate (WithDedup): this follows the first task
 }
 
 func newFuture(id string) *Future { return &Future{id: id, done: make(chan struct{})} }

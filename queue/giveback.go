@@ -85,7 +85,7 @@ for _, id in ipairs(ids) do
     local ten = f[4] or ''
     redis.call('HDEL', K_ACTIVE, id)
     redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', tonumber(f[3]) - 1)
-    pushReady(ten, {id}, false)
+    readyAgain(tk, ten, id)
     unload(ten, 1)
     back = back + 1
   end

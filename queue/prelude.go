@@ -1,6 +1,10 @@
 package queue
 
-import "github.com/shepherd-go/shepherd/internal/member"
+import (
+	"strconv"
+
+	"github.com/shepherd-go/shepherd/internal/member"
+)
 
 // prelude is prepended to every script, after the membership helpers
 // (member.LuaClock and LuaLedger: now_ms, lapsed, withdraw_call,
@@ -16,7 +20,11 @@ local K_TEN, K_TURNS, K_PARKED, K_HOLDS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
 local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
+local P_DEDUP = string.sub(P_TASK, 1, -6) .. 'dedup:'
+local K_PRIOS = string.sub(P_TASK, 1, -6) .. 'prios'
+local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
 ` + fieldLocals() + `
+local MAX_PRIORITY = ` + strconv.Itoa(MaxPriority) + `
 local now = now_ms
 
 -- leaseOf tells whether process proc's lease runs at t (nil), or why
@@ -81,31 +89,55 @@ local function uncount(n)
   if redis.call('INCRBY', K_COUNT, -n) <= 0 then redis.call('DEL', K_COUNT) end
 end
 
--- readyKey is the list of a tenant's waiting tasks.
-local function readyKey(ten)
-  if ten == '' then return K_READY end
-  return K_READY .. ':' .. ten
+-- readyKey is the list of a tenant's waiting tasks of priority pri (nil
+-- or 0: the default): ready, ready:TENANT, ready/PRI, ready/PRI:TENANT.
+local function readyKey(ten, pri)
+  local k = K_READY
+  if pri and pri > 0 then k = K_READY .. '/' .. pri end
+  if ten == '' then return k end
+  return k .. ':' .. ten
 end
 
--- pushReady puts ids in a tenant's waiting list, on the left (taken
--- last, in order) or on the right (taken first, the last id first), and
--- gives the tenant a turn if it had no waiting task.
-local function pushReady(ten, ids, left)
+-- above0 is how many of a tenant's waiting tasks have a priority above 0
+-- (the prios hash counts them; it exists only while there are some).
+local function above0(ten)
+  return tonumber(redis.call('HGET', K_PRIOS, ten) or '0')
+end
+
+-- hasWaiting tells whether a tenant has waiting tasks, at any priority.
+local function hasWaiting(ten)
+  return redis.call('LLEN', readyKey(ten)) > 0 or above0(ten) > 0
+end
+
+-- pushReady puts ids of one priority (nil: 0) in a tenant's waiting
+-- lists, on the left (taken last, in order) or on the right (taken
+-- first, the last id first), and gives the tenant a turn if it had no
+-- waiting task.
+local function pushReady(ten, ids, left, pri)
   if #ids == 0 then return end
-  local key = readyKey(ten)
-  local before = redis.call('LLEN', key)
+  local before = hasWaiting(ten)
+  local key = readyKey(ten, pri)
   if left then bulk('LPUSH', key, ids) else bulk('RPUSH', key, ids) end
-  if before == 0 then redis.call('RPUSH', K_TURNS, ten) end
+  if pri and pri > 0 then redis.call('HINCRBY', K_PRIOS, ten, #ids) end
+  if not before then redis.call('RPUSH', K_TURNS, ten) end
 end
 
--- unready removes a waiting task from its tenant's list; a tenant left
--- with none loses its turn.
-local function unready(ten, id)
-  local key = readyKey(ten)
-  redis.call('LREM', key, 1, id)
-  if redis.call('LLEN', key) == 0 then
+-- readyAgain makes the task id (key tk) waiting again, first in line
+-- within its priority.
+local function readyAgain(tk, ten, id)
+  pushReady(ten, {id}, false, tonumber(redis.call('HGET', tk, F_PRIORITY) or '0'))
+end
+
+-- unready removes a waiting task of priority pri from its tenant's list;
+-- a tenant left with none loses its turn.
+local function unready(ten, id, pri)
+  if redis.call('LREM', readyKey(ten, pri), 1, id) > 0 and pri and pri > 0 then
+    if redis.call('HINCRBY', K_PRIOS, ten, -1) <= 0 then redis.call('HDEL', K_PRIOS, ten) end
+  end
+  if not hasWaiting(ten) then
     redis.call('LREM', K_TURNS, 0, ten)
     redis.call('SREM', K_PARKED, ten)
+    redis.call('ZREM', K_RATED, ten)
   end
 end
 
@@ -126,7 +158,7 @@ local function settle(ten)
   if ten == '' or not redis.call('HGET', K_TEN, 'g:' .. ten) then return end
   local f = redis.call('HMGET', K_TEN, 'l:' .. ten, 'n:' .. ten)
   if tonumber(f[1] or '0') <= 0 and tonumber(f[2] or '0') <= 0 then
-    redis.call('HDEL', K_TEN, 'g:' .. ten, 'l:' .. ten, 'n:' .. ten)
+    redis.call('HDEL', K_TEN, 'g:' .. ten, 'l:' .. ten, 'n:' .. ten, 'p:' .. ten, 'r:' .. ten, 'rt:' .. ten)
   end
 end
 
@@ -209,7 +241,7 @@ end
 -- success still wins). Returns "NOTFOUND", "FINISHED", "REQUESTED" or
 -- "CANCELLED".
 local function cancelOne(tk, id, t)
-  local f = redis.call('HMGET', tk, F_STATE, F_OWNER, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_ERRORS, F_TENANT)
+  local f = redis.call('HMGET', tk, F_STATE, F_OWNER, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_ERRORS, F_TENANT, F_PRIORITY)
   local st = f[1]
   if not st then return 'NOTFOUND' end
   if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
@@ -219,7 +251,7 @@ local function cancelOne(tk, id, t)
     return 'REQUESTED'
   end
   if st == 'waiting' then
-    unready(f[7] or '', id)
+    unready(f[7] or '', id, tonumber(f[8] or '0'))
   elseif st == 'delayed' then
     redis.call('ZREM', K_DELAYED, id)
   else

@@ -96,7 +96,7 @@ for _, p in ipairs(procs) do
         finished = finished + 1
       else
         redis.call('HSET', tk, 'st', 'waiting', 'own', '')
-        pushReady(ten, {id}, false)
+        readyAgain(tk, ten, id)
         requeued = requeued + 1
       end
       unload(ten, 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -120,6 +121,10 @@ func (q *Queue) Submit(ctx context.Context, payload []byte, opts ...SubmitOption
 	if err != nil {
 		return nil, err
 	}
+	if r.firstOf != "" {
+		q.m.deduplicated.Add(ctx, 1, q.m.attrs)
+		return q.duplicateOf(r.firstOf), nil
+	}
 	f.submitted.Store(true)
 	q.m.submitted.Add(ctx, 1, q.m.attrs)
 	q.m.submitDuration.Record(ctx, time.Since(start).Seconds(), q.m.attrs)
@@ -133,6 +138,7 @@ type submitReq struct {
 	sc      submitConfig
 	delay   time.Duration
 	nonce   string       // tells this Submit from another of the same id
+	firstOf string       // the task id holding its deduplication key, when it is a duplicate
 	state   atomic.Int32 // reqPending → reqTaken → reqAnswered, or → reqAbandoned
 	done    chan error   // capacity 1
 }
@@ -193,7 +199,8 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	args := q.lay.commonArgs(q.proc, q.cfg.maxQueued)
 	for _, r := range taken {
 		args = append(args, r.f.id, r.payload, r.sc.maxAttempts, r.sc.timeout.Milliseconds(),
-			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce, r.sc.tenant, r.sc.batch, r.sc.policy.code())
+			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce, r.sc.tenant, r.sc.batch, r.sc.policy.code(),
+			r.sc.priority, r.sc.dedupKey, r.sc.dedupWindow.Milliseconds())
 	}
 	// The call serves every Submit of the batch, each with its own ctx:
 	// WithCallTimeout bounds it, and a Submit whose ctx ends first stops
@@ -221,6 +228,9 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 		case out[i] == "UNKNOWN":
 			q.m.tenantRefused(ctx, "unknown")
 			rerr = fmt.Errorf("%w: %q", ErrUnknownTenant, r.sc.tenant)
+		case strings.HasPrefix(fmt.Sprint(out[i]), "DEDUP:"):
+			r.firstOf = strings.TrimPrefix(fmt.Sprint(out[i]), "DEDUP:")
+			q.forget(r.f) // nothing queued: it follows the first task
 		case out[i] == "WITHDRAWN":
 			rerr = context.Canceled // its Submit gave up; nobody waits for this
 		default:
@@ -255,69 +265,95 @@ func (q *Queue) forget(f *Future) {
 	q.mu.Unlock()
 }
 
+// submitFn queues tasks one at a time (queueTask) and then, in one go,
+// pushes the waiting ones, adds the delayed ones and counts them
+// (queued). submitScript runs it for a batch of Submits, the scheduler's
+// tick script for the ticks of its schedules.
+const submitFn = `
+local q_ready, q_order, q_delayed, q_queued = {}, {}, {}, 0
+local q_count, q_withdrawn
+
+-- queueTask queues the task id submitted by process sub at t, or says why
+-- not: "WITHDRAWN" (its Submit failed and withdrew it before it got
+-- here), "UNKNOWN" (its tenant is not registered), "BATCHFAILED" (its
+-- fail-fast batch failed already), "DUP" (the id is known), "DEDUP:ID"
+-- (its deduplication key is held by task ID) or "FULL" (limit: max
+-- unfinished tasks, 0 for none). A refused task writes nothing.
+local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret, nonce, ten, b, pol, pri, dkey, dwin)
+  if not q_count then
+    q_count = tonumber(redis.call('GET', K_COUNT) or '0')
+    q_withdrawn = redis.call('EXISTS', K_WITHDRAWN) == 1
+  end
+  local tk = P_TASK .. id
+  if q_withdrawn and was_withdrawn(K_WITHDRAWN, nonce) then return 'WITHDRAWN' end
+  if ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN' end
+  if b ~= '' and pol == 'ff' and redis.call('HGET', P_BATCH .. b, 'first') then return 'BATCHFAILED' end
+  if redis.call('EXISTS', tk) == 1 then return 'DUP' end
+  if dkey ~= '' then
+    local first = redis.call('GET', P_DEDUP .. dkey)
+    if first then return 'DEDUP:' .. first end
+  end
+  if limit > 0 and q_count >= limit then return 'FULL' end
+  q_count = q_count + 1
+  q_queued = q_queued + 1
+  local st = 'waiting'
+  if delay > 0 then st = 'delayed' end
+  redis.call('HSET', tk, 'p', payload, 'st', st, 'att', 0, 'max', maxAtt, 'to', timeout,
+    'sub', sub, 'ret', ret, 'enq', t, 'due', t + delay, 'n', nonce, 'ten', ten)
+  if pri > 0 then redis.call('HSET', tk, 'pri', pri) end
+  if dkey ~= '' then
+    redis.call('SET', P_DEDUP .. dkey, id, 'PX', dwin)
+    redis.call('HSET', tk, 'dk', dkey)
+  end
+  if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
+  if b ~= '' then
+    redis.call('HSET', tk, 'b', b)
+    if redis.call('HINCRBY', P_BATCH .. b, 'n', 1) == 1 then redis.call('HSET', P_BATCH .. b, 'pol', pol) end
+    redis.call('RPUSH', P_BTASKS .. b, id)
+    -- Kept while it has unfinished tasks (finish sets the expiry).
+    redis.call('PERSIST', P_BATCH .. b)
+    redis.call('PERSIST', P_BTASKS .. b)
+  end
+  if delay > 0 then
+    q_delayed[#q_delayed + 1] = t + delay
+    q_delayed[#q_delayed + 1] = id
+  else
+    local g = ten .. '\n' .. pri
+    if not q_ready[g] then q_ready[g] = {}; q_order[#q_order + 1] = {ten, pri, g} end
+    q_ready[g][#q_ready[g] + 1] = id
+  end
+  return 'OK'
+end
+
+-- queued pushes what queueTask queued, and wakes the idle workers.
+local function queued()
+  if q_queued == 0 then return end
+  for _, o in ipairs(q_order) do pushReady(o[1], q_ready[o[3]], true, o[2]) end
+  bulk('ZADD', K_DELAYED, q_delayed)
+  redis.call('INCRBY', K_COUNT, q_queued)
+  wake()
+end
+`
+
 // submitScript queues a batch of tasks, each on its own: one refused
 // does not stop the others.
 //
 //	ARGV[4] submitting process, ARGV[5] max queued, then per task: id,
 //	payload, max attempts, timeout (ms), delay (ms, 0: now), retention
 //	(ms), the Submit's nonce, the tenant ("" for none), the batch ("" for
-//	none) and its policy ("ff" fail-fast, "ca" collect-all)
+//	none), its policy ("ff" fail-fast, "ca" collect-all), the priority
+//	(0 to MaxPriority), the deduplication key ("" for none) and its
+//	window (ms)
 //
-// Returns one status per task: "OK", "DUP" (the id is known), "FULL",
-// "UNKNOWN" (the tenant is not registered), "BATCHFAILED" (its fail-fast
-// batch failed already) or "WITHDRAWN" (its Submit failed and withdrew it
-// before it got here); a refused task writes nothing.
-var submitScript = redis.NewScript(prelude + `
+// Returns one status per task, as queueTask's.
+var submitScript = redis.NewScript(prelude + submitFn + `
 local t = now()
-local count = tonumber(redis.call('GET', K_COUNT) or '0')
 local limit = tonumber(ARGV[5])
-local any_withdrawn = redis.call('EXISTS', K_WITHDRAWN) == 1
-local out, ready, order, delayed, queued = {}, {}, {}, {}, 0
-for i = 6, #ARGV, 10 do
-  local id, ten, b = ARGV[i], ARGV[i + 7], ARGV[i + 8]
-  local tk = P_TASK .. id
-  if any_withdrawn and was_withdrawn(K_WITHDRAWN, ARGV[i + 6]) then
-    out[#out + 1] = 'WITHDRAWN'
-  elseif ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then
-    out[#out + 1] = 'UNKNOWN'
-  elseif b ~= '' and ARGV[i + 9] == 'ff' and redis.call('HGET', P_BATCH .. b, 'first') then
-    out[#out + 1] = 'BATCHFAILED'
-  elseif redis.call('EXISTS', tk) == 1 then
-    out[#out + 1] = 'DUP'
-  elseif count >= limit then
-    out[#out + 1] = 'FULL'
-  else
-    count = count + 1
-    queued = queued + 1
-    local delay = tonumber(ARGV[i + 4])
-    local st = 'waiting'
-    if delay > 0 then st = 'delayed' end
-    redis.call('HSET', tk, 'p', ARGV[i + 1], 'st', st, 'att', 0, 'max', ARGV[i + 2], 'to', ARGV[i + 3],
-      'sub', ARGV[4], 'ret', ARGV[i + 5], 'enq', t, 'due', t + delay, 'n', ARGV[i + 6], 'ten', ten)
-    if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
-    if b ~= '' then
-      redis.call('HSET', tk, 'b', b)
-      if redis.call('HINCRBY', P_BATCH .. b, 'n', 1) == 1 then redis.call('HSET', P_BATCH .. b, 'pol', ARGV[i + 9]) end
-      redis.call('RPUSH', P_BTASKS .. b, id)
-      -- Kept while it has unfinished tasks (finish sets the expiry).
-      redis.call('PERSIST', P_BATCH .. b)
-      redis.call('PERSIST', P_BTASKS .. b)
-    end
-    if delay > 0 then
-      delayed[#delayed + 1] = t + delay
-      delayed[#delayed + 1] = id
-    else
-      if not ready[ten] then ready[ten] = {}; order[#order + 1] = ten end
-      ready[ten][#ready[ten] + 1] = id
-    end
-    out[#out + 1] = 'OK'
-  end
+local out = {}
+for i = 6, #ARGV, 13 do
+  out[#out + 1] = queueTask(t, ARGV[4], limit, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]),
+    ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], tonumber(ARGV[i + 10]), ARGV[i + 11], ARGV[i + 12])
 end
-if queued > 0 then
-  for _, ten in ipairs(order) do pushReady(ten, ready[ten], true) end
-  bulk('ZADD', K_DELAYED, delayed)
-  redis.call('INCRBY', K_COUNT, queued)
-  wake()
-end
+queued()
 return out
 `)

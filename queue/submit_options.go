@@ -15,6 +15,9 @@ type submitConfig struct {
 	maxAttempts int
 	timeout     time.Duration
 	retention   time.Duration
+	priority    int
+	dedupKey    string
+	dedupWindow time.Duration
 }
 
 func defaultSubmitConfig() submitConfig {
@@ -124,6 +127,53 @@ func WithRetention(d time.Duration) SubmitOption {
 			return invalid("retention must be at least 1ms, got %v", d)
 		}
 		c.retention = d
+		return nil
+	}
+}
+
+// MaxPriority is the highest priority (WithPriority).
+const MaxPriority = 9
+
+// WithPriority sets the task's priority, 0 (the default) to MaxPriority:
+// of a tenant's tasks available now, a worker takes the highest priority
+// first, and tasks of one priority in order. Priority orders a tenant's
+// own tasks only: tenants still take turns (one task a turn while several
+// have waiting tasks), so a tenant's urgent tasks never starve another
+// tenant, and untenanted tasks take turns as one tenant. A retried task
+// keeps its priority.
+func WithPriority(p int) SubmitOption {
+	return func(c *submitConfig) error {
+		if p < 0 || p > MaxPriority {
+			return invalid("priority must be 0 to %d, got %d", MaxPriority, p)
+		}
+		c.priority = p
+		return nil
+	}
+}
+
+// MaxDedupKeySize bounds a deduplication key (WithDedup).
+const MaxDedupKeySize = 512
+
+// WithDedup refuses duplicates of the task for window: while a task
+// queued with key is remembered (window from its Submit, by Redis's
+// clock, whatever becomes of the task), a Submit with the same key
+// queues nothing and returns the first task's Future instead, with
+// Future.Duplicate true and the first task's ID (its outcome comes from
+// Redis when another process submitted it; see Future.Wait). The window
+// is independent of the outcome's retention; a task that is withdrawn
+// (its Submit failed) frees its key. The key is 1 to MaxDedupKeySize
+// bytes, the window at least a millisecond. Compare WithTaskID, which
+// refuses a known id with ErrDuplicateTask for as long as the task is
+// kept.
+func WithDedup(key string, window time.Duration) SubmitOption {
+	return func(c *submitConfig) error {
+		if key == "" || len(key) > MaxDedupKeySize {
+			return invalid("deduplication key must be 1 to %d bytes, got %d", MaxDedupKeySize, len(key))
+		}
+		if window < time.Millisecond {
+			return invalid("deduplication window must be at least 1ms, got %v", window)
+		}
+		c.dedupKey, c.dedupWindow = key, window
 		return nil
 	}
 }

@@ -80,15 +80,39 @@ func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, 
 }
 
 // takeFn is the body of dequeueScript, shared with completeScript.
-const takeFn = `
+const takeFn = rateFn + `
 -- take gives the live process proc up to n tasks (see dequeueScript):
 -- tenants with waiting tasks take turns, one task a turn (all it may have
--- when it is the only one), and a tenant at capacity is parked until its
--- load goes down.
+-- when it is the only one), a tenant's tasks by priority, then in order;
+-- a tenant at capacity or paused is parked until its load goes down or it
+-- is resumed, one over its rate waits in the rated set until the rate
+-- allows. Nothing is taken while the queue is paused, nor beyond the
+-- queue's rate.
 local function take(proc, ik, n, promote)
   local t = now()
   local why = leaseOf(proc, t)
   if why then return {why} end
+  local qf = redis.call('HMGET', K_TEN, 'P', 'r', 'rt')
+  if qf[1] then
+    -- Paused: Resume wakes the idle processes.
+    redis.call('SADD', K_IDLE, proc)
+    return {'OK', -1}
+  end
+  local want = n
+  if qf[2] then
+    local k, at = rateRoom(qf[2], qf[3], t)
+    if k == 0 then
+      redis.call('SADD', K_IDLE, proc)
+      return {'OK', math.max(math.ceil(at - t), 1)}
+    end
+    n = math.min(n, k)
+  end
+  -- Tenants whose rate allows again get their turn back.
+  local back = redis.call('ZRANGEBYSCORE', K_RATED, '-inf', t)
+  if #back > 0 then
+    bulk('RPUSH', K_TURNS, back)
+    bulk('ZREM', K_RATED, back)
+  end
   -- The earliest delayed and retrying tasks: the due ones go to the
   -- front of their tenant's list (the first due is taken first).
   local firsts = {}
@@ -99,17 +123,19 @@ local function take(proc, ik, n, promote)
       local back, order = {}, {}
       for i = #due, 1, -1 do
         local tk = P_TASK .. due[i]
-        local ten = redis.call('HGET', tk, F_TENANT) or ''
+        local f = redis.call('HMGET', tk, F_TENANT, F_PRIORITY)
+        local g = (f[1] or '') .. '\n' .. (f[2] or '0')
         redis.call('HSET', tk, F_STATE, 'waiting')
-        if not back[ten] then back[ten] = {}; order[#order + 1] = ten end
-        back[ten][#back[ten] + 1] = due[i]
+        if not back[g] then back[g] = {}; order[#order + 1] = {f[1] or '', tonumber(f[2] or '0'), g} end
+        back[g][#back[g] + 1] = due[i]
       end
-      for _, ten in ipairs(order) do pushReady(ten, back[ten], false) end
+      for _, o in ipairs(order) do pushReady(o[1], back[o[3]], false, o[2]) end
       bulk('ZREM', z, due)
       first = false -- changed: looked up again if needed
     end
     firsts[z] = first
   end
+  local anyPrio = redis.call('EXISTS', K_PRIOS) == 1
   local out = {'OK', -1}
   local got = 0
   local mine, owners = {}, {}
@@ -117,16 +143,45 @@ local function take(proc, ik, n, promote)
     local ten = redis.call('LPOP', K_TURNS)
     if not ten then break end
     local room = n - got
-    local cap = capOf(ten)
-    if cap then
-      room = math.min(room, cap - tonumber(redis.call('HGET', K_TEN, 'l:' .. ten) or '0'))
-    end
-    if room <= 0 then
-      redis.call('SADD', K_PARKED, ten)
+    local tf
+    if ten == '' then
+      tf = redis.call('HMGET', K_TEN, 'u', 'l:')
     else
+      tf = redis.call('HMGET', K_TEN, 'c:' .. ten, 'l:' .. ten, 'g:' .. ten, 'p:' .. ten, 'r:' .. ten, 'rt:' .. ten)
+    end
+    local cap = tf[1] or tf[3]
+    if ten ~= '' and not cap then cap = '0' end
+    if cap then room = math.min(room, tonumber(cap) - tonumber(tf[2] or '0')) end
+    local rk, rat
+    if tf[5] and room > 0 then rk, rat = rateRoom(tf[5], tf[6], t) end
+    if tf[4] or room <= 0 then
+      redis.call('SADD', K_PARKED, ten)
+    elseif rk == 0 then
+      redis.call('ZADD', K_RATED, rat, ten)
+    else
+      if rk then room = math.min(room, rk) end
       if redis.call('LLEN', K_TURNS) > 0 then room = 1 end
-      local key = readyKey(ten)
-      local ids = redis.call('RPOP', key, room) or {}
+      -- By priority, highest first, then the default (0).
+      local ids = {}
+      local above = 0
+      if anyPrio then above = above0(ten) end
+      if above > 0 then
+        local popped = 0
+        for p = MAX_PRIORITY, 1, -1 do
+          if #ids >= room or popped >= above then break end
+          local got_p = redis.call('RPOP', readyKey(ten, p), room - #ids)
+          if got_p then
+            for _, id in ipairs(got_p) do ids[#ids + 1] = id end
+            popped = popped + #got_p
+          end
+        end
+        if popped > 0 then
+          if redis.call('HINCRBY', K_PRIOS, ten, -popped) <= 0 then redis.call('HDEL', K_PRIOS, ten) end
+        end
+      end
+      if #ids < room then
+        for _, id in ipairs(redis.call('RPOP', readyKey(ten), room - #ids) or {}) do ids[#ids + 1] = id end
+      end
       local took = 0
       for _, id in ipairs(ids) do
         local tk = P_TASK .. id
@@ -148,27 +203,37 @@ local function take(proc, ik, n, promote)
         end
       end
       got = got + took
-      if took > 0 then redis.call('HINCRBY', K_TEN, 'l:' .. ten, took) end
-      if redis.call('LLEN', key) > 0 then redis.call('RPUSH', K_TURNS, ten) end
+      if took > 0 then
+        redis.call('HINCRBY', K_TEN, 'l:' .. ten, took)
+        if rk then rateUse(K_TEN, 'rt:' .. ten, tf[5], tf[6], t, took) end
+      end
+      if hasWaiting(ten) then redis.call('RPUSH', K_TURNS, ten) end
     end
   end
+  if got > 0 and qf[2] then rateUse(K_TEN, 'rt', qf[2], qf[3], t, got) end
   bulk('HSET', K_ACTIVE, owners)
   bulk('SADD', ik, mine)
   -- The next due time matters only to a process left with idle workers,
   -- and only such a process needs to be woken when tasks come.
-  if (#out - 2) / 6 >= n then
+  if got >= want then
     redis.call('SREM', K_IDLE, proc)
     return out
   end
   redis.call('SADD', K_IDLE, proc)
   local nd = -1
-  for _, z in ipairs({K_RETRY, K_DELAYED}) do
+  local function sooner(at)
+    local d = math.max(math.ceil(at - t), 0)
+    if nd < 0 or d < nd then nd = d end
+  end
+  for _, z in ipairs({K_RETRY, K_DELAYED, K_RATED}) do
     local first = firsts[z]
     if not first then first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES') end
-    if first[2] then
-      local d = math.max(tonumber(first[2]) - t, 0)
-      if nd < 0 or d < nd then nd = d end
-    end
+    if first[2] then sooner(tonumber(first[2])) end
+  end
+  if got >= n and qf[2] then
+    -- Stopped by the queue's rate: the next start it allows.
+    local _, at = rateRoom(qf[2], redis.call('HGET', K_TEN, 'rt'), t)
+    if at then sooner(at) end
   end
   out[2] = nd
   return out

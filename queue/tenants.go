@@ -66,7 +66,7 @@ local ten = ARGV[4]
 redis.call('HSET', K_TEN, 'c:' .. ten, ARGV[5])
 redis.call('HDEL', K_TEN, 'g:' .. ten)
 if redis.call('SREM', K_PARKED, ten) == 1 then redis.call('RPUSH', K_TURNS, ten) end
-if redis.call('LLEN', readyKey(ten)) > 0 then wake() end
+if hasWaiting(ten) then wake() end
 return 'OK'
 `)
 

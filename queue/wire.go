@@ -49,6 +49,8 @@ const (
 	fieldTenant      = "ten"  // the tenant ("" for none)
 	fieldNonce       = "n"    // the nonce of the Submit that queued it (withdrawScript)
 	fieldBatch       = "b"    // its batch, absent for none
+	fieldPriority    = "pri"  // its priority, absent for 0
+	fieldDedupKey    = "dk"   // its deduplication key, absent for none
 )
 
 // taskHashFields binds each field of the task hash to the Lua local the
@@ -73,6 +75,8 @@ var taskHashFields = []struct{ name, lua string }{
 	{fieldTenant, "F_TENANT"},
 	{fieldNonce, "F_NONCE"},
 	{fieldBatch, "F_BATCH"},
+	{fieldPriority, "F_PRIORITY"},
+	{fieldDedupKey, "F_DEDUP_KEY"},
 }
 
 // fieldLocals renders the prelude's lines that bind the task hash's

@@ -185,6 +185,8 @@ local F_CANCEL = 'cx'
 local F_TENANT = 'ten'
 local F_NONCE = 'n'
 local F_BATCH = 'b'
+local F_PRIORITY = 'pri'
+local F_DEDUP_KEY = 'dk'
 `, fieldLocals())
 	assert.Equal(t, 1, strings.Count(prelude, fieldLocals()), "the prelude does not bind the fields")
 }

@@ -70,11 +70,13 @@ local id, nonce = ARGV[4], ARGV[5]
 local t = now()
 withdraw_call(K_WITHDRAWN, nonce, t, ARGV[6])
 local tk = P_TASK .. id
-local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten', 'b', 'ret')
+local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten', 'b', 'ret', 'pri', 'dk')
 if not f[1] or f[2] ~= nonce then return 'ABSENT' end
 if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
   local ten = f[4] or ''
-  if f[1] == 'waiting' then unready(ten, id) end
+  if f[1] == 'waiting' then unready(ten, id, tonumber(f[7] or '0')) end
+  -- Never queued: its deduplication key is free again.
+  if f[8] and redis.call('GET', P_DEDUP .. f[8]) == id then redis.call('DEL', P_DEDUP .. f[8]) end
   if f[5] and f[5] ~= '' then
     -- Never part of its batch. A batch left with no task goes; one
     -- whose other tasks have all finished is kept as long as an outcome

@@ -1,0 +1,216 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// Rate is a rate limit: at most N task starts in any window of length Per,
+// across every process, plus a burst of up to Burst starts after an idle
+// spell. A start is a task taken by a worker (an attempt begun); a retry
+// starts again, and counts again. The zero Rate means no limit.
+//
+// The rate is kept by the generic cell rate algorithm (GCRA) on Redis's
+// clock, inside the script that takes tasks: starts are spaced Per/N
+// apart, and up to Burst of them may come at once when the rate has
+// been unused for Burst × Per/N. In any window of length Per there are
+// at most N + Burst - 1 starts. A task over the rate stays in Redis, and
+// the workers are woken when the rate allows it: nothing polls.
+type Rate struct {
+	N     int           // starts per Per, 1 to MaxRateN
+	Per   time.Duration // at least a millisecond, whole milliseconds
+	Burst int           // 0: the default, N/50 (at least 1); at most N
+}
+
+// MaxRateN bounds a Rate's N.
+const MaxRateN = 1_000_000
+
+// IsZero tells whether r is the zero Rate (no limit).
+func (r Rate) IsZero() bool { return r == Rate{} }
+
+// String renders r as "N/Per" ("500/1s"), with "+Burst" when Burst is
+// set, or "none".
+func (r Rate) String() string {
+	if r.IsZero() {
+		return "none"
+	}
+	s := fmt.Sprintf("%d/%v", r.N, r.Per)
+	if r.Burst > 0 {
+		s += fmt.Sprintf("+%d", r.Burst)
+	}
+	return s
+}
+
+// burst is the burst the rate allows.
+func (r Rate) burst() int {
+	if r.Burst > 0 {
+		return r.Burst
+	}
+	return max(1, r.N/50)
+}
+
+func (r Rate) validate() error {
+	if r.IsZero() {
+		return nil
+	}
+	if r.N < 1 || r.N > MaxRateN {
+		return invalid("rate must allow 1 to %d tasks per period, got %d", MaxRateN, r.N)
+	}
+	if r.Per < time.Millisecond || r.Per%time.Millisecond != 0 {
+		return invalid("rate period must be whole milliseconds, at least 1ms, got %v", r.Per)
+	}
+	if r.Burst < 0 || r.Burst > r.N {
+		return invalid("rate burst must be 0 (the default) to N (%d), got %d", r.N, r.Burst)
+	}
+	return nil
+}
+
+// spec is the rate as the take script reads it: "N/PERMS/BURST", "" for
+// none.
+func (r Rate) spec() string {
+	if r.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d/%d", r.N, r.Per.Milliseconds(), r.burst())
+}
+
+// parseRate reads a stored spec; the zero Rate for "" or a malformed one.
+func parseRate(spec string) Rate {
+	parts := strings.Split(spec, "/")
+	if len(parts) != 3 {
+		return Rate{}
+	}
+	n, err1 := strconv.Atoi(parts[0])
+	ms, err2 := strconv.ParseInt(parts[1], 10, 64)
+	b, err3 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return Rate{}
+	}
+	r := Rate{N: n, Per: time.Duration(ms) * time.Millisecond}
+	if b != r.burst() {
+		r.Burst = b
+	}
+	return r
+}
+
+// ParseRate reads a rate written as "N/DURATION" ("500/1s", "10/1m"),
+// optionally "+BURST" ("500/1s+25"), or "none" (or "0") for no limit: the
+// form of the CLI, the dashboard and Rate.String.
+func ParseRate(s string) (Rate, error) {
+	s = strings.TrimSpace(s)
+	if s == "none" || s == "0" || s == "" {
+		return Rate{}, nil
+	}
+	nPart, rest, ok := strings.Cut(s, "/")
+	if !ok {
+		return Rate{}, invalid("rate %q: want N/DURATION, like 500/1s, or none", s)
+	}
+	perPart, burstPart, hasBurst := strings.Cut(rest, "+")
+	n, err := strconv.Atoi(nPart)
+	if err != nil {
+		return Rate{}, invalid("rate %q: %q is not a number of tasks", s, nPart)
+	}
+	per, err := time.ParseDuration(perPart)
+	if err != nil {
+		return Rate{}, invalid("rate %q: %v", s, err)
+	}
+	r := Rate{N: n, Per: per}
+	if hasBurst {
+		if r.Burst, err = strconv.Atoi(burstPart); err != nil || r.Burst < 1 {
+			return Rate{}, invalid("rate %q: burst %q is not a positive number", s, burstPart)
+		}
+	}
+	if r.IsZero() {
+		return Rate{}, invalid("rate %q: want N/DURATION with N ≥ 1", s)
+	}
+	return r, r.validate()
+}
+
+// SetRate limits the starts of the queue's tasks, all tenants together,
+// to r across every process (the zero Rate removes the limit). It takes
+// effect at once; a task over the rate stays waiting. Stored with the
+// queue, it holds across restarts of processes (and of Redis, with AOF).
+func (q *Client) SetRate(ctx context.Context, r Rate) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	_, err := script.Run(ctx, q.rdb, setRateScript, "queue: set rate", q.lay.common(), q.lay.commonArgs("", r.spec())...)
+	return err
+}
+
+// SetTenantRate limits the starts of a registered tenant's tasks to r
+// across every process (the zero Rate removes the limit), beside its
+// capacity and the queue's rate (SetRate): a task starts when all allow
+// it. ErrUnknownTenant when the tenant is not registered.
+func (q *Client) SetTenantRate(ctx context.Context, tenant string, r Rate) error {
+	if err := validTenant(tenant); err != nil {
+		return err
+	}
+	if err := r.validate(); err != nil {
+		return err
+	}
+	res, err := script.Run(ctx, q.rdb, setRateScript, "queue: set tenant rate", q.lay.common(), q.lay.commonArgs(tenant, r.spec())...)
+	if err != nil {
+		return err
+	}
+	if res == "UNKNOWN" {
+		return fmt.Errorf("%w: %q", ErrUnknownTenant, tenant)
+	}
+	return nil
+}
+
+// setRateScript sets or removes a rate: the queue's (ARGV[4] "") or a
+// tenant's.
+//
+//	ARGV[4] tenant ("" for the queue), ARGV[5] the spec ("" for none)
+//
+// Returns "OK" or "UNKNOWN" (the tenant is not registered).
+var setRateScript = redis.NewScript(prelude + `
+local ten, spec = ARGV[4], ARGV[5]
+local f, tf = 'r', 'rt'
+if ten ~= '' then
+  if not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN' end
+  f, tf = 'r:' .. ten, 'rt:' .. ten
+end
+if spec == '' then
+  redis.call('HDEL', K_TEN, f, tf)
+else
+  redis.call('HSET', K_TEN, f, spec)
+end
+if ten ~= '' and redis.call('ZREM', K_RATED, ten) == 1 then redis.call('RPUSH', K_TURNS, ten) end
+wake()
+return 'OK'
+`)
+
+// rateFn is the generic cell rate algorithm of the take script. A rate's
+// spec is "N/PERMS/BURST" (Rate.spec); its state is the theoretical
+// arrival time (TAT, ms on Redis's clock, fractional) in a field beside
+// it, absent or in the past when the rate is unused.
+const rateFn = `
+-- rateRoom is how many starts the rate spec allows at t, with tat its
+-- stored TAT: k > 0, or 0 and the time (ms) when the next is allowed.
+local function rateRoom(spec, tat, t)
+  local n, per, burst = string.match(spec, '^(%d+)/(%d+)/(%d+)$')
+  local T = tonumber(per) / tonumber(n)
+  local tau = (tonumber(burst) - 1) * T
+  local at = math.max(tonumber(tat or '0'), t)
+  local k = math.floor((t + tau - at) / T + 1e-9) + 1
+  if k <= 0 then return 0, at - tau end
+  return k, nil
+end
+
+-- rateUse records k starts at t in the TAT field of hash key.
+local function rateUse(key, field, spec, tat, t, k)
+  local n, per = string.match(spec, '^(%d+)/(%d+)/')
+  local T = tonumber(per) / tonumber(n)
+  local at = math.max(tonumber(tat or '0'), t) + k * T
+  redis.call('HSET', key, field, string.format('%.3f', at))
+end
+`
