@@ -82,15 +82,18 @@ func (q *Client) Tasks(ctx context.Context, state State, offset, limit int) ([]T
 }
 
 // waiting lists waiting tasks: the untenanted ones, then each tenant's
-// (by tenant id), each list in the order it is taken.
+// (by tenant id), each in the order it is taken (by priority, then in
+// order).
 func (q *Client) waiting(ctx context.Context, offset, limit int) ([]string, error) {
 	tenants, err := q.Tenants(ctx)
 	if err != nil {
 		return nil, err
 	}
-	lists := []string{q.lay.ready}
-	for _, t := range tenants {
-		lists = append(lists, q.lay.tenantReady(t.ID))
+	var lists []string
+	for _, ten := range append([]string{""}, tenantIDs(tenants)...) {
+		for p := MaxPriority; p >= 0; p-- {
+			lists = append(lists, q.lay.tenantReady(ten, p))
+		}
 	}
 	var ids []string
 	for _, key := range lists {
@@ -158,6 +161,7 @@ type TaskInfo struct {
 	ID          string
 	State       State
 	Tenant      string // "" for none
+	Priority    int    // 0 to MaxPriority (WithPriority)
 	Payload     []byte // kept until the task finishes; dead letters keep it
 	Attempt     int    // attempts begun
 	MaxAttempts int
@@ -173,7 +177,7 @@ type TaskInfo struct {
 
 // taskFields are the task fields parseTask reads, in its order.
 var taskFields = []string{fieldState, fieldPayload, fieldAttempts, fieldMaxAttempts, fieldTimeout, fieldOwner,
-	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant}
+	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant, fieldPriority}
 
 func parseTask(id string, v []any) (TaskInfo, bool) {
 	s := make([]string, len(v))
@@ -192,7 +196,7 @@ func parseTask(id string, v []any) (TaskInfo, bool) {
 	}
 	t := TaskInfo{ID: id, State: State(s[0]), Attempt: int(num(s[2])), MaxAttempts: int(num(s[3])),
 		Timeout: time.Duration(num(s[4])) * time.Millisecond, Process: s[5], Submitted: ms(s[6]), Due: ms(s[7]),
-		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12]}
+		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12], Priority: int(num(s[13]))}
 	if s[1] != "" {
 		t.Payload = []byte(s[1])
 	}
@@ -224,4 +228,12 @@ func validID(id string) error {
 		return invalid("task id must be 1 to %d bytes, got %d", MaxTaskIDSize, len(id))
 	}
 	return nil
+}
+
+func tenantIDs(ts []TenantInfo) []string {
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		ids[i] = t.ID
+	}
+	return ids
 }

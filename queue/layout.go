@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"strconv"
+
 	"github.com/shepherd-go/shepherd/internal/keys"
 )
 
@@ -28,9 +30,18 @@ import (
 //	              expires withdrawnTTL after the last
 //	idle          set: processes whose last take left workers idle (the
 //	              ones a new task must wake)
-//	tenants       hash: per tenant its capacity, load and unfinished
-//	              tasks (fields in tenants.go)
+//	tenants       hash: per tenant its capacity, load, unfinished
+//	              tasks, rate and pause; the queue's rate and pause
+//	              (fields in tenants.go)
 //	ready:TENANT  list: a tenant's waiting tasks, as ready
+//	ready/P, ready/P:TENANT  list: the waiting tasks of priority P (1 to
+//	              MaxPriority; those of 0 are in ready and ready:TENANT)
+//	prios         hash: tenant ("" for none) → its waiting tasks of
+//	              priority above 0 (absent while none)
+//	rated         zset: tenants with waiting tasks over their rate, by
+//	              when the rate allows their next start (ms)
+//	dedup:KEY     string: the task holding a deduplication key
+//	              (WithDedup), expiring with the window
 //	turns         list: tenants with waiting tasks, in take's round-robin
 //	              order ("" for untenanted tasks)
 //	parked        set: tenants with waiting tasks found at capacity
@@ -50,6 +61,7 @@ import (
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains, janitor                                                   string
+	prios, rated, dedupPrefix                                                                        string
 
 	taskPrefix, inflightPrefix, chanPrefix string
 }
@@ -79,6 +91,9 @@ func newLayout(name string) (layout, error) {
 		holds:          k("holds"),
 		drains:         k("drains"),
 		janitor:        k("janitor"),
+		prios:          k("prios"), // the scripts build these three from the task prefix (K_PRIOS, K_RATED, P_DEDUP)
+		rated:          k("rated"),
+		dedupPrefix:    k("dedup:"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
 		chanPrefix:     k("chan:"),
@@ -95,11 +110,18 @@ func (l layout) batch(id string) string {
 func (l layout) batchTasks(id string) string {
 	return l.taskPrefix[:len(l.taskPrefix)-len("task:")] + "btasks:" + id
 }
-func (l layout) tenantReady(ten string) string {
-	if ten == "" {
-		return l.ready
+
+// tenantReady is a tenant's list of waiting tasks of priority pri, as
+// the scripts' readyKey names it.
+func (l layout) tenantReady(ten string, pri int) string {
+	k := l.ready
+	if pri > 0 {
+		k += "/" + strconv.Itoa(pri)
 	}
-	return l.ready + ":" + ten
+	if ten == "" {
+		return k
+	}
+	return k + ":" + ten
 }
 func (l layout) inflight(proc string) string { return l.inflightPrefix + proc }
 func (l layout) wakeChannel() string         { return l.chanPrefix + "wake" }

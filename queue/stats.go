@@ -23,6 +23,8 @@ type Stats struct {
 	DeadDropped int64 // dead letters dropped at MaxDeadLetters, ever
 	Workers     int64 // workers of the live processes
 	Busy        int64 // of which running a task
+	Paused      bool  // Pause: no task starts until Resume
+	Rate        Rate  // SetRate; the zero Rate when none
 	Tenants     []TenantInfo
 	Processes   []ProcessInfo
 }
@@ -51,6 +53,7 @@ type ProcessInfo struct {
 func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	pipe := q.rdb.Pipeline()
 	available := pipe.LLen(ctx, q.lay.ready)
+	untenantedAbove := pipe.HGet(ctx, q.lay.prios, "")
 	delayed := pipe.ZCard(ctx, q.lay.delayed)
 	retrying := pipe.ZCard(ctx, q.lay.retry)
 	inflight := pipe.HLen(ctx, q.lay.active)
@@ -78,6 +81,10 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	for _, t := range tenants {
 		st.Available += t.Waiting
 	}
+	above, _ := strconv.ParseInt(untenantedAbove.Val(), 10, 64)
+	st.Available += above
+	_, st.Paused = tenantHash.Val()["P"]
+	st.Rate = parseRate(tenantHash.Val()["r"])
 	st.Tenants = tenants
 	st.DeadDropped, _ = strconv.ParseInt(dropped.Val(), 10, 64)
 	nowMs := now.Val().UnixMilli()

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -20,9 +21,14 @@ import (
 // held by Acquire) and "n:ID" its unfinished tasks; a load or count at 0
 // is deleted (lower, in the prelude), so the hash holds only what a user
 // set while nothing runs. A tenant's waiting tasks are in its own list
-// (ready:ID; the untenanted ones in ready). A tenant with waiting tasks
-// is either in the turns list (round-robin order of take) or, when take
-// found it at capacity, in the parked set, until its load goes down.
+// (ready:ID; the untenanted ones in ready; those of a priority above 0 in
+// ready/P:ID, counted in the prios hash). "r:ID" is its rate (Rate.spec)
+// and "rt:ID" the rate's state (take's GCRA), "p:ID" is set while it is
+// paused; "r", "rt" and "P" are the queue's. A tenant with waiting tasks
+// is in the turns list (round-robin order of take), or, when take found
+// it at capacity or paused, in the parked set until its load goes down
+// or it is resumed, or, when take found it over its rate, in the rated
+// set until the rate allows.
 
 // MaxCapacity bounds a tenant's capacity.
 const MaxCapacity = 1_000_000
@@ -35,6 +41,8 @@ type TenantInfo struct {
 	Waiting    int64 // tasks available now, waiting for their turn or capacity
 	Unfinished int64 // tasks submitted and not finished (waiting, delayed, retrying, in flight)
 	Removed    bool  // taken off the allow-list; its unfinished tasks still run
+	Paused     bool  // PauseTenant: none of its tasks starts until ResumeTenant
+	Rate       Rate  // SetTenantRate; the zero Rate when none
 }
 
 // SetTenant registers the tenant id with a capacity, or changes its
@@ -180,6 +188,10 @@ func (q *Client) tenants(ctx context.Context, all map[string]string) ([]TenantIn
 		}
 		n, _ := strconv.ParseInt(v, 10, 64)
 		switch kind {
+		case "p":
+			get(id).Paused = true
+		case "r":
+			get(id).Rate = parseRate(v)
 		case "c":
 			get(id).Capacity = n
 		case "g":
@@ -201,15 +213,18 @@ func (q *Client) tenants(ctx context.Context, all map[string]string) ([]TenantIn
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	if len(out) > 0 {
 		pipe := q.rdb.Pipeline()
-		lens := make([]interface{ Val() int64 }, len(out))
+		lens := make([]*redis.IntCmd, len(out))
+		above := make([]*redis.StringCmd, len(out))
 		for i, t := range out {
-			lens[i] = pipe.LLen(ctx, q.lay.tenantReady(t.ID))
+			lens[i] = pipe.LLen(ctx, q.lay.tenantReady(t.ID, 0))
+			above[i] = pipe.HGet(ctx, q.lay.prios, t.ID)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("queue: tenants: %w", err)
 		}
 		for i := range out {
-			out[i].Waiting = lens[i].Val()
+			n, _ := strconv.ParseInt(above[i].Val(), 10, 64)
+			out[i].Waiting = lens[i].Val() + n
 		}
 	}
 	return out, nil
