@@ -1,0 +1,181 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+// starts records the payloads of the tasks a handler started, in order.
+type starts struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *starts) add(p string) {
+	s.mu.Lock()
+	s.ids = append(s.ids, p)
+	s.mu.Unlock()
+}
+
+func (s *starts) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ids...)
+}
+
+// A worker takes the highest priority first, and tasks of one priority in
+// the order they came; delayed and retried tasks keep their priority.
+func TestPriorityOrdersTheTasks(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 30*time.Second)
+	prios := []int{0, 5, 9, 5, 0, 9, 1, 0}
+	var fs []*Future
+	for i, p := range prios {
+		f, err := q.Submit(ctx, []byte(fmt.Sprintf("%d-%d", p, i)), WithPriority(p))
+		require.NoError(t, err)
+		fs = append(fs, f)
+	}
+	info, err := q.Inspect(ctx, fs[2].ID())
+	require.NoError(t, err)
+	assert.Equal(t, 9, info.Priority)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, len(prios), st.Available, "waiting tasks of every priority are available")
+	waiting, err := q.Tasks(ctx, StateWaiting, 0, 100)
+	require.NoError(t, err)
+	var listed []string
+	for _, w := range waiting {
+		listed = append(listed, string(w.Payload))
+	}
+	want := []string{"9-2", "9-5", "5-1", "5-3", "1-6", "0-0", "0-4", "0-7"}
+	assert.Equal(t, want, listed, "Tasks lists waiting tasks in the order they are taken")
+
+	var s starts
+	serve(t, q, func(_ context.Context, t *Task) ([]byte, error) {
+		s.add(string(t.Payload))
+		return nil, nil
+	}, WithWorkers(1))
+	for _, f := range fs {
+		_, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, want, s.list())
+	n, err := q.rdb.Exists(ctx, q.lay.prios).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the prios hash is gone with the last task above 0")
+}
+
+// A retried task comes back at its priority: ahead of waiting tasks of a
+// lower one.
+func TestRetriedTaskKeepsItsPriority(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 30*time.Second)
+	var s starts
+	release := make(chan struct{})
+	serve(t, q, func(_ context.Context, t *Task) ([]byte, error) {
+		s.add(fmt.Sprintf("%s#%d", t.Payload, t.Attempt))
+		if string(t.Payload) == "high" && t.Attempt == 1 {
+			<-release // the low ones queue up meanwhile
+			return nil, fmt.Errorf("once more")
+		}
+		return nil, nil
+	}, WithWorkers(1), fastRetries)
+	high, err := q.Submit(ctx, []byte("high"), WithPriority(3), WithMaxAttempts(2))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(s.list()) == 1 }, 5*time.Second, time.Millisecond)
+	var lows []*Future
+	for i := range 3 {
+		f, err := q.Submit(ctx, []byte(fmt.Sprint("low", i)))
+		require.NoError(t, err)
+		lows = append(lows, f)
+	}
+	// The retry is due within the backoff; the worker is held until then
+	// by the first attempt itself returning only now.
+	close(release)
+	_, err = wait(t, high, 10*time.Second)
+	require.NoError(t, err)
+	for _, f := range lows {
+		_, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err)
+	}
+	got := s.list()
+	require.Len(t, got, 5)
+	assert.Equal(t, "high#1", got[0])
+	// The retry waits its backoff (5-20ms): low tasks may start first
+	// meanwhile, but once due it is taken before the low ones left.
+	info, err := q.Inspect(ctx, high.ID())
+	require.NoError(t, err)
+	assert.Equal(t, 3, info.Priority)
+	assert.Equal(t, 2, info.Attempt)
+}
+
+// Priority orders a tenant's own tasks: a tenant with a backlog of urgent
+// tasks still takes turns with one whose tasks have the lowest priority.
+func TestPriorityDoesNotStarveAnotherTenant(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 60*time.Second)
+	require.NoError(t, q.SetTenant(ctx, "a", 4))
+	require.NoError(t, q.SetTenant(ctx, "b", 4))
+	for range 300 {
+		_, err := q.Submit(ctx, []byte("a"), WithTenant("a"), WithPriority(MaxPriority))
+		require.NoError(t, err)
+	}
+	var bs []*Future
+	for range 10 {
+		f, err := q.Submit(ctx, []byte("b"), WithTenant("b"))
+		require.NoError(t, err)
+		bs = append(bs, f)
+	}
+	assert.EqualValues(t, 300, tenantOf(t, q, "a").Waiting)
+	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
+		time.Sleep(time.Millisecond)
+		return nil, nil
+	}, WithWorkers(4))
+	for _, f := range bs {
+		_, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+	}
+	left := tenantOf(t, q, "a").Waiting
+	t.Logf("a had %d urgent tasks waiting when b's 10 were done", left)
+	assert.Greater(t, left, int64(200), "b's tasks waited for a's urgent backlog")
+}
+
+// Cancelling a waiting task of a priority above 0 takes it off its list
+// and its count; a bad priority is refused with nothing written.
+func TestPriorityCancelAndBadInput(t *testing.T) {
+	t.Parallel()
+	name := redistest.Name(t)
+	q := open(t, name)
+	ctx := testCtx(t, 20*time.Second)
+	before := redistest.Keys(t, q.rdb, "shepherd:{"+name+"}:*")
+	for _, p := range []int{-1, MaxPriority + 1} {
+		_, err := q.Submit(ctx, nil, WithPriority(p))
+		assert.ErrorIs(t, err, ErrInvalidOption, "priority %d", p)
+	}
+	assert.Equal(t, before, redistest.Keys(t, q.rdb, "shepherd:{"+name+"}:*"))
+
+	f, err := q.Submit(ctx, nil, WithPriority(4))
+	require.NoError(t, err)
+	require.NoError(t, q.Cancel(ctx, f.ID()))
+	_, err = wait(t, f, 5*time.Second)
+	assert.ErrorIs(t, err, ErrCancelled)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Available)
+	for _, k := range []string{q.lay.prios, q.lay.tenantReady("", 4), q.lay.turns} {
+		n, err := q.rdb.Exists(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "%s is left after the cancel", k)
+	}
+}
