@@ -29,6 +29,13 @@
 // several queues' servers in partitions with guaranteed shares (NewLimit,
 // WithLimit); a task the limit does not allow stays in Redis.
 //
+// A tenant's tasks are taken by priority (WithPriority), tenants still
+// taking turns. Rates (SetRate for the queue, SetTenantRate) cap task
+// starts per period across the cluster, beside the capacities; a task over
+// the rate waits in Redis. Pause and PauseTenant hold tasks until resumed,
+// across restarts. WithDedup refuses duplicates for a window of their own:
+// a duplicate gets the first task's future.
+//
 // # Guarantees
 //
 //   - At least once, one outcome. A task whose Submit returned nil runs
