@@ -117,6 +117,7 @@ func scenarioQueueThroughput(ctx context.Context, b *bench, name string, serve .
 	}
 	defer bq.close()
 	const submitters = 64
+	cpu := b.startCPU(ctx)
 	var (
 		mu        sync.Mutex
 		lat       latencies
@@ -165,6 +166,7 @@ func scenarioQueueThroughput(ctx context.Context, b *bench, name string, serve .
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu.perTask(ctx, r, tasks)
 	if e := firstErr.Load(); e != nil {
 		fmt.Fprintf(b.stderr, "scenario %s: %d errors, first: %v\n", strings.ToUpper(name), errs.Load(), e)
 	}
@@ -223,6 +225,7 @@ func scenarioQueueLatency(ctx context.Context, b *bench, _ int) (result, error) 
 	}
 	defer bq.close()
 	var lat latencies
+	cpu := b.startCPU(ctx)
 	for range tasks {
 		t0 := time.Now()
 		f, err := bq.submit.Submit(ctx, payload64)
@@ -234,6 +237,7 @@ func scenarioQueueLatency(ctx context.Context, b *bench, _ int) (result, error) 
 		}
 		lat = append(lat, time.Since(t0))
 	}
+	cpu.perTask(ctx, r, tasks)
 	r.set("tasks", float64(tasks))
 	r.setMs("result_p50_ms", lat.pct(50))
 	r.setMs("result_p99_ms", lat.pct(99))

@@ -154,3 +154,45 @@ func (b *bench) rawWithGo(ctx context.Context, n int) (float64, error) {
 	}
 	return float64(n) / elapsed.Seconds(), nil
 }
+
+// redisCPU is the CPU time Redis has used (used_cpu_user + used_cpu_sys,
+// from INFO cpu), in seconds.
+func (b *bench) redisCPU(ctx context.Context) (float64, error) {
+	info, err := b.rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, m := range cpuLine.FindAllStringSubmatch(info, -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		total += v
+	}
+	return total, nil
+}
+
+var cpuLine = regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`)
+
+// cpuMeter measures Redis's CPU per task over a part of a scenario: the
+// figure that travels between machines (it bounds what one Redis core
+// can do).
+type cpuMeter struct {
+	b     *bench
+	start float64
+	err   error
+}
+
+func (b *bench) startCPU(ctx context.Context) *cpuMeter {
+	m := &cpuMeter{b: b}
+	m.start, m.err = b.redisCPU(ctx)
+	return m
+}
+
+// perTask records redis_cpu_us_per_task in r: the CPU Redis used since
+// startCPU divided by tasks. A failed INFO leaves it out.
+func (m *cpuMeter) perTask(ctx context.Context, r result, tasks int) {
+	end, err := m.b.redisCPU(ctx)
+	if m.err != nil || err != nil || tasks <= 0 {
+		return
+	}
+	r.set("redis_cpu_us_per_task", (end-m.start)*1e6/float64(tasks))
+}
