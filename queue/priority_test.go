@@ -179,3 +179,45 @@ func TestPriorityCancelAndBadInput(t *testing.T) {
 		assert.Zero(t, n, "%s is left after the cancel", k)
 	}
 }
+
+// The tasks of a killed process come back at their priority: ahead of
+// the tasks of a lower one that came meanwhile.
+func TestKilledProcessTasksComeBackAtTheirPriority(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	name := redistest.Name(t)
+	q := open(t, name, WithTTL(ttl))
+	c := startChild(t, name, ttl, 4, 1500*time.Millisecond)
+	ctx := testCtx(t, 30*time.Second)
+	var urgent []*Future
+	for range 4 {
+		f, err := q.Submit(ctx, []byte("urgent"), WithPriority(7), WithMaxAttempts(3))
+		require.NoError(t, err)
+		urgent = append(urgent, f)
+	}
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.InFlight == 4
+	}, 10*time.Second, 5*time.Millisecond, "the child never took its tasks")
+	require.NoError(t, c.cmd.Process.Kill())
+	var later []*Future
+	for range 4 {
+		f, err := q.Submit(ctx, []byte("later"), WithPriority(3))
+		require.NoError(t, err)
+		later = append(later, f)
+	}
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.InFlight == 0 && st.Available == 8
+	}, 10*time.Second, 5*time.Millisecond, "the killed child's tasks were not given back")
+	var s starts
+	serve(t, q, func(_ context.Context, t *Task) ([]byte, error) {
+		s.add(string(t.Payload))
+		return nil, nil
+	}, WithWorkers(1))
+	for _, f := range append(urgent, later...) {
+		_, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"urgent", "urgent", "urgent", "urgent", "later", "later", "later", "later"}, s.list())
+}
