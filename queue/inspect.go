@@ -162,6 +162,7 @@ type TaskInfo struct {
 	State       State
 	Tenant      string // "" for none
 	Priority    int    // 0 to MaxPriority (WithPriority)
+	DedupKey    string // its deduplication key (WithDedup), "" for none
 	Payload     []byte // kept until the task finishes; dead letters keep it
 	Attempt     int    // attempts begun
 	MaxAttempts int
@@ -177,7 +178,7 @@ type TaskInfo struct {
 
 // taskFields are the task fields parseTask reads, in its order.
 var taskFields = []string{fieldState, fieldPayload, fieldAttempts, fieldMaxAttempts, fieldTimeout, fieldOwner,
-	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant, fieldPriority}
+	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant, fieldPriority, fieldDedupKey}
 
 func parseTask(id string, v []any) (TaskInfo, bool) {
 	s := make([]string, len(v))
@@ -196,7 +197,7 @@ func parseTask(id string, v []any) (TaskInfo, bool) {
 	}
 	t := TaskInfo{ID: id, State: State(s[0]), Attempt: int(num(s[2])), MaxAttempts: int(num(s[3])),
 		Timeout: time.Duration(num(s[4])) * time.Millisecond, Process: s[5], Submitted: ms(s[6]), Due: ms(s[7]),
-		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12], Priority: int(num(s[13]))}
+		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12], Priority: int(num(s[13])), DedupKey: s[14]}
 	if s[1] != "" {
 		t.Payload = []byte(s[1])
 	}
