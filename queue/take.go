@@ -207,7 +207,9 @@ local function take(proc, ik, n, promote)
         redis.call('HINCRBY', K_TEN, 'l:' .. ten, took)
         if rk then rateUse(K_TEN, 'rt:' .. ten, tf[5], tf[6], t, took) end
       end
-      if hasWaiting(ten) then redis.call('RPUSH', K_TURNS, ten) end
+      if redis.call('LLEN', readyKey(ten)) > 0 or (anyPrio and above0(ten) > 0) then
+        redis.call('RPUSH', K_TURNS, ten)
+      end
     end
   end
   if got > 0 and qf[2] then rateUse(K_TEN, 'rt', qf[2], qf[3], t, got) end
