@@ -20,7 +20,7 @@ func TestCancelBeforeTheTakeReplyIsKept(t *testing.T) {
 	s := serve(t, q, echo, WithWorkers(1))
 	s.cancelTask("early") // the cancel message, first
 	_, _, err := s.taken(testCtx(t, 5*time.Second), []any{"OK", int64(-1),
-		"early", "", int64(1), int64(3), int64(time.Minute.Milliseconds()), int64(0)})
+		"early", "", int64(1), int64(3), int64(time.Minute.Milliseconds()), int64(0), "", ""})
 	require.NoError(t, err)
 	s.mu.Lock()
 	r := s.running["early"]

@@ -38,6 +38,7 @@ func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task
 				return nil, -1, fmt.Errorf("queue: recording outcomes: unexpected reply %v", res)
 			}
 			for i, st := range out[2 : 2+len(batch)] {
+				recorded(batch[i].span, fmt.Sprint(st))
 				if st == "STALE" {
 					o := batch[i]
 					q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", o.t.ID, "attempt", o.t.Attempt)
@@ -52,14 +53,24 @@ func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task
 			return s.taken(ctx, out[2+len(batch):])
 		}
 		if ctx.Err() != nil {
+			endUnrecorded(batch)
 			return nil, -1, err
 		}
 		if fails == 0 || fails%20 == 0 {
 			q.logger.Warn("recording outcomes failed; retrying", "tasks", len(batch), "error", err, "failures", fails+1)
 		}
 		if !backoff.Sleep(bo.Next(), ctx.Done()) {
+			endUnrecorded(batch)
 			return nil, -1, err
 		}
+	}
+}
+
+// endUnrecorded ends the spans of attempts whose ends could not be
+// recorded (the Queue closed first: deregistering gives the tasks back).
+func endUnrecorded(batch []outcomeReq) {
+	for _, o := range batch {
+		recorded(o.span, "unrecorded")
 	}
 }
 

@@ -13,8 +13,10 @@ type Task struct {
 	Payload     []byte
 	Attempt     int // 1 for the first attempt
 	MaxAttempts int
+	Tenant      string // WithTenant's, "" for none
 
 	timeout time.Duration
+	trace   string // the Submit's span context (trace.go), "" when not traced
 	tok     limit.Token // its permit of the server's concurrency limit
 }
 

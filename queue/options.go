@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of the options.
@@ -42,6 +43,7 @@ type config struct {
 	acquireWait    time.Duration
 	callTimeout    time.Duration // WithCallTimeout (calltimeout.go)
 	meterProvider  metric.MeterProvider
+	tracer         trace.Tracer // WithTracerProvider (trace.go), nil for none
 
 	// set records the queue-wide settings given explicitly: they must
 	// agree with the queue's (settings.go).

@@ -43,7 +43,23 @@ import (
 // Submit and comes back with it (AOF): the withdrawal then races with the
 // workers. The chaos suite measures how often (examples/chaos).
 // A Submit of the same WithTaskID may follow at once.
+//
+// With WithTracerProvider, Submit runs in a producer span whose context
+// travels with the task to the attempts' spans (trace.go).
 func (q *Queue) Submit(ctx context.Context, payload []byte, opts ...SubmitOption) (*Future, error) {
+	ctx, span := q.startSend(ctx)
+	f, err := q.submit(ctx, payload, opts...)
+	if span != nil {
+		id := ""
+		if f != nil {
+			id = f.ID()
+		}
+		endSend(span, id, err)
+	}
+	return f, err
+}
+
+func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption) (*Future, error) {
 	sc := defaultSubmitConfig()
 	for _, o := range opts {
 		if o == nil {
@@ -84,6 +100,9 @@ func (q *Queue) Submit(ctx context.Context, payload []byte, opts ...SubmitOption
 
 	start := time.Now()
 	r := &submitReq{f: f, payload: payload, sc: sc, delay: delay, nonce: randomID(8), done: make(chan error, 1)}
+	if q.cfg.tracer != nil {
+		r.trace = injectTrace(ctx)
+	}
 	select {
 	case q.submits <- r:
 	case <-ctx.Done():
@@ -139,6 +158,7 @@ type submitReq struct {
 	delay   time.Duration
 	nonce   string       // tells this Submit from another of the same id
 	firstOf string       // the task id holding its deduplication key, when it is a duplicate
+	trace   string       // its span context (trace.go), "" when not traced
 	state   atomic.Int32 // reqPending → reqTaken → reqAnswered, or → reqAbandoned
 	done    chan error   // capacity 1
 }
@@ -200,7 +220,7 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	for _, r := range taken {
 		args = append(args, r.f.id, r.payload, r.sc.maxAttempts, r.sc.timeout.Milliseconds(),
 			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce, r.sc.tenant, r.sc.batch, r.sc.policy.code(),
-			r.sc.priority, r.sc.dedupKey, r.sc.dedupWindow.Milliseconds())
+			r.sc.priority, r.sc.dedupKey, r.sc.dedupWindow.Milliseconds(), r.trace)
 	}
 	// The call serves every Submit of the batch, each with its own ctx:
 	// WithCallTimeout bounds it, and a Submit whose ctx ends first stops
@@ -278,8 +298,9 @@ local q_count, q_withdrawn
 -- here), "UNKNOWN" (its tenant is not registered), "BATCHFAILED" (its
 -- fail-fast batch failed already), "DUP" (the id is known), "DEDUP:ID"
 -- (its deduplication key is held by task ID) or "FULL" (limit: max
--- unfinished tasks, 0 for none). A refused task writes nothing.
-local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret, nonce, ten, b, pol, pri, dkey, dwin)
+-- unfinished tasks, 0 for none). A refused task writes nothing. tc, the
+-- Submit's span context, may be nil or "" (not traced).
+local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret, nonce, ten, b, pol, pri, dkey, dwin, tc)
   if not q_count then
     q_count = tonumber(redis.call('GET', K_COUNT) or '0')
     q_withdrawn = redis.call('EXISTS', K_WITHDRAWN) == 1
@@ -301,6 +322,7 @@ local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret
   redis.call('HSET', tk, 'p', payload, 'st', st, 'att', 0, 'max', maxAtt, 'to', timeout,
     'sub', sub, 'ret', ret, 'enq', t, 'due', t + delay, 'n', nonce, 'ten', ten)
   if pri > 0 then redis.call('HSET', tk, 'pri', pri) end
+  if tc and tc ~= '' then redis.call('HSET', tk, 'tc', tc) end
   if dkey ~= '' then
     redis.call('SET', P_DEDUP .. dkey, id, 'PX', dwin)
     redis.call('HSET', tk, 'dk', dkey)
@@ -342,17 +364,18 @@ end
 //	payload, max attempts, timeout (ms), delay (ms, 0: now), retention
 //	(ms), the Submit's nonce, the tenant ("" for none), the batch ("" for
 //	none), its policy ("ff" fail-fast, "ca" collect-all), the priority
-//	(0 to MaxPriority), the deduplication key ("" for none) and its
-//	window (ms)
+//	(0 to MaxPriority), the deduplication key ("" for none), its window
+//	(ms) and the Submit's span context ("" when not traced)
 //
 // Returns one status per task, as queueTask's.
 var submitScript = redis.NewScript(prelude + submitFn + `
 local t = now()
 local limit = tonumber(ARGV[5])
 local out = {}
-for i = 6, #ARGV, 13 do
+for i = 6, #ARGV, 14 do
   out[#out + 1] = queueTask(t, ARGV[4], limit, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]),
-    ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], tonumber(ARGV[i + 10]), ARGV[i + 11], ARGV[i + 12])
+    ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], tonumber(ARGV[i + 10]), ARGV[i + 11], ARGV[i + 12],
+    ARGV[i + 13])
 end
 queued()
 return out

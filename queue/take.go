@@ -57,15 +57,17 @@ func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, 
 		next = time.Duration(ms) * time.Millisecond
 	}
 	var tasks []*Task
-	for i := 2; i+5 < len(out); i += 6 {
+	for i := 2; i+takenFields-1 < len(out); i += takenFields {
 		id, _ := out[i].(string)
 		payload, _ := out[i+1].(string)
 		att, _ := out[i+2].(int64)
 		maxAtt, _ := out[i+3].(int64)
 		timeout, _ := out[i+4].(int64)
 		waited, _ := out[i+5].(int64)
-		tasks = append(tasks, &Task{ID: id, Payload: []byte(payload), Attempt: int(att), MaxAttempts: int(maxAtt),
-			timeout: time.Duration(timeout) * time.Millisecond})
+		tenant, _ := out[i+6].(string)
+		tc, _ := out[i+7].(string)
+		tasks = append(tasks, &Task{ID: id, Payload: []byte(payload), Attempt: int(att), MaxAttempts: int(maxAtt), Tenant: tenant,
+			timeout: time.Duration(timeout) * time.Millisecond, trace: tc})
 		r := &run{cancel: func() {}}
 		s.mu.Lock()
 		if _, ok := s.early[id]; ok {
@@ -78,6 +80,9 @@ func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, 
 	}
 	return tasks, next, nil
 }
+
+// takenFields is how many reply elements take gives per task.
+const takenFields = 8
 
 // takeFn is the body of dequeueScript, shared with completeScript.
 const takeFn = rateFn + `
@@ -185,7 +190,7 @@ local function take(proc, ik, n, promote)
       local took = 0
       for _, id in ipairs(ids) do
         local tk = P_TASK .. id
-        local f = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE)
+        local f = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE, F_TRACE)
         if f[1] == 'waiting' then
           local att = tonumber(f[3]) + 1
           redis.call('HSET', tk, F_STATE, 'active', F_ATTEMPTS, att, F_OWNER, proc, F_BEGAN, t)
@@ -200,6 +205,8 @@ local function take(proc, ik, n, promote)
           out[#out + 1] = tonumber(f[4])
           out[#out + 1] = tonumber(f[5])
           out[#out + 1] = waited
+          out[#out + 1] = ten
+          out[#out + 1] = f[8] or ''
         end
       end
       got = got + took
@@ -252,8 +259,9 @@ end
 // Returns {"GONE"} when the process was declared dead (or never
 // registered), {"LATE"} when its lease ran out and it has not kept alive
 // since, else {"OK", next, id, payload, attempt, max attempts, timeout
-// ms, waited ms, ...}: next is in how many ms the earliest delayed or
-// retrying task is due (-1: none).
+// ms, waited ms, tenant, span context ("" for none), ...}: next is in how
+// many ms the earliest delayed or retrying task is due, or its tenant's
+// or the queue's rate allows a start (-1: none).
 var dequeueScript = redis.NewScript(prelude + takeFn + `
 return take(ARGV[4], KEYS[17], tonumber(ARGV[5]), tonumber(ARGV[6]))
 `)

@@ -51,6 +51,7 @@ const (
 	fieldBatch       = "b"    // its batch, absent for none
 	fieldPriority    = "pri"  // its priority, absent for 0
 	fieldDedupKey    = "dk"   // its deduplication key, absent for none
+	fieldTrace       = "tc"   // its Submit's span context (WithTracerProvider), absent when not traced
 )
 
 // taskHashFields binds each field of the task hash to the Lua local the
@@ -77,6 +78,7 @@ var taskHashFields = []struct{ name, lua string }{
 	{fieldBatch, "F_BATCH"},
 	{fieldPriority, "F_PRIORITY"},
 	{fieldDedupKey, "F_DEDUP_KEY"},
+	{fieldTrace, "F_TRACE"},
 }
 
 // fieldLocals renders the prelude's lines that bind the task hash's

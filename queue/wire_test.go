@@ -187,6 +187,7 @@ local F_NONCE = 'n'
 local F_BATCH = 'b'
 local F_PRIORITY = 'pri'
 local F_DEDUP_KEY = 'dk'
+local F_TRACE = 'tc'
 `, fieldLocals())
 	assert.Equal(t, 1, strings.Count(prelude, fieldLocals()), "the prelude does not bind the fields")
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shepherd-go/shepherd/internal/backoff"
 	"github.com/shepherd-go/shepherd/limit"
 )
@@ -110,6 +112,7 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 		s.outcomes <- outcomeReq{t: t, kind: "fail", data: "cancelled before it started"}
 		return true
 	}
+	ctx, span := q.startProcess(ctx, t)
 	inflight := s.busy.Add(1)
 	start := time.Now()
 	res, err, panicked := call(ctx, w.slot, t)
@@ -133,12 +136,14 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	}
 	if r.lost.Load() {
 		// The process was declared dead: another process has the task.
+		recorded(span, "lost")
 		s.outcomes <- outcomeReq{t: t, lost: true}
 		return !reset
 	}
 	kind, data, delay := s.classify(t, res, err, panicked, timedOut, halted, elapsed)
+	attemptEnded(span, kind, err)
 	q.m.attempts.Add(context.Background(), 1, q.m.attrs, outcomeAttr(kind))
-	o := outcomeReq{t: t, kind: kind, data: data, delay: delay, stack: stackOf(err)}
+	o := outcomeReq{t: t, kind: kind, data: data, delay: delay, stack: stackOf(err), span: span}
 	if !halted {
 		o.sample = &limit.Sample{RTT: elapsed, InFlight: int(inflight), Dropped: timedOut || kind == "later"}
 	}
@@ -220,4 +225,5 @@ type outcomeReq struct {
 	// sample is what the attempt tells the concurrency limit, nil when it
 	// tells nothing (not run, or cut off by a hard stop).
 	sample *limit.Sample
+	span   trace.Span // the attempt's span, ended once recorded; nil when not traced
 }
