@@ -25,7 +25,7 @@ const dedupWatchMax = 500 * time.Millisecond
 // ErrTaskNotFound when the task is no longer kept (its retention ended
 // within the deduplication window).
 func (q *Queue) duplicateOf(id string) *Future {
-	f := newFuture(id)
+	f := newFuture(q, id)
 	f.duplicate = true
 	f.submitted.Store(true)
 	q.mu.Lock()

@@ -27,9 +27,10 @@ type Future struct {
 
 	submitted atomic.Bool // Submit's script answered OK
 	duplicate bool        // Submit refused its task as a duplicate (WithDedup): this follows the first task
+	q         *Queue      // for Progress
 }
 
-func newFuture(id string) *Future { return &Future{id: id, done: make(chan struct{})} }
+func newFuture(q *Queue, id string) *Future { return &Future{id: id, q: q, done: make(chan struct{})} }
 
 // ID returns the task's id, for Result, Inspect and Cancel from any
 // process.

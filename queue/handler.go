@@ -16,7 +16,8 @@ type Task struct {
 	Tenant      string // WithTenant's, "" for none
 
 	timeout time.Duration
-	trace   string // the Submit's span context (trace.go), "" when not traced
+	trace   string      // the Submit's span context (trace.go), "" when not traced
+	q       *Queue      // the queue that gave it (Progress)
 	tok     limit.Token // its permit of the server's concurrency limit
 }
 

@@ -160,11 +160,12 @@ const (
 type TaskInfo struct {
 	ID          string
 	State       State
-	Tenant      string // "" for none
-	Priority    int    // 0 to MaxPriority (WithPriority)
-	DedupKey    string // its deduplication key (WithDedup), "" for none
-	Payload     []byte // kept until the task finishes; dead letters keep it
-	Attempt     int    // attempts begun
+	Tenant      string    // "" for none
+	Priority    int       // 0 to MaxPriority (WithPriority)
+	DedupKey    string    // its deduplication key (WithDedup), "" for none
+	Progress    *Progress // what its handler last reported (Task.Progress), nil for nothing
+	Payload     []byte    // kept until the task finishes; dead letters keep it
+	Attempt     int       // attempts begun
 	MaxAttempts int
 	Timeout     time.Duration
 	Process     string         // running it, when active
@@ -178,7 +179,7 @@ type TaskInfo struct {
 
 // taskFields are the task fields parseTask reads, in its order.
 var taskFields = []string{fieldState, fieldPayload, fieldAttempts, fieldMaxAttempts, fieldTimeout, fieldOwner,
-	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant, fieldPriority, fieldDedupKey}
+	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant, fieldPriority, fieldDedupKey, fieldProgress}
 
 func parseTask(id string, v []any) (TaskInfo, bool) {
 	s := make([]string, len(v))
@@ -197,7 +198,7 @@ func parseTask(id string, v []any) (TaskInfo, bool) {
 	}
 	t := TaskInfo{ID: id, State: State(s[0]), Attempt: int(num(s[2])), MaxAttempts: int(num(s[3])),
 		Timeout: time.Duration(num(s[4])) * time.Millisecond, Process: s[5], Submitted: ms(s[6]), Due: ms(s[7]),
-		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12], Priority: int(num(s[13])), DedupKey: s[14]}
+		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12], Priority: int(num(s[13])), DedupKey: s[14], Progress: parseProgress(s[15])}
 	if s[1] != "" {
 		t.Payload = []byte(s[1])
 	}

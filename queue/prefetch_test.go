@@ -174,7 +174,7 @@ func TestOutcomeMessageCarriesManyOutcomesWithAnyBytes(t *testing.T) {
 	fs := make([]*Future, len(ids))
 	q.mu.Lock()
 	for i, id := range ids {
-		fs[i] = newFuture(id)
+		fs[i] = newFuture(q, id)
 		q.futures[id] = fs[i]
 	}
 	q.mu.Unlock()

@@ -411,7 +411,7 @@ func TestPollDoesNotLoseATaskStillBeingSubmitted(t *testing.T) {
 	t.Parallel()
 	q := open(t, redistest.Name(t))
 	ctx := testCtx(t, 5*time.Second)
-	f := newFuture("racing")
+	f := newFuture(q, "racing")
 	q.mu.Lock()
 	q.futures[f.id] = f // registered by Submit before its script runs
 	q.mu.Unlock()

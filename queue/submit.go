@@ -83,7 +83,7 @@ func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption
 	if id == "" {
 		id = randomID(12)
 	}
-	f := newFuture(id)
+	f := newFuture(q, id)
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()

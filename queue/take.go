@@ -67,7 +67,7 @@ func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, 
 		tenant, _ := out[i+6].(string)
 		tc, _ := out[i+7].(string)
 		tasks = append(tasks, &Task{ID: id, Payload: []byte(payload), Attempt: int(att), MaxAttempts: int(maxAtt), Tenant: tenant,
-			timeout: time.Duration(timeout) * time.Millisecond, trace: tc})
+			timeout: time.Duration(timeout) * time.Millisecond, trace: tc, q: q})
 		r := &run{cancel: func() {}}
 		s.mu.Lock()
 		if _, ok := s.early[id]; ok {

@@ -52,6 +52,7 @@ const (
 	fieldPriority    = "pri"  // its priority, absent for 0
 	fieldDedupKey    = "dk"   // its deduplication key, absent for none
 	fieldTrace       = "tc"   // its Submit's span context (WithTracerProvider), absent when not traced
+	fieldProgress    = "pg"   // its handler's last progress: JSON {v, m, a, t} (progress.go)
 )
 
 // taskHashFields binds each field of the task hash to the Lua local the
@@ -79,6 +80,7 @@ var taskHashFields = []struct{ name, lua string }{
 	{fieldPriority, "F_PRIORITY"},
 	{fieldDedupKey, "F_DEDUP_KEY"},
 	{fieldTrace, "F_TRACE"},
+	{fieldProgress, "F_PROGRESS"},
 }
 
 // fieldLocals renders the prelude's lines that bind the task hash's

@@ -188,6 +188,7 @@ local F_BATCH = 'b'
 local F_PRIORITY = 'pri'
 local F_DEDUP_KEY = 'dk'
 local F_TRACE = 'tc'
+local F_PROGRESS = 'pg'
 `, fieldLocals())
 	assert.Equal(t, 1, strings.Count(prelude, fieldLocals()), "the prelude does not bind the fields")
 }
