@@ -68,7 +68,17 @@ func (n *Node) checkCall(key string, payload []byte) error {
 // withdrawal waits for Redis may leave the job to run. Until the
 // withdrawal is done, dispatching the same key again may find it
 // (ErrJobExists).
+//
+// With WithTracerProvider, DispatchJob runs in a producer span whose
+// context travels with the job to its Starts' spans (trace.go).
 func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) error {
+	ctx, span := n.startDispatch(ctx, key)
+	err := n.dispatchJob(ctx, key, payload)
+	endSpan(span, err)
+	return err
+}
+
+func (n *Node) dispatchJob(ctx context.Context, key string, payload []byte) error {
 	began := time.Now()
 	if err := n.checkCall(key, payload); err != nil {
 		return err
@@ -161,7 +171,7 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 	}
 	a := &admission{ctx: ctx, done: make(chan struct{}), call: scriptCall{
 		keys: []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers, n.lay.slotsRev, stream, n.lay.withdrawn},
-		args: []any{key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID, w, strconv.FormatInt(t.rev, 10)},
+		args: []any{key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID, w, strconv.FormatInt(t.rev, 10), n.injectTrace(ctx)},
 	}}
 	if n.admitting.Add(1) == 1 {
 		// No other admission is under way: go out at once, on this
@@ -261,7 +271,9 @@ func (n *Node) admitLoop() {
 //	KEYS[8] withdrawn dispatches
 //	ARGV[1] key, ARGV[2] nonce, ARGV[3] max queued, ARGV[4] payload,
 //	ARGV[5] reply node, ARGV[6] request id, ARGV[7] worker id ("" for
-//	none), ARGV[8] the slots revision the node decided on
+//	none), ARGV[8] the slots revision the node decided on, ARGV[9] the
+//	DispatchJob's span context ("" when not traced), kept in the record
+//	(tc) for the Starts' spans
 //
 // Returns "ROUTED", "OK" (queued), "EXISTS", "FULL", "SHUTDOWN" or
 // "WITHDRAWN". The bound counts only jobs waiting in the job stream: a
@@ -272,6 +284,7 @@ if redis.call("HEXISTS", KEYS[4], "shutdown") == 1 then return "SHUTDOWN" end
 if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then return "EXISTS" end
 local now = now_ms()
 local r = {s = S_QUEUED, g = 1, n = ARGV[2], w = "", t = now, c = now, a = 0, rd = ARGV[5], rq = ARGV[6]}
+if ARGV[9] and ARGV[9] ~= "" then r.tc = ARGV[9] end
 if ARGV[7] ~= "" and redis.call("HGET", KEYS[6], REV_FIELD) == ARGV[8]
   and redis.call("HEXISTS", KEYS[5], ARGV[7]) == 1 then
   r.s = S_ROUTED; r.w = ARGV[7]

@@ -17,6 +17,8 @@ type Job struct {
 	// start DispatchJob waits for, more after the job was moved (rebalance,
 	// a worker's death or close) or its start failed.
 	Attempt int
+
+	trace string // DispatchJob's span context (trace.go), "" when not traced
 }
 
 // JobHandler runs a worker's jobs. Start starts the long-running job and

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shepherd-go/shepherd/limit"
 )
@@ -36,6 +37,7 @@ type nodeConfig struct {
 	clientOnly        bool
 	sinkBlock         time.Duration
 	meterProvider     metric.MeterProvider // nil: no metrics
+	tracer            trace.Tracer         // WithTracerProvider (trace.go); nil: no traces
 	dispatchAlg       limit.Algorithm      // WithDispatchLimit's (nil: the default AIMD)
 	dispatchLimit     bool
 	dispatchWait      time.Duration

@@ -57,6 +57,9 @@ type record struct {
 	// completes.
 	StopNode string `json:"sr,omitempty"`
 	StopReq  string `json:"sq,omitempty"`
+	// Trace is the DispatchJob's span context (WithTracerProvider), for
+	// the spans of the job's Starts; absent when not traced.
+	Trace string `json:"tc,omitempty"`
 }
 
 // parseRecord decodes a record read from the jobs hash.

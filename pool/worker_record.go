@@ -116,7 +116,8 @@ func (w *Worker) startRecorded(key string, h header, attempt int, took time.Dura
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
 //	ARGV[1] worker id, then per job: job ref
 //
-// Returns, per job, {"OK", payload, createdMs, attempt} or {"STALE"}: the
+// Returns, per job, {"OK", payload, createdMs, attempt, span context} or
+// {"STALE"}: the
 // event is outdated, the job was stopped or moved, or this worker was
 // declared dead; a repeated start of an owned job is STALE too, so it is a
 // no-op.
@@ -132,7 +133,7 @@ for i = 2, #ARGV, 3 do
   else
     r.s = S_CLAIMED; r.t = now; r.a = r.a + 1; r.st = nil
     putrec(key, r)
-    out[#out + 1] = {"OK", redis.call("HGET", KEYS[2], key) or "", tostring(r.c), tostring(r.a)}
+    out[#out + 1] = {"OK", redis.call("HGET", KEYS[2], key) or "", tostring(r.c), tostring(r.a), r.tc or ""}
   end
 end
 return out

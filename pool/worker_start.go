@@ -158,13 +158,14 @@ func safely(logger *slog.Logger, what, key string, f func() error) (err error) {
 // here).
 func (w *Worker) claimed(key string, res any) (*Job, bool) {
 	out, _ := res.([]any)
-	if len(out) != 4 || out[0] != "OK" {
+	if len(out) != 5 || out[0] != "OK" {
 		return nil, false
 	}
 	payload, _ := out[1].(string)
 	created, _ := strconv.ParseInt(fmt.Sprint(out[2]), 10, 64)
 	attempt, _ := strconv.Atoi(fmt.Sprint(out[3]))
-	return &Job{Key: key, Payload: []byte(payload), CreatedAt: time.UnixMilli(created), Attempt: attempt}, true
+	tc, _ := out[4].(string)
+	return &Job{Key: key, Payload: []byte(payload), CreatedAt: time.UnixMilli(created), Attempt: attempt, trace: tc}, true
 }
 
 // runStart runs the Start handler of a claimed job in generation gen,
@@ -176,8 +177,10 @@ func (w *Worker) runStart(job *Job, gen int64) (time.Duration, error) {
 	n := w.node
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
 	defer cancel()
+	ctx, span := n.startStart(ctx, job)
 	began := time.Now()
 	err := w.startRun(ctx, job, gen)
+	defer func() { endSpan(span, err) }()
 	took := time.Since(began)
 	n.metrics.startDone(ctx, began, err)
 	if w.startCost == 0 {

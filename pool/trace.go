@@ -1,0 +1,104 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// WithTracerProvider traces jobs with tp's tracer: DispatchJob runs in a
+// producer span ("dispatch POOL"), whose context is stored with the job
+// (W3C trace context, in its record), and each Start of the job runs in
+// a consumer span ("start POOL") that is its child, on whatever node the
+// job starts (the first start, and the later ones after a move or a
+// recovery); the Start handler's ctx carries that span. A Start's span
+// records the key, the attempt and the handler's error. Defaults to none:
+// nothing is traced, and nothing is stored.
+func WithTracerProvider(tp trace.TracerProvider) NodeOption {
+	return func(c *nodeConfig) error {
+		if tp == nil {
+			return fmt.Errorf("%w: nil TracerProvider", ErrInvalidOption)
+		}
+		c.tracer = tp.Tracer("github.com/shepherd-go/shepherd/pool")
+		return nil
+	}
+}
+
+// Attributes of the pool's spans, beside OpenTelemetry's messaging ones.
+const (
+	AttrJobKey  = attribute.Key("shepherd.job.key")     // the job's key
+	AttrAttempt = attribute.Key("shepherd.job.attempt") // the Start's attempt (Job.Attempt)
+)
+
+var traceContext = propagation.TraceContext{}
+
+// startDispatch starts DispatchJob's producer span (nil tracer: none).
+func (n *Node) startDispatch(ctx context.Context, key string) (context.Context, trace.Span) {
+	if n.cfg.tracer == nil {
+		return ctx, nil
+	}
+	return n.cfg.tracer.Start(ctx, "dispatch "+n.pool, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", "shepherd"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", n.pool), AttrJobKey.String(key)))
+}
+
+// endSpan ends a span with its error, if any.
+func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// injectTrace renders the span context of ctx as the job's trace field:
+// "traceparent" or "traceparent\ntracestate"; "" when there is none or
+// nothing is traced.
+func (n *Node) injectTrace(ctx context.Context) string {
+	if n.cfg.tracer == nil {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	traceContext.Inject(ctx, c)
+	tp := c.Get("traceparent")
+	if tp == "" {
+		return ""
+	}
+	if ts := c.Get("tracestate"); ts != "" {
+		return tp + "\n" + ts
+	}
+	return tp
+}
+
+// startStart starts the consumer span of a Start, the child of the span
+// stored with the job (none: a root span), in ctx.
+func (n *Node) startStart(ctx context.Context, job *Job) (context.Context, trace.Span) {
+	if n.cfg.tracer == nil {
+		return ctx, nil
+	}
+	c := propagation.MapCarrier{}
+	tp, ts, _ := strings.Cut(job.trace, "\n")
+	if tp != "" {
+		c.Set("traceparent", tp)
+		if ts != "" {
+			c.Set("tracestate", ts)
+		}
+	}
+	if parent := trace.SpanContextFromContext(traceContext.Extract(context.Background(), c)); parent.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
+	return n.cfg.tracer.Start(ctx, "start "+n.pool, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("messaging.system", "shepherd"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", n.pool),
+			AttrJobKey.String(job.Key), AttrAttempt.Int(job.Attempt)))
+}
