@@ -39,6 +39,7 @@ func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task
 			}
 			for i, st := range out[2 : 2+len(batch)] {
 				recorded(batch[i].span, fmt.Sprint(st))
+				q.hist.recorded(batch[i].kind, fmt.Sprint(st))
 				if st == "STALE" {
 					o := batch[i]
 					q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", o.t.ID, "attempt", o.t.Attempt)

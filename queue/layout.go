@@ -42,6 +42,10 @@ import (
 //	              when the rate allows their next start (ms)
 //	dedup:KEY     string: the task holding a deduplication key
 //	              (WithDedup), expiring with the window
+//	hist:STEP:AT  hash: the history bucket of STEP seconds (10 or 60)
+//	              from AT (Unix s): counters, histogram bins and the
+//	              sampled depth (history.go); expires after an hour or a
+//	              day
 //	turns         list: tenants with waiting tasks, in take's round-robin
 //	              order ("" for untenanted tasks)
 //	parked        set: tenants with waiting tasks found at capacity
@@ -61,7 +65,7 @@ import (
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains, janitor                                                   string
-	prios, rated, dedupPrefix                                                                        string
+	prios, rated, dedupPrefix, histPrefix                                                            string
 
 	taskPrefix, inflightPrefix, chanPrefix string
 }
@@ -94,6 +98,7 @@ func newLayout(name string) (layout, error) {
 		prios:          k("prios"), // the scripts build these three from the task prefix (K_PRIOS, K_RATED, P_DEDUP)
 		rated:          k("rated"),
 		dedupPrefix:    k("dedup:"),
+		histPrefix:     k("hist:"), // P_HIST
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
 		chanPrefix:     k("chan:"),
@@ -124,8 +129,14 @@ func (l layout) tenantReady(ten string, pri int) string {
 	return k + ":" + ten
 }
 func (l layout) inflight(proc string) string { return l.inflightPrefix + proc }
-func (l layout) wakeChannel() string         { return l.chanPrefix + "wake" }
-func (l layout) drainChannel() string        { return l.chanPrefix + "drain" }
+
+// history is the history bucket of step seconds that starts at at (Unix
+// seconds).
+func (l layout) history(step, at int64) string {
+	return l.histPrefix + strconv.FormatInt(step, 10) + ":" + strconv.FormatInt(at, 10)
+}
+func (l layout) wakeChannel() string  { return l.chanPrefix + "wake" }
+func (l layout) drainChannel() string { return l.chanPrefix + "drain" }
 func (l layout) doneChannel(proc string) string {
 	return l.chanPrefix + "done:" + proc
 }

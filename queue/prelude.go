@@ -23,6 +23,7 @@ local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 local P_DEDUP = string.sub(P_TASK, 1, -6) .. 'dedup:'
 local K_PRIOS = string.sub(P_TASK, 1, -6) .. 'prios'
 local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
+local P_HIST = string.sub(P_TASK, 1, -6) .. 'hist:'
 ` + fieldLocals() + `
 local MAX_PRIORITY = ` + strconv.Itoa(MaxPriority) + `
 local now = now_ms

@@ -61,6 +61,9 @@ type Queue struct {
 	drained int64
 
 	testAfterPollRead func() // tests: runs between pollOutcomes' read and its verdicts
+
+	hist    history     // what this process saw since it last wrote the history
+	janitor atomic.Bool // it holds the janitor lease (reapLoop): it samples the depth
 }
 
 // Open joins the queue called name on rdb and returns this process's
@@ -132,6 +135,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 	q.tasks.Go(q.keepAliveLoop)
 	q.tasks.Go(q.reapLoop)
 	q.tasks.Go(q.pollFutures)
+	q.tasks.Go(q.historyLoop)
 	return q, nil
 }
 

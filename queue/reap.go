@@ -34,6 +34,7 @@ func (q *Queue) reapLoop() {
 		}
 		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 		held, err := lease.Hold(cctx, 4*q.reapEvery())
+		q.janitor.Store(err == nil && held)
 		var res any
 		if err == nil && held {
 			res, err = script.Run(cctx, q.rdb, reapScript, "queue: reap", q.lay.common(), q.lay.commonArgs(16)...)

@@ -77,6 +77,7 @@ func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, 
 		s.running[id] = r
 		s.mu.Unlock()
 		q.m.queueWait.Record(ctx, float64(max(waited, 0))/1000, q.m.attrs)
+		q.hist.waited(time.Duration(max(waited, 0)) * time.Millisecond)
 	}
 	return tasks, next, nil
 }

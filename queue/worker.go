@@ -128,6 +128,9 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	cancel()
 	s.busy.Add(-1)
 	q.m.processing.Record(context.Background(), elapsed.Seconds(), q.m.attrs)
+	if !halted {
+		q.hist.ran(elapsed)
+	}
 
 	reset := panicked || (timedOut && err != nil)
 	if reset {
