@@ -107,4 +107,4 @@ func TestBinPercentiles(t *testing.T) {
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }
-func atoi(s string) int  { n, _ := strconv.Atoi(s); return n }
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }

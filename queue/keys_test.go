@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,7 +85,18 @@ func TestAClosedQueueKeepsOnlyItsSettingsAndTenantRegistry(t *testing.T) {
 		}
 		var left []string
 		require.Eventually(t, func() bool {
-			left = redistest.Keys(t, srv.Client(), "*{"+name+"}*")
+			left = left[:0]
+			for _, k := range redistest.Keys(t, srv.Client(), "*{"+name+"}*") {
+				if strings.HasPrefix(k, serving.lay.histPrefix) {
+					// The history expires (at most a day): checked below.
+					ttl, err := srv.Client().PTTL(ctx, k).Result()
+					require.NoError(t, err)
+					require.Positive(t, ttl, k)
+					require.LessOrEqual(t, ttl, HistoryCoarseSpan, k)
+					continue
+				}
+				left = append(left, k)
+			}
 			return assert.ObjectsAreEqual(want, left)
 		}, 10*time.Second, 20*time.Millisecond, "with tenants %v: left %v, want %v", withTenants, &left, want)
 		if withTenants {
