@@ -110,7 +110,7 @@ func TestDedupWithdrawalAndBadInput(t *testing.T) {
 	res, err = withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs("t1", "nonce-1", withdrawnTTL.Milliseconds())...).Result()
 	require.NoError(t, err)
 	require.Equal(t, "WITHDRAWN", res)
-	n, err := q.rdb.Exists(ctx, q.lay.dedupPrefix+"w", q.lay.prios, q.lay.tenantReady("", 2)).Result()
+	n, err := q.rdb.Exists(ctx, q.lay.dedupPrefix+"w", q.lay.tenants, q.lay.tenantReady("", 2)).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "the withdrawn task's key, list or count is left")
 	f, err := q.Submit(ctx, nil, WithDedup("w", time.Minute))

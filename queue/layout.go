@@ -36,8 +36,6 @@ import (
 //	ready:TENANT  list: a tenant's waiting tasks, as ready
 //	ready/P, ready/P:TENANT  list: the waiting tasks of priority P (1 to
 //	              MaxPriority; those of 0 are in ready and ready:TENANT)
-//	prios         hash: tenant ("" for none) → its waiting tasks of
-//	              priority above 0 (absent while none)
 //	rated         zset: tenants with waiting tasks over their rate, by
 //	              when the rate allows their next start (ms)
 //	dedup:KEY     string: the task holding a deduplication key
@@ -65,7 +63,7 @@ import (
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains, janitor                                                   string
-	prios, rated, dedupPrefix, histPrefix                                                            string
+	rated, dedupPrefix, histPrefix                                                                   string
 
 	taskPrefix, inflightPrefix, chanPrefix string
 }
@@ -95,8 +93,7 @@ func newLayout(name string) (layout, error) {
 		holds:          k("holds"),
 		drains:         k("drains"),
 		janitor:        k("janitor"),
-		prios:          k("prios"), // the scripts build these three from the task prefix (K_PRIOS, K_RATED, P_DEDUP)
-		rated:          k("rated"),
+		rated:          k("rated"), // the scripts build these from the task prefix (K_RATED, P_DEDUP, P_HIST)
 		dedupPrefix:    k("dedup:"),
 		histPrefix:     k("hist:"), // P_HIST
 		taskPrefix:     k("task:"),

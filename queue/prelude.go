@@ -21,7 +21,6 @@ local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
 local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 local P_DEDUP = string.sub(P_TASK, 1, -6) .. 'dedup:'
-local K_PRIOS = string.sub(P_TASK, 1, -6) .. 'prios'
 local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
 local P_HIST = string.sub(P_TASK, 1, -6) .. 'hist:'
 ` + fieldLocals() + `
@@ -100,9 +99,10 @@ local function readyKey(ten, pri)
 end
 
 -- above0 is how many of a tenant's waiting tasks have a priority above 0
--- (the prios hash counts them; it exists only while there are some).
+-- (the field "q:TENANT" of the tenants hash counts them, while there
+-- are some).
 local function above0(ten)
-  return tonumber(redis.call('HGET', K_PRIOS, ten) or '0')
+  return tonumber(redis.call('HGET', K_TEN, 'q:' .. ten) or '0')
 end
 
 -- hasWaiting tells whether a tenant has waiting tasks, at any priority.
@@ -119,7 +119,7 @@ local function pushReady(ten, ids, left, pri)
   local before = hasWaiting(ten)
   local key = readyKey(ten, pri)
   if left then bulk('LPUSH', key, ids) else bulk('RPUSH', key, ids) end
-  if pri and pri > 0 then redis.call('HINCRBY', K_PRIOS, ten, #ids) end
+  if pri and pri > 0 then redis.call('HINCRBY', K_TEN, 'q:' .. ten, #ids) end
   if not before then redis.call('RPUSH', K_TURNS, ten) end
 end
 
@@ -133,7 +133,7 @@ end
 -- a tenant left with none loses its turn.
 local function unready(ten, id, pri)
   if redis.call('LREM', readyKey(ten, pri), 1, id) > 0 and pri and pri > 0 then
-    if redis.call('HINCRBY', K_PRIOS, ten, -1) <= 0 then redis.call('HDEL', K_PRIOS, ten) end
+    lower('q:' .. ten, 1)
   end
   if not hasWaiting(ten) then
     redis.call('LREM', K_TURNS, 0, ten)

@@ -69,9 +69,9 @@ func TestPriorityOrdersTheTasks(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, want, s.list())
-	n, err := q.rdb.Exists(ctx, q.lay.prios).Result()
+	n, err := q.rdb.Exists(ctx, q.lay.tenants).Result()
 	require.NoError(t, err)
-	assert.Zero(t, n, "the prios hash is gone with the last task above 0")
+	assert.Zero(t, n, "the count of tasks above priority 0 is gone with the last one")
 }
 
 // A retried task comes back at its priority: ahead of waiting tasks of a
@@ -173,7 +173,7 @@ func TestPriorityCancelAndBadInput(t *testing.T) {
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Available)
-	for _, k := range []string{q.lay.prios, q.lay.tenantReady("", 4), q.lay.turns} {
+	for _, k := range []string{q.lay.tenants, q.lay.tenantReady("", 4), q.lay.turns} {
 		n, err := q.rdb.Exists(ctx, k).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n, "%s is left after the cancel", k)

@@ -53,7 +53,6 @@ type ProcessInfo struct {
 func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	pipe := q.rdb.Pipeline()
 	available := pipe.LLen(ctx, q.lay.ready)
-	untenantedAbove := pipe.HGet(ctx, q.lay.prios, "")
 	delayed := pipe.ZCard(ctx, q.lay.delayed)
 	retrying := pipe.ZCard(ctx, q.lay.retry)
 	inflight := pipe.HLen(ctx, q.lay.active)
@@ -81,7 +80,7 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	for _, t := range tenants {
 		st.Available += t.Waiting
 	}
-	above, _ := strconv.ParseInt(untenantedAbove.Val(), 10, 64)
+	above, _ := strconv.ParseInt(tenantHash.Val()["q:"], 10, 64)
 	st.Available += above
 	_, st.Paused = tenantHash.Val()["P"]
 	st.Rate = parseRate(tenantHash.Val()["r"])

@@ -98,7 +98,10 @@ local function take(proc, ik, n, promote)
   local t = now()
   local why = leaseOf(proc, t)
   if why then return {why} end
-  local qf = redis.call('HMGET', K_TEN, 'P', 'r', 'rt')
+  -- The queue's pause, rate and its state, and when the first tenant
+  -- waiting for its rate may go (R: never later than that, so it may
+  -- send take to the rated set for nothing, never too late).
+  local qf = redis.call('HMGET', K_TEN, 'P', 'r', 'rt', 'R')
   if qf[1] then
     -- Paused: Resume wakes the idle processes.
     redis.call('SADD', K_IDLE, proc)
@@ -114,10 +117,14 @@ local function take(proc, ik, n, promote)
     n = math.min(n, k)
   end
   -- Tenants whose rate allows again get their turn back.
-  local back = redis.call('ZRANGEBYSCORE', K_RATED, '-inf', t)
-  if #back > 0 then
+  local rated = qf[4] and tonumber(qf[4])
+  if rated and rated <= t then
+    local back = redis.call('ZRANGEBYSCORE', K_RATED, '-inf', t)
     bulk('RPUSH', K_TURNS, back)
     bulk('ZREM', K_RATED, back)
+    local first = redis.call('ZRANGE', K_RATED, 0, 0, 'WITHSCORES')
+    rated = first[2] and tonumber(first[2])
+    if rated then redis.call('HSET', K_TEN, 'R', first[2]) else redis.call('HDEL', K_TEN, 'R') end
   end
   -- The earliest delayed and retrying tasks: the due ones go to the
   -- front of their tenant's list (the first due is taken first).
@@ -141,7 +148,6 @@ local function take(proc, ik, n, promote)
     end
     firsts[z] = first
   end
-  local anyPrio = redis.call('EXISTS', K_PRIOS) == 1
   local out = {'OK', -1}
   local got = 0
   local mine, owners = {}, {}
@@ -149,12 +155,11 @@ local function take(proc, ik, n, promote)
     local ten = redis.call('LPOP', K_TURNS)
     if not ten then break end
     local room = n - got
-    local tf
-    if ten == '' then
-      tf = redis.call('HMGET', K_TEN, 'u', 'l:')
-    else
-      tf = redis.call('HMGET', K_TEN, 'c:' .. ten, 'l:' .. ten, 'g:' .. ten, 'p:' .. ten, 'r:' .. ten, 'rt:' .. ten)
-    end
+    -- Its capacity (untenanted: "u"), load, removed capacity, pause,
+    -- rate, rate state and tasks waiting above priority 0.
+    local cf = 'c:' .. ten
+    if ten == '' then cf = 'u' end
+    local tf = redis.call('HMGET', K_TEN, cf, 'l:' .. ten, 'g:' .. ten, 'p:' .. ten, 'r:' .. ten, 'rt:' .. ten, 'q:' .. ten)
     local cap = tf[1] or tf[3]
     if ten ~= '' and not cap then cap = '0' end
     if cap then room = math.min(room, tonumber(cap) - tonumber(tf[2] or '0')) end
@@ -164,13 +169,16 @@ local function take(proc, ik, n, promote)
       redis.call('SADD', K_PARKED, ten)
     elseif rk == 0 then
       redis.call('ZADD', K_RATED, rat, ten)
+      if not rated or rat < rated then
+        rated = rat
+        redis.call('HSET', K_TEN, 'R', string.format('%.3f', rat))
+      end
     else
       if rk then room = math.min(room, rk) end
       if redis.call('LLEN', K_TURNS) > 0 then room = 1 end
       -- By priority, highest first, then the default (0).
       local ids = {}
-      local above = 0
-      if anyPrio then above = above0(ten) end
+      local above = tonumber(tf[7] or '0')
       if above > 0 then
         local popped = 0
         for p = MAX_PRIORITY, 1, -1 do
@@ -182,7 +190,8 @@ local function take(proc, ik, n, promote)
           end
         end
         if popped > 0 then
-          if redis.call('HINCRBY', K_PRIOS, ten, -popped) <= 0 then redis.call('HDEL', K_PRIOS, ten) end
+          lower('q:' .. ten, popped)
+          above = above - popped
         end
       end
       if #ids < room then
@@ -215,9 +224,7 @@ local function take(proc, ik, n, promote)
         redis.call('HINCRBY', K_TEN, 'l:' .. ten, took)
         if rk then rateUse(K_TEN, 'rt:' .. ten, tf[5], tf[6], t, took) end
       end
-      if redis.call('LLEN', readyKey(ten)) > 0 or (anyPrio and above0(ten) > 0) then
-        redis.call('RPUSH', K_TURNS, ten)
-      end
+      if above > 0 or redis.call('LLEN', readyKey(ten)) > 0 then redis.call('RPUSH', K_TURNS, ten) end
     end
   end
   if got > 0 and qf[2] then rateUse(K_TEN, 'rt', qf[2], qf[3], t, got) end
@@ -235,11 +242,12 @@ local function take(proc, ik, n, promote)
     local d = math.max(math.ceil(at - t), 0)
     if nd < 0 or d < nd then nd = d end
   end
-  for _, z in ipairs({K_RETRY, K_DELAYED, K_RATED}) do
+  for _, z in ipairs({K_RETRY, K_DELAYED}) do
     local first = firsts[z]
     if not first then first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES') end
     if first[2] then sooner(tonumber(first[2])) end
   end
+  if rated then sooner(rated) end
   if got >= n and qf[2] then
     -- Stopped by the queue's rate: the next start it allows.
     local _, at = rateRoom(qf[2], redis.call('HGET', K_TEN, 'rt'), t)

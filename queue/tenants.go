@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -22,9 +21,10 @@ import (
 // is deleted (lower, in the prelude), so the hash holds only what a user
 // set while nothing runs. A tenant's waiting tasks are in its own list
 // (ready:ID; the untenanted ones in ready; those of a priority above 0 in
-// ready/P:ID, counted in the prios hash). "r:ID" is its rate (Rate.spec)
-// and "rt:ID" the rate's state (take's GCRA), "p:ID" is set while it is
-// paused; "r", "rt" and "P" are the queue's. A tenant with waiting tasks
+// ready/P:ID, counted by "q:ID" while there are some). "r:ID" is its rate
+// (Rate.spec) and "rt:ID" the rate's state (take's GCRA), "p:ID" is set
+// while it is paused; "r", "rt" and "P" are the queue's, and "R" is no
+// later than when the first tenant in the rated set may start again. A tenant with waiting tasks
 // is in the turns list (round-robin order of take), or, when take found
 // it at capacity or paused, in the parked set until its load goes down
 // or it is resumed, or, when take found it over its rate, in the rated
@@ -214,17 +214,15 @@ func (q *Client) tenants(ctx context.Context, all map[string]string) ([]TenantIn
 	if len(out) > 0 {
 		pipe := q.rdb.Pipeline()
 		lens := make([]*redis.IntCmd, len(out))
-		above := make([]*redis.StringCmd, len(out))
 		for i, t := range out {
 			lens[i] = pipe.LLen(ctx, q.lay.tenantReady(t.ID, 0))
-			above[i] = pipe.HGet(ctx, q.lay.prios, t.ID)
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("queue: tenants: %w", err)
 		}
 		for i := range out {
-			n, _ := strconv.ParseInt(above[i].Val(), 10, 64)
-			out[i].Waiting = lens[i].Val() + n
+			above, _ := strconv.ParseInt(all["q:"+out[i].ID], 10, 64)
+			out[i].Waiting = lens[i].Val() + above
 		}
 	}
 	return out, nil
