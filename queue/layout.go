@@ -58,12 +58,17 @@ import (
 //	btasks:ID     list: a batch's task ids, in submission order
 //	task:ID       hash: the task (fields in wire.go)
 //	inflight:PROC set: the ids a process runs
-//	chan:wake, chan:drain, chan:done:PROC, chan:cancel:PROC   pub/sub
-//	              channels
+//	schedules     hash: schedule name → its version (schedule.go), absent
+//	              while the queue has no schedule
+//	schedule:NAME hash: a schedule: its definition, and its last tick
+//	              (fields in schedule.go)
+//	chan:wake, chan:drain, chan:done:PROC, chan:cancel:PROC,
+//	chan:schedules   pub/sub channels
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains, janitor                                                   string
 	rated, dedupPrefix, histPrefix                                                                   string
+	schedules, schedulePrefix                                                                        string
 
 	taskPrefix, inflightPrefix, chanPrefix string
 }
@@ -96,6 +101,8 @@ func newLayout(name string) (layout, error) {
 		rated:          k("rated"), // the scripts build these from the task prefix (K_RATED, P_DEDUP, P_HIST)
 		dedupPrefix:    k("dedup:"),
 		histPrefix:     k("hist:"), // P_HIST
+		schedules:      k("schedules"),
+		schedulePrefix: k("schedule:"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
 		chanPrefix:     k("chan:"),
@@ -132,8 +139,10 @@ func (l layout) inflight(proc string) string { return l.inflightPrefix + proc }
 func (l layout) history(step, at int64) string {
 	return l.histPrefix + strconv.FormatInt(step, 10) + ":" + strconv.FormatInt(at, 10)
 }
-func (l layout) wakeChannel() string  { return l.chanPrefix + "wake" }
-func (l layout) drainChannel() string { return l.chanPrefix + "drain" }
+func (l layout) wakeChannel() string         { return l.chanPrefix + "wake" }
+func (l layout) drainChannel() string        { return l.chanPrefix + "drain" }
+func (l layout) schedule(name string) string { return l.schedulePrefix + name }
+func (l layout) schedulesChannel() string    { return l.chanPrefix + "schedules" }
 func (l layout) doneChannel(proc string) string {
 	return l.chanPrefix + "done:" + proc
 }

@@ -113,7 +113,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 
 	// Subscribe before registering: a wake-up or an outcome published
 	// after Open returns must not be missed.
-	channels := []string{lay.wakeChannel(), lay.drainChannel(), lay.doneChannel(q.proc), lay.cancelChannel(q.proc)}
+	channels := []string{lay.wakeChannel(), lay.drainChannel(), lay.doneChannel(q.proc), lay.cancelChannel(q.proc), lay.schedulesChannel()}
 	q.pubsub = rdb.Subscribe(ctx, channels...)
 	for range channels {
 		if _, err := q.pubsub.ReceiveTimeout(ctx, 0); err != nil {
@@ -165,7 +165,7 @@ const loopCallTimeout = 5 * time.Second
 // every second, pollFutures reads pending outcomes every second, and a
 // drain request waits in Redis for the process's next keep-alive.
 func (q *Queue) listen(msgs <-chan *redis.Message) {
-	done, cancel, drain := q.lay.doneChannel(q.proc), q.lay.cancelChannel(q.proc), q.lay.drainChannel()
+	done, cancel, drain, sched := q.lay.doneChannel(q.proc), q.lay.cancelChannel(q.proc), q.lay.drainChannel(), q.lay.schedulesChannel()
 	for {
 		select {
 		case <-q.tasks.Context().Done():
@@ -186,6 +186,10 @@ func (q *Queue) listen(msgs <-chan *redis.Message) {
 				}
 			case drain:
 				q.kickKeepAlive() // it reads this process's request, if any
+			case sched:
+				if s := q.current(); s != nil {
+					s.sched.notify()
+				}
 			default:
 				q.signalWake()
 			}

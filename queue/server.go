@@ -40,8 +40,9 @@ type Server struct {
 	modeSet  chan struct{} // capacity 1: the mode changed
 	done     chan struct{} // closed when Stop has finished
 	doneOnce sync.Once
-	serial   int64     // this process's servers are numbered from 1 (Client.Drain names one)
-	took     durations // recent handler run times, for the keep-alive's percentiles
+	serial   int64      // this process's servers are numbered from 1 (Client.Drain names one)
+	sched    *scheduler // enqueues the schedules' ticks (scheduler.go)
+	took     durations  // recent handler run times, for the keep-alive's percentiles
 
 	mu      sync.Mutex
 	running map[string]*run      // by task id, from hand-out to outcome
@@ -128,6 +129,7 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 	q.server = s
 	q.mu.Unlock()
 	go s.feed() // owned by the server: Stop closes its input and waits for it
+	s.sched = startScheduler(q)
 	for _, w := range s.workers {
 		s.loops.Go(func() { s.work(w) })
 	}
@@ -169,6 +171,7 @@ func (s *Server) isStopping() bool {
 // idempotent; the Queue can Serve again afterwards.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
+	s.sched.stop()
 	s.loops.Close()
 	err := s.loops.WaitContext(ctx)
 	if err != nil {
