@@ -29,6 +29,10 @@ const (
 	// come due meanwhile go in one call (the lateness it adds is at most
 	// schedGap).
 	schedGap = 10 * time.Millisecond
+	// schedReloadGap is the least time between two reads of the
+	// schedules: a burst of SetSchedule calls costs a read every
+	// schedReloadGap, not one per call.
+	schedReloadGap = 100 * time.Millisecond
 	// maxTickBatch bounds the ticks of one tick call.
 	maxTickBatch = 512
 )
@@ -92,7 +96,7 @@ func (sc *scheduler) run() {
 	reload := true
 	for {
 		var err error
-		if reload || time.Since(loaded) >= schedReload {
+		if (reload && time.Since(loaded) >= schedReloadGap) || time.Since(loaded) >= schedReload {
 			if err = sc.load(ctx); err == nil {
 				loaded, reload = time.Now(), false
 			}
@@ -121,6 +125,9 @@ func (sc *scheduler) run() {
 				}
 			}
 			wait = max(wait, time.Until(called.Add(schedGap)), 0)
+			if reload {
+				wait = min(wait, max(time.Until(loaded.Add(schedReloadGap)), 0))
+			}
 		}
 		timer.Reset(wait)
 		select {
@@ -308,7 +315,8 @@ while i <= #ARGV do
   local first, stop = i + 3, i + 2 + 2 * n
   i = stop + 1
   local sk = ARGV[5] .. name
-  local f = redis.call('HMGET', sk, 'v', 'last', 'cu', 'no', 'lid', 'p', 'max', 'to', 'ret', 'ten', 'pri')
+  local f = redis.call('HMGET', sk, 'v', 'last', 'cu', 'no', 'lid')
+  local o -- the tasks' payload and options, read for the first tick to enqueue
   if f[1] ~= v then
     out[#out + 1] = 'GONE'
   else
@@ -329,7 +337,8 @@ while i <= #ARGV do
         elseif f[4] == '1' and lid and unfinished(lid) then
           res = 'overlap'
         else
-          local r = queueTask(t, ARGV[4], limit, id, f[6], f[7], f[8], 0, f[9], 'tick:' .. id, f[10], '', '', tonumber(f[11]), '', 0)
+          o = o or redis.call('HMGET', sk, 'p', 'max', 'to', 'ret', 'ten', 'pri')
+          local r = queueTask(t, ARGV[4], limit, id, o[1], o[2], o[3], 0, o[4], 'tick:' .. id, o[5], '', '', tonumber(o[6]), '', 0)
           if r == 'OK' then
             res, lid, lrun = 'queued', id, t
           else
