@@ -35,6 +35,7 @@ func TestBenchSmoke(t *testing.T) {
 			"c32_settle_s", "c32_throughput_of_best_fixed", "c32_p99_of_noload", "c32_halved_settle_s", "c32_halved_in_band_after_settle"},
 		"T6P": {"live_share_of_asked", "batch_alone_of_capacity", "live_p99_ms"},
 		"TM":  {"bytes_per_waiting_task_1000", "bytes_per_outcome_1000"},
+		"TP":  {"ticks_expected", "ticks_missed", "ticks_twice", "tick_late_p99_ms", "redis_cpu_us_per_task"},
 	}
 	seen := map[string]bool{}
 	lines := strings.Split(out.String(), "\n")
@@ -52,6 +53,9 @@ func TestBenchSmoke(t *testing.T) {
 		}
 		if _, ok := m["errors"]; ok {
 			assert.EqualValues(t, 0, m["errors"], line)
+		}
+		if _, ok := m["ticks_twice"]; ok {
+			assert.EqualValues(t, 0, m["ticks_twice"], line)
 		}
 		if _, ok := m["duplicate_starts"]; ok {
 			assert.EqualValues(t, 0, m["duplicate_starts"], line)
