@@ -18,7 +18,7 @@ const (
 // newRoot returns the shepherd command and every command under it: the
 // one place that says what the CLI offers. Each group of commands lives in
 // its own file: demo*.go, status.go, pools.go, jobs.go and pool.go (the
-// pool commands), queue.go and tenants.go, web.go, bench*.go.
+// pool commands), queue.go, tenants.go and schedules.go, web.go, bench*.go.
 //
 // Help goes to stdout, errors to stderr. run sets the root's
 // PersistentPreRun; no command sets its own (cobra runs only the nearest).
@@ -48,7 +48,7 @@ Flags may come before or after a command's arguments and subcommands, and
 		// pool commands
 		statusCmd(), jobsCmd(), dispatchCmd(), notifyCmd(), stopCmd(), shutdownCmd(),
 		// queue commands
-		queueCmd(), tenantsCmd(),
+		queueCmd(), tenantsCmd(), schedulesCmd(),
 		// other commands; cobra adds help and completion
 		poolsCmd(), webCmd(), demoCmd(), benchCmd(),
 		// hidden: the helper processes that demo queue and bench start
