@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -22,8 +18,8 @@ const (
 
 // scenarioPeriodic is TP: 1,000 schedules "@every 1s", set 1/1000 s
 // apart (so that their ticks spread over each second), served by 3
-// processes × 8 workers for 20 s (scaled, at least 2 s), a no-op handler. Every tick of the
-// window must run once (its task kept 5 s after it finishes, so that the
+// processes × 8 workers for 20 s (scaled, at least 2 s), a no-op
+// handler. Every tick of the window must run once (its task kept 5 s after it finishes, so that the
 // schedule's last tick, not the task's id, is what stops a second
 // enqueue): ticks_missed and ticks_twice count the failures (both must
 // be 0), tick_late_* how late a tick's task started after its time, and
@@ -77,17 +73,11 @@ func scenarioPeriodic(ctx context.Context, b *bench, _ int) (result, error) {
 	if err := sleepCtx(ctx, time.Until(from.Add(-offset))); err != nil {
 		return r, err
 	}
-	cpu0, err := redisCPU(ctx, b.rdb)
-	if err != nil {
-		return r, err
-	}
+	cpu := b.startCPU(ctx)
 	if err := sleepCtx(ctx, window); err != nil {
 		return r, err
 	}
-	cpu1, err := redisCPU(ctx, b.rdb)
-	if err != nil {
-		return r, err
-	}
+	cpu.perTask(ctx, r, inWindow(&mu, starts, from.Add(-offset), to.Add(-offset)))
 	schedules, err := bq.submit.Schedules(ctx)
 	if err != nil {
 		return r, err
@@ -102,7 +92,7 @@ func scenarioPeriodic(ctx context.Context, b *bench, _ int) (result, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	var late latencies
-	expected, missed, twice, inCPU := 0, 0, 0, 0
+	expected, missed, twice := 0, 0, 0
 	for _, s := range schedules {
 		for at := s.Created.Add(time.Second); at.Before(to); at = at.Add(time.Second) {
 			if at.Before(from) {
@@ -118,15 +108,12 @@ func scenarioPeriodic(ctx context.Context, b *bench, _ int) (result, error) {
 			late = append(late, st.Add(offset).Sub(at))
 		}
 	}
-	local0, local1 := from.Add(-offset), to.Add(-offset)
-	for id, c := range firsts {
+	for _, c := range firsts {
 		if c > 1 {
 			twice++
 		}
-		if st := starts[id]; !st.Before(local0) && st.Before(local1) {
-			inCPU++
-		}
 	}
+	inCPU := inWindowLocked(starts, from.Add(-offset), to.Add(-offset))
 	r.set("schedules", float64(n))
 	r.set("processes", tpProcs)
 	r.set("ticks_expected", float64(expected))
@@ -136,34 +123,22 @@ func scenarioPeriodic(ctx context.Context, b *bench, _ int) (result, error) {
 	r.setMs("tick_late_p50_ms", late.pct(50))
 	r.setMs("tick_late_p99_ms", late.pct(99))
 	r.setMs("tick_late_max_ms", late.pct(100))
-	if inCPU > 0 {
-		r.set("redis_cpu_us_per_task", float64((cpu1-cpu0).Microseconds())/float64(inCPU))
-	}
 	return r, nil
 }
 
-// redisCPU returns Redis's CPU time (user and system) so far, from INFO.
-func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
-	info, err := rdb.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0, err
-	}
-	var total float64
-	found := 0
-	for _, line := range strings.Split(info, "\r\n") {
-		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if s, ok := strings.CutPrefix(line, k); ok {
-				var v float64
-				if _, err := fmt.Sscan(s, &v); err != nil {
-					return 0, err
-				}
-				total += v
-				found++
-			}
+// inWindow counts the tasks that started in [from, to) (local clock).
+func inWindow(mu *sync.Mutex, starts map[string]time.Time, from, to time.Time) int {
+	mu.Lock()
+	defer mu.Unlock()
+	return inWindowLocked(starts, from, to)
+}
+
+func inWindowLocked(starts map[string]time.Time, from, to time.Time) int {
+	n := 0
+	for _, st := range starts {
+		if !st.Before(from) && st.Before(to) {
+			n++
 		}
 	}
-	if found != 2 {
-		return 0, errors.New("no used_cpu_sys and used_cpu_user in INFO")
-	}
-	return time.Duration(total * float64(time.Second)), nil
+	return n
 }
