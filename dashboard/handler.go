@@ -101,6 +101,7 @@ func (s *Handler) routes() {
 	m.HandleFunc("POST "+p+"/queue/{queue}/delete", s.deleteDead)
 	m.HandleFunc("POST "+p+"/queue/{queue}/tenant", s.setTenant)
 	m.HandleFunc("POST "+p+"/queue/{queue}/drain", s.drainQueue)
+	m.HandleFunc("POST "+p+"/queue/{queue}/schedule/run", s.runSchedule)
 	m.Handle("GET "+p+"/static/{file}", http.StripPrefix(p, http.FileServerFS(staticFS)))
 	s.mux = m
 }

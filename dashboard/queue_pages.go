@@ -16,14 +16,15 @@ const deadShown = 50
 
 // queueView is a queue's page.
 type queueView struct {
-	Name    string           `json:"name"`
-	Stats   queue.Stats      `json:"stats"`
-	Dead    []queue.TaskInfo `json:"dead"` // the newest deadShown dead letters
-	Series  []string         `json:"series"`
-	History []sample         `json:"history"`
-	Summary QueueRow         `json:"summary"`
-	Chart   chart            `json:"-"`
-	Most    int64            `json:"-"` // the widest process bar: the most workers
+	Name      string               `json:"name"`
+	Stats     queue.Stats          `json:"stats"`
+	Dead      []queue.TaskInfo     `json:"dead"` // the newest deadShown dead letters
+	Series    []string             `json:"series"`
+	History   []sample             `json:"history"`
+	Summary   QueueRow             `json:"summary"`
+	Schedules []queue.ScheduleInfo `json:"schedules"` // by name (schedules.go)
+	Chart     chart                `json:"-"`
+	Most      int64                `json:"-"` // the widest process bar: the most workers
 }
 
 func (s *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
@@ -44,8 +45,13 @@ func (s *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
+	schedules, err := c.Schedules(ctx)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
 	now := time.Now()
-	v := queueView{Name: name, Stats: st, Dead: dead, Series: queueSeries, History: s.hist.get("queue:" + name),
+	v := queueView{Schedules: schedules, Name: name, Stats: st, Dead: dead, Series: queueSeries, History: s.hist.get("queue:" + name),
 		Summary: summarizeQueue(name, st)}
 	v.History = append(v.History, queueSample(st, now)) // as on the pool page
 	v.Chart = newChart(queueSeries, v.History)

@@ -48,7 +48,7 @@ var pages = func() map[string]*template.Template {
 	}
 	out := map[string]*template.Template{}
 	for _, name := range []string{"overview", "pool", "job", "queue", "task", "tasks", "jobs", "confirm", "error"} {
-		out[name] = template.Must(template.New(name).Funcs(funcs).Funcs(links{}.funcs()).ParseFS(assetsFS, "assets/layout.html", "assets/parts.html", "assets/"+name+".html"))
+		out[name] = template.Must(template.New(name).Funcs(funcs).Funcs(links{}.funcs()).ParseFS(assetsFS, "assets/layout.html", "assets/parts.html", "assets/schedules.html", "assets/"+name+".html"))
 	}
 	return out
 }()
