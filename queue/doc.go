@@ -36,6 +36,20 @@
 // across restarts. WithDedup refuses duplicates for a window of their own:
 // a duplicate gets the first task's future.
 //
+// # Periodic tasks
+//
+// A schedule (SetSchedule: a cron expression, a descriptor or "@every
+// D", with its payload and task options) is stored with the queue, so
+// any process adds, lists (Schedules) or removes one. Every serving
+// process runs the scheduler, inside its Server; each tick is enqueued
+// exactly once across the cluster, as a task of id "NAME@TIME" (TickOf),
+// by one Lua script that also advances the schedule's last tick, checks
+// the schedule's version (a replaced definition's ticks are refused) and
+// refuses a tick not yet due by Redis's clock. A tick not enqueued
+// within 5s of its time is missed: skipped, or, with WithCatchUp(n), the
+// n most recent missed ticks run once a process comes back.
+// WithNoOverlap skips a tick while the previous task is unfinished.
+//
 // # Guarantees
 //
 //   - At least once, one outcome. A task whose Submit returned nil runs
@@ -104,6 +118,11 @@ package queue
 //	withdraw.go        taking back a failed Submit
 //	future.go          Future: outcomes by message or by poll; Result
 //	batch.go           Batch, WaitBatch
+//	schedule.go        schedules: SetSchedule, RemoveSchedule, Schedules,
+//	                   RunSchedule, their options and scripts
+//	schedule_spec.go   a spec's ticks (cron, intervals), missed ticks,
+//	                   tick ids (TickOf)
+//	scheduler.go       every server's scheduler and tickScript
 //	server.go          Server: Serve, Stop, Halt
 //	handler.go         Task, Handler, Resource; a worker's slot
 //	mode.go            Mode, SetMode

@@ -159,11 +159,13 @@ func (q *Queue) current() *Server {
 const loopCallTimeout = 5 * time.Second
 
 // listen handles the process's pub/sub messages: wake-ups, outcomes of
-// the tasks it submitted, cancellations of tasks it runs, and drain
-// requests. go-redis resubscribes after a reconnect; what was published
-// meanwhile is lost, which is why an idle server also looks for work
-// every second, pollFutures reads pending outcomes every second, and a
-// drain request waits in Redis for the process's next keep-alive.
+// the tasks it submitted, cancellations of tasks it runs, drain requests,
+// and notices that a schedule changed. go-redis resubscribes after a
+// reconnect; what was published meanwhile is lost, which is why an idle
+// server also looks for work every second, pollFutures reads pending
+// outcomes every second, a drain request waits in Redis for the
+// process's next keep-alive, and the scheduler reads the schedules every
+// 5s.
 func (q *Queue) listen(msgs <-chan *redis.Message) {
 	done, cancel, drain, sched := q.lay.doneChannel(q.proc), q.lay.cancelChannel(q.proc), q.lay.drainChannel(), q.lay.schedulesChannel()
 	for {
