@@ -84,6 +84,8 @@ func TestJSONStyle(t *testing.T) {
 	c, err := queue.NewClient(srv.Client(), qName)
 	require.NoError(t, err)
 	require.NoError(t, c.SetTenant(ctx, "acme", 3))
+	require.NoError(t, c.SetRate(ctx, queue.Rate{N: 500, Per: time.Second}))
+	require.NoError(t, c.SetTenantRate(ctx, "acme", queue.Rate{N: 50, Per: time.Second}))
 	require.Eventually(t, func() bool { // the keep-alive that carries the handler's run times
 		st, err := c.Stats(ctx)
 		return err == nil && len(st.Processes) == 1 && st.Processes[0].Sampled > 0
@@ -100,14 +102,23 @@ func TestJSONStyle(t *testing.T) {
 		{append([]string{"pools"}, "-redis", srv.Addr(), "-json"), map[string]any{"time": nil}},
 		{append([]string{"jobs"}, onPool...), map[string]any{"0.key": nil}},
 		{append([]string{"jobs", "key-a"}, onPool...), map[string]any{"key": "key-a", "created": nil}},
-		{append([]string{"queue", "stats"}, onQueue...), map[string]any{"dead": 1.0, "in_flight": 0.0, "processes.0.p50_ms": nil, "processes.0.lease_for_ms": nil, "processes.0.started": nil}},
-		{append([]string{"queue", "ls", "-state", "delayed"}, onQueue...), map[string]any{"0.id": "t2", "0.due": nil}},
+		{append([]string{"queue", "stats"}, onQueue...), map[string]any{"dead": 1.0, "in_flight": 0.0, "processes.0.p50_ms": nil, "processes.0.lease_for_ms": nil, "processes.0.started": nil,
+			"paused": false, "rate.n": 500.0, "rate.per_ms": 1000.0, "rate.burst": 10.0}},
+		{append([]string{"queue", "ls", "-state", "delayed"}, onQueue...), map[string]any{"0.id": "t2", "0.due": nil, "0.priority": 0.0}},
 		{append([]string{"queue", "inspect", "t1"}, onQueue...), map[string]any{"id": "t1", "errors.0.err": "bad x", "errors.0.at": nil, "submitted": nil}},
 		{append([]string{"queue", "dead"}, onQueue...), map[string]any{"0.id": "t1", "0.last_error": "bad x"}},
-		{append([]string{"tenants", "ls"}, onQueue...), map[string]any{"0.id": "acme", "0.capacity": 3.0}},
+		{append([]string{"tenants", "ls"}, onQueue...), map[string]any{"0.id": "acme", "0.capacity": 3.0, "0.paused": false, "0.rate.per_ms": 1000.0}},
+		{append([]string{"queue", "rate"}, onQueue...), map[string]any{"queue": qName, "rate.per_ms": 1000.0}},
+		{append([]string{"tenants", "rate", "acme"}, onQueue...), map[string]any{"tenant": "acme", "rate.n": 50.0}},
 		// the commands that change something, last
 		{append([]string{"tenants", "set", "acme", "4"}, onQueue...), map[string]any{"tenant": "acme", "capacity": 4.0}},
 		{append([]string{"tenants", "untenanted", "5"}, onQueue...), map[string]any{"untenanted_capacity": 5.0}},
+		{append([]string{"tenants", "rate", "acme", "10/1s"}, onQueue...), map[string]any{"tenant": "acme", "rate.per_ms": 1000.0}},
+		{append([]string{"tenants", "pause", "acme"}, onQueue...), map[string]any{"0.id": "acme", "0.done": "paused"}},
+		{append([]string{"tenants", "resume", "acme"}, onQueue...), map[string]any{"0.id": "acme", "0.done": "resumed"}},
+		{append([]string{"queue", "rate", "none"}, onQueue...), map[string]any{"queue": qName}},
+		{append([]string{"queue", "pause"}, onQueue...), map[string]any{"queue": qName, "paused": true}},
+		{append([]string{"queue", "resume"}, onQueue...), map[string]any{"queue": qName, "paused": false}},
 		{append([]string{"tenants", "rm", "acme"}, onQueue...), map[string]any{"0.id": "acme", "0.done": nil}},
 		{append([]string{"queue", "cancel", "t2"}, onQueue...), map[string]any{"0.id": "t2", "0.done": "cancelled"}},
 		{append([]string{"queue", "purge-dead", "-yes"}, onQueue...), map[string]any{"deleted": 1.0}},

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/shepherd-go/shepherd/queue"
 )
 
 // The CLI's JSON style, the same for every command's -json output and its
@@ -21,6 +23,10 @@ import (
 // prints the library's value as it is and a field added to it later is
 // printed in the style too. The library's own tags stay as they are: the
 // dashboard's JSON twins use them.
+//
+// A queue.Rate is an object, {"n": 500, "per_ms": 1000, "burst": 10},
+// with the burst in effect (the default's value when Burst is 0), or null
+// for no limit: its Go zero value would read as a limit of 0 per 0ms.
 
 // printJSON writes v in the CLI's JSON style on one line.
 func printJSON(w io.Writer, v any) error {
@@ -36,11 +42,13 @@ func printJSONError(w io.Writer, err error) {
 var (
 	durationType = reflect.TypeOf(time.Duration(0))
 	timeType     = reflect.TypeOf(time.Time{})
+	rateType     = reflect.TypeOf(queue.Rate{})
 )
 
 // jsonStyle returns v as a value encoding/json writes in the CLI's style:
 // structs become ordered objects, durations milliseconds, times UTC
-// strings. []byte stays []byte (base64, as encoding/json writes it).
+// strings, rates objects (or null). []byte stays []byte (base64, as
+// encoding/json writes it).
 func jsonStyle(v reflect.Value) any {
 	if !v.IsValid() {
 		return nil
@@ -54,6 +62,12 @@ func jsonStyle(v reflect.Value) any {
 			return nil
 		}
 		return t.UTC().Format(time.RFC3339Nano)
+	case rateType:
+		r := v.Interface().(queue.Rate)
+		if r.IsZero() {
+			return nil
+		}
+		return orderedObject{{"n", r.N}, {"per_ms", jsonStyle(reflect.ValueOf(r.Per))}, {"burst", rateBurst(r)}}
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:

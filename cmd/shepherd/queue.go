@@ -46,7 +46,7 @@ func queueCmd() *cobra.Command {
 	o := &queueOpts{}
 	cmd := &cobra.Command{
 		Use:     "queue",
-		Short:   "inspect a queue: stats, ls, inspect, dead, replay, cancel, delete-dead, purge-dead, drain",
+		Short:   "inspect a queue: stats, ls, inspect, dead, replay, cancel, delete-dead, purge-dead, drain, pause, resume, rate",
 		GroupID: groupQueue,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    requireSubcommand,
@@ -68,6 +68,10 @@ func queueCmd() *cobra.Command {
 		onQueue(o, "delete-dead --queue NAME ID...", "delete these dead letters", taskIDs, queueDeleteDead),
 		onQueue(o, "purge-dead --queue NAME", "delete every dead letter (asks for confirmation)", noArgs, queuePurge),
 		onQueue(o, "drain --queue NAME", "switch every serving process to drain mode (asks for confirmation)", noArgs, queueDrain),
+		onQueue(o, "pause --queue NAME", "pause the queue: tasks in flight finish, none starts until resume", noArgs, queuePause),
+		onQueue(o, "resume --queue NAME", "resume a paused queue", noArgs, queueResume),
+		onQueue(o, "rate --queue NAME [RATE]", "show the queue's rate limit, or set it: N/DURATION[+BURST] (500/1s, 500/1s+25), none removes it",
+			rateArgs(0, ""), queueRate),
 	)
 	return cmd
 }
@@ -130,6 +134,11 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 	}
 	fmt.Fprintf(o.stdout, "queue %s: %d available, %d delayed, %d retrying, %d in flight, %d dead (%d dropped)\n",
 		c.Name(), st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead, st.DeadDropped)
+	starts := "running"
+	if st.Paused {
+		starts = "PAUSED (no task starts until queue resume)"
+	}
+	fmt.Fprintf(o.stdout, "starts: %s; rate %s\n", starts, rateText(st.Rate))
 	fmt.Fprintf(o.stdout, "workers: %d busy of %d, in %d processes\n", st.Busy, st.Workers, len(st.Processes))
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tMODE\tWORKERS\tBUSY\tLIMIT\tPARTITION\tDROPS\tP50/P99\tLEASE")
@@ -179,6 +188,7 @@ func queueDead(ctx context.Context, c *queue.Client, o queueOpts) error {
 type taskRow struct {
 	ID        string    `json:"id"`
 	State     string    `json:"state"`
+	Priority  int       `json:"priority"`
 	Attempt   int       `json:"attempt"`
 	Max       int       `json:"max_attempts"`
 	Process   string    `json:"process,omitempty"`
@@ -191,7 +201,7 @@ type taskRow struct {
 func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 	rows := make([]taskRow, 0, len(tasks))
 	for _, t := range tasks {
-		r := taskRow{ID: t.ID, State: string(t.State), Attempt: t.Attempt, Max: t.MaxAttempts, Process: t.Process,
+		r := taskRow{ID: t.ID, State: string(t.State), Priority: t.Priority, Attempt: t.Attempt, Max: t.MaxAttempts, Process: t.Process,
 			Submitted: t.Submitted, Due: t.Due, Payload: t.Payload}
 		if n := len(t.Errors); n > 0 {
 			r.LastError = t.Errors[n-1].Err
@@ -202,13 +212,13 @@ func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 		return printJSON(o.stdout, rows)
 	}
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tATTEMPT\tDUE\tPROCESS\tLAST ERROR")
+	fmt.Fprintln(tw, "ID\tSTATE\tPRIORITY\tATTEMPT\tDUE\tPROCESS\tLAST ERROR")
 	for _, r := range rows {
 		proc := r.Process
 		if proc == "" {
 			proc = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, r.Attempt, r.Max,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, r.Priority, r.Attempt, r.Max,
 			r.Due.Format(time.RFC3339), proc, firstLine(r.LastError))
 	}
 	return tw.Flush()

@@ -37,6 +37,7 @@ func queueInspect(ctx context.Context, c *queue.Client, o queueOpts) error {
 		{"id", t.ID},
 		{"state", string(t.State)},
 		{"tenant", or(t.Tenant, "-")},
+		{"priority", fmt.Sprint(t.Priority)},
 		{"attempt", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts)},
 		{"timeout", timeout},
 		{"process", or(t.Process, "-")},

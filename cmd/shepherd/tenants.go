@@ -17,14 +17,14 @@ func tenantsCmd() *cobra.Command {
 	o := &queueOpts{state: string(queue.StateWaiting), limit: 100}
 	cmd := &cobra.Command{
 		Use:     "tenants",
-		Short:   "a queue's tenants: ls, set ID CAPACITY, rm ID, untenanted CAPACITY",
+		Short:   "a queue's tenants: ls, set ID CAPACITY, rm ID, untenanted CAPACITY, pause ID, resume ID, rate ID [RATE]",
 		GroupID: groupQueue,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    requireSubcommand,
 	}
 	o.register(cmd.PersistentFlags())
 	cmd.AddCommand(
-		onQueue(o, "ls --queue NAME", "list the tenants: capacity, load, waiting, unfinished", noArgs, tenantsList),
+		onQueue(o, "ls --queue NAME", "list the tenants: capacity, load, waiting, unfinished, rate, paused", noArgs, tenantsList),
 		onQueue(o, "set --queue NAME ID CAPACITY", "register a tenant, or change its capacity (≥ 0; 0 holds its tasks)",
 			func(cmd *cobra.Command, args []string) error {
 				if err := rangeArgs(2, 2, "want a tenant id and a capacity")(cmd, args); err != nil {
@@ -43,6 +43,11 @@ func tenantsCmd() *cobra.Command {
 				_, err := parseCapacity(args[0], true)
 				return err
 			}, tenantsUntenanted),
+		onQueue(o, "pause --queue NAME ID...", "pause tenants: their tasks in flight finish, none starts until resume",
+			rangeArgs(1, -1, "missing tenant id"), tenantsPause),
+		onQueue(o, "resume --queue NAME ID...", "resume paused tenants", rangeArgs(1, -1, "missing tenant id"), tenantsResume),
+		onQueue(o, "rate --queue NAME ID [RATE]", "show a tenant's rate limit, or set it: N/DURATION[+BURST] (500/1s), none removes it",
+			rateArgs(1, "missing tenant id"), tenantsRate),
 	)
 	return cmd
 }
@@ -80,16 +85,23 @@ func tenantsList(ctx context.Context, c *queue.Client, o queueOpts) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tCAPACITY\tLOAD\tWAITING\tUNFINISHED")
+	fmt.Fprintln(tw, "TENANT\tCAPACITY\tLOAD\tWAITING\tUNFINISHED\tRATE\tPAUSED")
 	if ucap >= 0 {
-		fmt.Fprintf(tw, "(untenanted)\t%d\t%d\t-\t-\n", ucap, uload)
+		fmt.Fprintf(tw, "(untenanted)\t%d\t%d\t-\t-\t-\t-\n", ucap, uload)
 	}
 	for _, t := range tenants {
 		id := t.ID
 		if t.Removed {
 			id += " (removed)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", id, t.Capacity, t.Load, t.Waiting, t.Unfinished)
+		rate, paused := "-", "-"
+		if !t.Rate.IsZero() {
+			rate = rateText(t.Rate)
+		}
+		if t.Paused {
+			paused = "paused"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", id, t.Capacity, t.Load, t.Waiting, t.Unfinished, rate, paused)
 	}
 	return tw.Flush()
 }
