@@ -223,7 +223,7 @@ func TestQueuePageAndItsActions(t *testing.T) {
 		chromedp.Focus(row+"input[name=capacity]", chromedp.ByQuery),
 		chromedp.SetValue(row+"input[name=capacity]", "7", chromedp.ByQuery),
 	))
-	confirm(row + "button")
+	confirm(row + "button.set-capacity")
 	tenants, err := q.Tenants(ctx)
 	require.NoError(t, err)
 	require.Len(t, tenants, 1)

@@ -102,6 +102,12 @@ func (s *Handler) routes() {
 	m.HandleFunc("POST "+p+"/queue/{queue}/tenant", s.setTenant)
 	m.HandleFunc("POST "+p+"/queue/{queue}/drain", s.drainQueue)
 	m.HandleFunc("POST "+p+"/queue/{queue}/schedule/run", s.runSchedule)
+	m.HandleFunc("POST "+p+"/queue/{queue}/pause", s.pauseQueue)
+	m.HandleFunc("POST "+p+"/queue/{queue}/resume", s.resumeQueue)
+	m.HandleFunc("POST "+p+"/queue/{queue}/rate", s.setQueueRate)
+	m.HandleFunc("POST "+p+"/queue/{queue}/tenant/pause", s.pauseTenant)
+	m.HandleFunc("POST "+p+"/queue/{queue}/tenant/resume", s.resumeTenant)
+	m.HandleFunc("POST "+p+"/queue/{queue}/tenant/rate", s.setTenantRate)
 	m.Handle("GET "+p+"/static/{file}", http.StripPrefix(p, http.FileServerFS(staticFS)))
 	s.mux = m
 }

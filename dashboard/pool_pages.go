@@ -140,6 +140,8 @@ func summarizeQueue(name string, st queue.Stats) QueueRow {
 	switch {
 	case st.Workers == 0 && st.Available > 0:
 		row.Health, row.Problem = "bad", "tasks waiting and no worker"
+	case st.Paused:
+		row.Health, row.Problem = "warn", "paused: no task starts"
 	case st.Dead > 0:
 		row.Health, row.Problem = "warn", "dead letters"
 	}

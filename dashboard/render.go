@@ -39,6 +39,7 @@ var pages = func() map[string]*template.Template {
 		"preview":  preview,
 		"of":       of,
 		"head":     head,
+		"rate":     rateText,
 		"lastError": func(errs []queue.AttemptError) string {
 			if len(errs) == 0 {
 				return "-"
@@ -71,12 +72,18 @@ type crumb struct{ Name, URL string }
 // flashes are the messages an action's redirect may ask for (?done=):
 // a fixed list, so a link cannot make the page say anything else.
 var flashes = map[string]string{
-	"stopped":  "The job was stopped.",
-	"shutdown": "The pool was shut down.",
-	"replayed": "The dead letter was queued again.",
-	"deleted":  "The dead letter was deleted.",
-	"tenant":   "The tenant's capacity was set.",
-	"drain":    "The queue's serving processes were asked to drain.",
+	"stopped":        "The job was stopped.",
+	"shutdown":       "The pool was shut down.",
+	"replayed":       "The dead letter was queued again.",
+	"deleted":        "The dead letter was deleted.",
+	"tenant":         "The tenant's capacity was set.",
+	"drain":          "The queue's serving processes were asked to drain.",
+	"paused":         "The queue was paused: tasks in flight finish, none starts until it is resumed.",
+	"resumed":        "The queue was resumed.",
+	"rate":           "The queue's rate limit was set.",
+	"tenant-paused":  "The tenant was paused.",
+	"tenant-resumed": "The tenant was resumed.",
+	"tenant-rate":    "The tenant's rate limit was set.",
 }
 
 // wantsJSON reports whether r asked for a page's JSON twin.
