@@ -42,12 +42,13 @@ var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (re
 	"T6P": scenarioLimitPartitions, // bench_limit.go
 	"TM":  scenarioQueueMemory,     // bench_queue.go
 	"TP":  scenarioPeriodic,        // bench_periodic.go
+	"TR":  scenarioRateLimit,       // bench_rate.go
 }
 
 // The scenarios -scenario pool, queue and all run, in order.
 var (
 	poolScenarios  = []string{"A", "B", "C", "D", "E"}
-	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM", "TP"}
+	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM", "TP", "TR"}
 )
 
 // bench is one invocation of the bench command: its Redis, config and
@@ -75,7 +76,7 @@ func benchCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.addr, "redis", "", "Redis address to use (default: start a private redis-server on a free port)")
-	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP (queue), pool, queue or all")
+	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR (queue), pool, queue or all")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs per scenario")
 	fs.Float64Var(&cfg.scale, "scale", 1, "multiplies every job count (0.01 for a smoke run)")
 	fs.StringVar(&cfg.raw, "raw", "auto", "raw XADD measurement: auto, go or redis-benchmark")

@@ -36,6 +36,7 @@ func TestBenchSmoke(t *testing.T) {
 		"T6P": {"live_share_of_asked", "batch_alone_of_capacity", "live_p99_ms"},
 		"TM":  {"bytes_per_waiting_task_1000", "bytes_per_outcome_1000"},
 		"TP":  {"ticks_expected", "ticks_missed", "ticks_twice", "tick_late_p99_ms", "redis_cpu_us_per_task"},
+		"TR":  {"rate_per_s", "max_window_per_s", "redis_cpu_us_per_task", "burst"},
 	}
 	seen := map[string]bool{}
 	lines := strings.Split(out.String(), "\n")
