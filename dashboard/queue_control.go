@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -75,15 +74,9 @@ func (s *Handler) formTenant(w http.ResponseWriter, r *http.Request) (string, bo
 }
 
 // formRate returns the form's rate field read by queue.ParseRate, or
-// answers 400. It refuses "0" and "", which ParseRate takes as no limit:
-// beside a capacity of 0, which holds a tenant's tasks, they read as
-// "start nothing"; "none" removes a limit.
+// answers 400 (ParseRate refuses "0" and "": "none" removes a limit).
 func (s *Handler) formRate(w http.ResponseWriter, r *http.Request) (queue.Rate, bool) {
 	v := r.PostFormValue("rate")
-	if t := strings.TrimSpace(v); t == "0" || t == "" {
-		s.fail(w, r, http.StatusBadRequest, "rate "+quote(v)+" is ambiguous: none removes the limit; to start nothing, pause")
-		return queue.Rate{}, false
-	}
 	rate, err := queue.ParseRate(v)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err.Error()+" (want N/DURATION like 500/1s, optionally +BURST like 500/1s+25, or none)")
@@ -100,19 +93,10 @@ func rateQuestion(what string, rate queue.Rate) string {
 	return "Limit the starts of " + what + " to " + rateText(rate) + ", across every process? It takes effect at once."
 }
 
-// rateBurst is the burst r allows: its Burst, or when that is 0 the
-// default queue.Rate documents, N/50 and at least 1.
-func rateBurst(r queue.Rate) int {
-	if r.Burst > 0 {
-		return r.Burst
-	}
-	return max(1, r.N/50)
-}
-
 // rateText renders a rate for a page: "500/1s, burst 10", or "none".
 func rateText(r queue.Rate) string {
 	if r.IsZero() {
 		return "none"
 	}
-	return fmt.Sprintf("%d/%v, burst %d", r.N, r.Per, rateBurst(r))
+	return fmt.Sprintf("%d/%v, burst %d", r.N, r.Per, r.EffectiveBurst())
 }

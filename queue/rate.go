@@ -48,8 +48,12 @@ func (r Rate) String() string {
 	return s
 }
 
-// burst is the burst the rate allows.
-func (r Rate) burst() int {
+// EffectiveBurst is the burst r allows: Burst, or when it is 0 the
+// default, N/50 and at least 1 (0 for the zero Rate).
+func (r Rate) EffectiveBurst() int {
+	if r.IsZero() {
+		return 0
+	}
 	if r.Burst > 0 {
 		return r.Burst
 	}
@@ -78,7 +82,7 @@ func (r Rate) spec() string {
 	if r.IsZero() {
 		return ""
 	}
-	return fmt.Sprintf("%d/%d/%d", r.N, r.Per.Milliseconds(), r.burst())
+	return fmt.Sprintf("%d/%d/%d", r.N, r.Per.Milliseconds(), r.EffectiveBurst())
 }
 
 // parseRate reads a stored spec; the zero Rate for "" or a malformed one.
@@ -94,19 +98,24 @@ func parseRate(spec string) Rate {
 		return Rate{}
 	}
 	r := Rate{N: n, Per: time.Duration(ms) * time.Millisecond}
-	if b != r.burst() {
+	if b != r.EffectiveBurst() {
 		r.Burst = b
 	}
 	return r
 }
 
 // ParseRate reads a rate written as "N/DURATION" ("500/1s", "10/1m"),
-// optionally "+BURST" ("500/1s+25"), or "none" (or "0") for no limit: the
-// form of the CLI, the dashboard and Rate.String.
+// optionally "+BURST" ("500/1s+25"), or "none" for no limit: the form of
+// the CLI, the dashboard and Rate.String. "0" is refused: a capacity of 0
+// holds a tenant's tasks, and a rate of 0 must not be read as the
+// opposite.
 func ParseRate(s string) (Rate, error) {
 	s = strings.TrimSpace(s)
-	if s == "none" || s == "0" || s == "" {
+	switch s {
+	case "none":
 		return Rate{}, nil
+	case "0", "":
+		return Rate{}, invalid("rate %q is ambiguous: none removes the limit; to start nothing, pause", s)
 	}
 	nPart, rest, ok := strings.Cut(s, "/")
 	if !ok {

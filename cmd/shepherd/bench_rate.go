@@ -94,7 +94,7 @@ func scenarioRateLimit(ctx context.Context, b *bench, _ int) (result, error) {
 	r.set("tasks_backlog", float64(backlog))
 	r.set("starts_measured", float64(measured))
 	r.set("rate_limit_per_s", float64(trRate.N)/trRate.Per.Seconds())
-	r.set("burst", float64(rateBurst(trRate)))
+	r.set("burst", float64(trRate.EffectiveBurst()))
 	r.set("rate_per_s", float64(measured-1)/span.Seconds())
 	r.set("max_window_per_s", float64(maxInWindow(starts, time.Second)))
 	return r, nil

@@ -67,7 +67,7 @@ func jsonStyle(v reflect.Value) any {
 		if r.IsZero() {
 			return nil
 		}
-		return orderedObject{{"n", r.N}, {"per_ms", jsonStyle(reflect.ValueOf(r.Per))}, {"burst", rateBurst(r)}}
+		return orderedObject{{"n", r.N}, {"per_ms", jsonStyle(reflect.ValueOf(r.Per))}, {"burst", r.EffectiveBurst()}}
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,14 +16,10 @@ import (
 // tenants ls show it.
 
 // parseRateArg reads a rate from the command line as queue.ParseRate
-// does ("500/1s", "500/1s+25", "none"), as a usage error when malformed.
-// It refuses "0" and "", which ParseRate takes as no limit: beside a
-// tenant capacity of 0, which holds the tenant's tasks, "rate 0" reads
-// as "start nothing", the opposite of what it would do.
+// does ("500/1s", "500/1s+25", "none"), as a usage error when malformed
+// (ParseRate refuses "0": a capacity of 0 holds a tenant's tasks, and
+// "rate 0" must not be read as the opposite).
 func parseRateArg(s string) (queue.Rate, error) {
-	if t := strings.TrimSpace(s); t == "0" || t == "" {
-		return queue.Rate{}, usagef("rate %q is ambiguous: none removes the limit; to start nothing, pause", s)
-	}
 	r, err := queue.ParseRate(s)
 	if err != nil {
 		return queue.Rate{}, usagef("%v (want N/DURATION like 500/1s, optionally +BURST like 500/1s+25, or none)", err)
@@ -48,21 +43,12 @@ func rateArgs(n int, missing string) cobra.PositionalArgs {
 	}
 }
 
-// rateBurst is the burst r allows: its Burst, or when that is 0 the
-// default queue.Rate documents, N/50 and at least 1.
-func rateBurst(r queue.Rate) int {
-	if r.Burst > 0 {
-		return r.Burst
-	}
-	return max(1, r.N/50)
-}
-
 // rateText renders a rate for people: "500/1s, burst 10", or "none".
 func rateText(r queue.Rate) string {
 	if r.IsZero() {
 		return "none"
 	}
-	return fmt.Sprintf("%d/%v, burst %d", r.N, r.Per, rateBurst(r))
+	return fmt.Sprintf("%d/%v, burst %d", r.N, r.Per, r.EffectiveBurst())
 }
 
 // queuePause pauses the queue (queue.Client.Pause).
