@@ -204,14 +204,17 @@ return 'OK'
 // it, absent or in the past when the rate is unused.
 const rateFn = `
 -- rateRoom is how many starts the rate spec allows at t, with tat its
--- stored TAT: k > 0, or 0 and the time (ms) when the next is allowed.
+-- stored TAT: k > 0, or 0 and when to look again (ms): once half the
+-- burst is allowed (the next start alone when the burst is 1 or 2), so
+-- that a take starts several tasks, and a take that comes late still
+-- loses nothing of the rate, within the other half.
 local function rateRoom(spec, tat, t)
   local n, per, burst = string.match(spec, '^(%d+)/(%d+)/(%d+)$')
   local T = tonumber(per) / tonumber(n)
   local tau = (tonumber(burst) - 1) * T
   local at = math.max(tonumber(tat or '0'), t)
   local k = math.floor((t + tau - at) / T + 1e-9) + 1
-  if k <= 0 then return 0, at - tau end
+  if k <= 0 then return 0, at - tau + math.floor((tonumber(burst) - 1) / 2) * T end
   return k, nil
 end
 
