@@ -108,3 +108,38 @@ func TestBinPercentiles(t *testing.T) {
 
 func itoa(n int) string { return fmt.Sprint(n) }
 func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// Tasks lists the latest finished tasks, done or cancelled, newest first,
+// while their outcomes are kept; the list expires with them.
+func TestTasksListsTheLatestFinished(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 20*time.Second)
+	serve(t, q, echo, WithWorkers(1))
+	var done []string
+	for i := range 5 {
+		f, err := q.Submit(ctx, []byte(fmt.Sprint(i)), WithRetention(time.Minute))
+		require.NoError(t, err)
+		_, err = wait(t, f, 5*time.Second)
+		require.NoError(t, err)
+		done = append(done, f.ID())
+	}
+	c, err := q.Submit(ctx, nil, WithDelay(time.Hour), WithRetention(time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, q.Cancel(ctx, c.ID()))
+	got, err := q.Tasks(ctx, StateDone, 1, 3)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	assert.Equal(t, []string{done[3], done[2], done[1]}, []string{got[0].ID, got[1].ID, got[2].ID}, "newest first, after the offset")
+	res, err := q.Result(ctx, done[4])
+	require.NoError(t, err)
+	assert.Equal(t, "4#1", string(res))
+	cancelled, err := q.Tasks(ctx, StateCancelled, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, cancelled, 1)
+	assert.Equal(t, c.ID(), cancelled[0].ID)
+	ttl, err := q.rdb.PTTL(ctx, q.lay.finished).Result()
+	require.NoError(t, err)
+	assert.Positive(t, ttl)
+	assert.LessOrEqual(t, ttl, time.Minute, "the list expires with its outcomes")
+}

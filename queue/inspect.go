@@ -47,9 +47,11 @@ func (q *Client) Exists(ctx context.Context) (bool, error) {
 	return n == 1, nil
 }
 
-// Tasks lists up to limit unfinished tasks in state (StateWaiting, oldest
-// first; StateDelayed and StateRetrying, soonest due first; StateActive;
-// or StateDead, newest first), skipping the first offset.
+// Tasks lists up to limit tasks in state (StateWaiting, in the order they
+// will be taken; StateDelayed and StateRetrying, soonest due first;
+// StateActive; StateDead, newest first; StateDone and StateCancelled,
+// newest first, among the latest 10,000 finished tasks whose outcome is
+// still kept), skipping the first offset.
 func (q *Client) Tasks(ctx context.Context, state State, offset, limit int) ([]TaskInfo, error) {
 	if offset < 0 || limit < 1 {
 		return nil, invalid("tasks need offset >= 0 and limit >= 1, got %d and %d", offset, limit)
@@ -72,6 +74,8 @@ func (q *Client) Tasks(ctx context.Context, state State, offset, limit int) ([]T
 		}
 	case StateDead:
 		return q.DeadLetters(ctx, offset, limit)
+	case StateDone, StateCancelled:
+		return q.finished(ctx, state, offset, limit)
 	default:
 		return nil, invalid("no list of tasks in state %q", state)
 	}
@@ -238,4 +242,43 @@ func tenantIDs(ts []TenantInfo) []string {
 		ids[i] = t.ID
 	}
 	return ids
+}
+
+// maxFinishedListed bounds the list of the latest finished tasks (done
+// or cancelled) that Tasks reads: finish pushes, flush trims.
+const maxFinishedListed = 10_000
+
+// finished lists finished tasks in state from the list of the latest
+// ones, newest first, skipping those whose outcome expired.
+func (q *Client) finished(ctx context.Context, state State, offset, limit int) ([]TaskInfo, error) {
+	const chunk = 500
+	var out []TaskInfo
+	seen := map[string]bool{} // an id used again is listed once
+	for from := int64(0); from < maxFinishedListed && len(out) < limit; from += chunk {
+		ids, err := q.rdb.LRange(ctx, q.lay.finished, from, from+chunk-1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queue: tasks: %w", err)
+		}
+		infos, err := q.infos(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range infos {
+			if t.State != state || seen[t.ID] {
+				continue
+			}
+			seen[t.ID] = true
+			if offset > 0 {
+				offset--
+				continue
+			}
+			if len(out) < limit {
+				out = append(out, t)
+			}
+		}
+		if len(ids) < chunk {
+			break
+		}
+	}
+	return out, nil
 }

@@ -40,6 +40,9 @@ import (
 //	              when the rate allows their next start (ms)
 //	dedup:KEY     string: the task holding a deduplication key
 //	              (WithDedup), expiring with the window
+//	finished      list: the ids of the latest finished tasks (done or
+//	              cancelled; at most 10,000), newest first, for Tasks;
+//	              expires with the longest-kept outcome listed
 //	hist:STEP:AT  hash: the history bucket of STEP seconds (10 or 60)
 //	              from AT (Unix s): counters, histogram bins and the
 //	              sampled depth (history.go); expires after an hour or a
@@ -67,7 +70,7 @@ import (
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains, janitor                                                   string
-	rated, dedupPrefix, histPrefix                                                                   string
+	rated, dedupPrefix, histPrefix, finished                                                         string
 	schedules, schedulePrefix                                                                        string
 
 	taskPrefix, inflightPrefix, chanPrefix string
@@ -100,7 +103,8 @@ func newLayout(name string) (layout, error) {
 		janitor:        k("janitor"),
 		rated:          k("rated"), // the scripts build these from the task prefix (K_RATED, P_DEDUP, P_HIST)
 		dedupPrefix:    k("dedup:"),
-		histPrefix:     k("hist:"), // P_HIST
+		histPrefix:     k("hist:"),    // P_HIST
+		finished:       k("finished"), // K_FINISHED
 		schedules:      k("schedules"),
 		schedulePrefix: k("schedule:"),
 		taskPrefix:     k("task:"),

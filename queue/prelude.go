@@ -23,6 +23,8 @@ local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 local P_DEDUP = string.sub(P_TASK, 1, -6) .. 'dedup:'
 local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
 local P_HIST = string.sub(P_TASK, 1, -6) .. 'hist:'
+local K_FINISHED = string.sub(P_TASK, 1, -6) .. 'finished'
+local MAX_FINISHED = ` + strconv.Itoa(maxFinishedListed) + `
 ` + fieldLocals() + `
 local MAX_PRIORITY = ` + strconv.Itoa(MaxPriority) + `
 local now = now_ms
@@ -196,7 +198,7 @@ end
 -- submitting process is told by flush, which every script that calls
 -- finish runs before it returns. Returns how many dead letters were
 -- dropped.
-local notes, nfinished = {}, 0
+local notes, nfinished, listed, listedFor = {}, 0, {}, 0
 local cancelRest
 local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
   if ten and ten ~= '' then
@@ -228,6 +230,8 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
     dropped = fileDead(id, t)
   else
     redis.call('PEXPIRE', tk, ret)
+    listed[#listed + 1] = id
+    listedFor = math.max(listedFor, tonumber(ret))
   end
   errs, res = errs or '', res or ''
   local n = notes[sub]
@@ -274,6 +278,14 @@ end
 -- one message with its outcomes (see Queue.outcomeMessage).
 local function flush()
   if nfinished > 0 then uncount(nfinished) end
+  if #listed > 0 then
+    -- The latest finished tasks, newest first, for Tasks (a bounded
+    -- list: the outcomes themselves expire on their own).
+    bulk('LPUSH', K_FINISHED, listed)
+    redis.call('LTRIM', K_FINISHED, 0, MAX_FINISHED - 1)
+    -- Kept as long as the longest-kept outcome listed.
+    if redis.call('PTTL', K_FINISHED) < listedFor then redis.call('PEXPIRE', K_FINISHED, listedFor) end
+  end
   for sub, n in pairs(notes) do
     redis.call('PUBLISH', P_CHAN .. 'done:' .. sub, table.concat(n))
   end
