@@ -11,7 +11,7 @@ package queue
 // go-redis on Redis 7.2 or newer sends CLIENT SETINFO when it connects
 // (+client|setinfo).
 const ACLCommands = "+ping +hello +auth +time +evalsha +eval +subscribe +unsubscribe +publish " +
-	"+get +set +incr +incrby +decr +exists +del +pexpire +persist " +
+	"+get +set +incr +incrby +decr +exists +del +pexpire +pttl +persist " +
 	"+hset +hget +hmget +hgetall +hkeys +hdel +hlen +hexists " +
-	"+lpush +rpush +lpop +rpop +lrem +llen +sadd +srem +smembers +hincrby " +
+	"+lpush +rpush +lpop +rpop +lrem +llen +ltrim +lrange +sadd +srem +smembers +hincrby " +
 	"+zadd +zrem +zscore +zcard +zrange +zrangebyscore +zrevrange +zpopmin +zremrangebyscore"

@@ -64,7 +64,8 @@ func (q *Client) setPaused(ctx context.Context, tenant string, paused bool) erro
 }
 
 // pauseScript pauses or resumes the queue (ARGV[4] "") or a tenant: the
-// flag "P" or "p:TENANT" in the tenants hash, which take honours. A
+// flag "P" in the settings hash (read with the TTL by take) or
+// "p:TENANT" in the tenants hash, which take honours. A
 // resumed tenant parked by its pause gets its turn back (take parks it
 // again if it is at capacity), and the idle processes are woken.
 //
@@ -74,18 +75,18 @@ func (q *Client) setPaused(ctx context.Context, tenant string, paused bool) erro
 // tenant still draining may be resumed).
 var pauseScript = redis.NewScript(prelude + `
 local ten = ARGV[4]
-local f = 'P'
+local h, f = K_SETTINGS, 'P'
 if ten ~= '' then
-  f = 'p:' .. ten
+  h, f = K_TEN, 'p:' .. ten
   if not redis.call('HGET', K_TEN, 'c:' .. ten) and not (ARGV[5] == '0' and redis.call('HGET', K_TEN, 'g:' .. ten)) then
     return 'UNKNOWN'
   end
 end
 if ARGV[5] == '1' then
-  redis.call('HSET', K_TEN, f, '1')
+  redis.call('HSET', h, f, '1')
   return 'OK'
 end
-redis.call('HDEL', K_TEN, f)
+redis.call('HDEL', h, f)
 if ten ~= '' and redis.call('SREM', K_PARKED, ten) == 1 then redis.call('RPUSH', K_TURNS, ten) end
 wake()
 return 'OK'

@@ -32,10 +32,11 @@ local now = now_ms
 -- leaseOf tells whether process proc's lease runs at t (nil), or why
 -- not: 'GONE' (it has no keep-alive: declared dead, or never
 -- registered) or 'LATE' (its keep-alive is older than the queue's TTL:
--- about to be declared dead).
-local function leaseOf(proc, t)
+-- about to be declared dead). ttl is the queue's TTL setting when the
+-- caller read it already (false: absent), nil to read it here.
+local function leaseOf(proc, t, ttl)
   local at = redis.call('HGET', K_ALIVE, proc)
-  local ttl = redis.call('HGET', K_SETTINGS, '` + settingTTL + `')
+  if ttl == nil then ttl = redis.call('HGET', K_SETTINGS, '` + settingTTL + `') end
   if not at or not ttl then return 'GONE' end -- no TTL: the queue's state is gone
   if lapsed(at, t, ttl) then return 'LATE' end
   return nil
@@ -118,10 +119,20 @@ end
 -- waiting task.
 local function pushReady(ten, ids, left, pri)
   if #ids == 0 then return end
-  local before = hasWaiting(ten)
-  local key = readyKey(ten, pri)
-  if left then bulk('LPUSH', key, ids) else bulk('RPUSH', key, ids) end
-  if pri and pri > 0 then redis.call('HINCRBY', K_TEN, 'q:' .. ten, #ids) end
+  local cmd = 'RPUSH'
+  if left then cmd = 'LPUSH' end
+  local len = 0
+  for i = 1, #ids, 1000 do
+    len = redis.call(cmd, readyKey(ten, pri), unpack(ids, i, math.min(i + 999, #ids)))
+  end
+  -- Whether the tenant had waiting tasks before: in this list, then
+  -- in the others.
+  local before = len > #ids
+  if pri and pri > 0 then
+    before = redis.call('HINCRBY', K_TEN, 'q:' .. ten, #ids) > #ids or before or redis.call('LLEN', readyKey(ten)) > 0
+  elseif not before then
+    before = above0(ten) > 0
+  end
   if not before then redis.call('RPUSH', K_TURNS, ten) end
 end
 

@@ -175,23 +175,24 @@ func (q *Client) SetTenantRate(ctx context.Context, tenant string, r Rate) error
 	return nil
 }
 
-// setRateScript sets or removes a rate: the queue's (ARGV[4] "") or a
-// tenant's.
+// setRateScript sets or removes a rate: the queue's (ARGV[4] "", in the
+// settings hash, "r" and its state "rt") or a tenant's (in the tenants
+// hash).
 //
 //	ARGV[4] tenant ("" for the queue), ARGV[5] the spec ("" for none)
 //
 // Returns "OK" or "UNKNOWN" (the tenant is not registered).
 var setRateScript = redis.NewScript(prelude + `
 local ten, spec = ARGV[4], ARGV[5]
-local f, tf = 'r', 'rt'
+local h, f, tf = K_SETTINGS, 'r', 'rt'
 if ten ~= '' then
   if not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN' end
-  f, tf = 'r:' .. ten, 'rt:' .. ten
+  h, f, tf = K_TEN, 'r:' .. ten, 'rt:' .. ten
 end
 if spec == '' then
-  redis.call('HDEL', K_TEN, f, tf)
+  redis.call('HDEL', h, f, tf)
 else
-  redis.call('HSET', K_TEN, f, spec)
+  redis.call('HSET', h, f, spec)
 end
 if ten ~= '' and redis.call('ZREM', K_RATED, ten) == 1 then redis.call('RPUSH', K_TURNS, ten) end
 wake()

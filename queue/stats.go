@@ -60,7 +60,7 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	dropped := pipe.Get(ctx, q.lay.deadDropped)
 	procs := pipe.HGetAll(ctx, q.lay.procs)
 	alive := pipe.HGetAll(ctx, q.lay.alive)
-	ttlSetting := pipe.HGet(ctx, q.lay.settings, settingTTL)
+	settings := pipe.HMGet(ctx, q.lay.settings, settingTTL, "P", "r")
 	now := pipe.Time(ctx)
 	tenantHash := pipe.HGetAll(ctx, q.lay.tenants)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -82,12 +82,16 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	}
 	above, _ := strconv.ParseInt(tenantHash.Val()["q:"], 10, 64)
 	st.Available += above
-	_, st.Paused = tenantHash.Val()["P"]
-	st.Rate = parseRate(tenantHash.Val()["r"])
+	sv := settings.Val()
+	if len(sv) != 3 {
+		sv = make([]any, 3)
+	}
+	st.Paused = sv[1] != nil
+	st.Rate = parseRate(str(sv[2]))
 	st.Tenants = tenants
 	st.DeadDropped, _ = strconv.ParseInt(dropped.Val(), 10, 64)
 	nowMs := now.Val().UnixMilli()
-	ttlMs, _ := strconv.ParseInt(ttlSetting.Val(), 10, 64)
+	ttlMs, _ := strconv.ParseInt(str(sv[0]), 10, 64)
 	for id, raw := range alive.Val() {
 		seen, _ := strconv.ParseInt(raw, 10, 64)
 		lease := time.Duration(seen+ttlMs-nowMs) * time.Millisecond

@@ -96,20 +96,21 @@ const takeFn = rateFn + `
 -- queue's rate.
 local function take(proc, ik, n, promote)
   local t = now()
-  local why = leaseOf(proc, t)
+  -- The queue's TTL, pause, rate and its state, and when the first
+  -- tenant waiting for its rate may go (R: never later than that, so it
+  -- may send take to the rated set for nothing, never too late): the
+  -- queue-wide settings, read at once.
+  local qf = redis.call('HMGET', K_SETTINGS, '` + settingTTL + `', 'P', 'r', 'rt', 'R')
+  local why = leaseOf(proc, t, qf[1])
   if why then return {why} end
-  -- The queue's pause, rate and its state, and when the first tenant
-  -- waiting for its rate may go (R: never later than that, so it may
-  -- send take to the rated set for nothing, never too late).
-  local qf = redis.call('HMGET', K_TEN, 'P', 'r', 'rt', 'R')
-  if qf[1] then
+  if qf[2] then
     -- Paused: Resume wakes the idle processes.
     redis.call('SADD', K_IDLE, proc)
     return {'OK', -1}
   end
   local want = n
-  if qf[2] then
-    local k, at = rateRoom(qf[2], qf[3], t)
+  if qf[3] then
+    local k, at = rateRoom(qf[3], qf[4], t)
     if k == 0 then
       redis.call('SADD', K_IDLE, proc)
       return {'OK', math.max(math.ceil(at - t), 1)}
@@ -117,14 +118,14 @@ local function take(proc, ik, n, promote)
     n = math.min(n, k)
   end
   -- Tenants whose rate allows again get their turn back.
-  local rated = qf[4] and tonumber(qf[4])
+  local rated = qf[5] and tonumber(qf[5])
   if rated and rated <= t then
     local back = redis.call('ZRANGEBYSCORE', K_RATED, '-inf', t)
     bulk('RPUSH', K_TURNS, back)
     bulk('ZREM', K_RATED, back)
     local first = redis.call('ZRANGE', K_RATED, 0, 0, 'WITHSCORES')
     rated = first[2] and tonumber(first[2])
-    if rated then redis.call('HSET', K_TEN, 'R', first[2]) else redis.call('HDEL', K_TEN, 'R') end
+    if rated then redis.call('HSET', K_SETTINGS, 'R', first[2]) else redis.call('HDEL', K_SETTINGS, 'R') end
   end
   -- The earliest delayed and retrying tasks: the due ones go to the
   -- front of their tenant's list (the first due is taken first).
@@ -171,7 +172,7 @@ local function take(proc, ik, n, promote)
       redis.call('ZADD', K_RATED, rat, ten)
       if not rated or rat < rated then
         rated = rat
-        redis.call('HSET', K_TEN, 'R', string.format('%.3f', rat))
+        redis.call('HSET', K_SETTINGS, 'R', string.format('%.3f', rat))
       end
     else
       if rk then room = math.min(room, rk) end
@@ -227,7 +228,7 @@ local function take(proc, ik, n, promote)
       if above > 0 or redis.call('LLEN', readyKey(ten)) > 0 then redis.call('RPUSH', K_TURNS, ten) end
     end
   end
-  if got > 0 and qf[2] then rateUse(K_TEN, 'rt', qf[2], qf[3], t, got) end
+  if got > 0 and qf[3] then rateUse(K_SETTINGS, 'rt', qf[3], qf[4], t, got) end
   bulk('HSET', K_ACTIVE, owners)
   bulk('SADD', ik, mine)
   -- The next due time matters only to a process left with idle workers,
@@ -248,9 +249,9 @@ local function take(proc, ik, n, promote)
     if first[2] then sooner(tonumber(first[2])) end
   end
   if rated then sooner(rated) end
-  if got >= n and qf[2] then
+  if got >= n and qf[3] then
     -- Stopped by the queue's rate: the next start it allows.
-    local _, at = rateRoom(qf[2], redis.call('HGET', K_TEN, 'rt'), t)
+    local _, at = rateRoom(qf[3], redis.call('HGET', K_SETTINGS, 'rt'), t)
     if at then sooner(at) end
   end
   out[2] = nd

@@ -23,8 +23,9 @@ import (
 // (ready:ID; the untenanted ones in ready; those of a priority above 0 in
 // ready/P:ID, counted by "q:ID" while there are some). "r:ID" is its rate
 // (Rate.spec) and "rt:ID" the rate's state (take's GCRA), "p:ID" is set
-// while it is paused; "r", "rt" and "P" are the queue's, and "R" is no
-// later than when the first tenant in the rated set may start again. A tenant with waiting tasks
+// while it is paused. The queue's own rate ("r", "rt") and pause ("P"),
+// and "R", no later than when the first tenant in the rated set may start
+// again, are in the settings hash, which take reads with the TTL. A tenant with waiting tasks
 // is in the turns list (round-robin order of take), or, when take found
 // it at capacity or paused, in the parked set until its load goes down
 // or it is resumed, or, when take found it over its rate, in the rated
