@@ -118,7 +118,7 @@ func (s *Slot) Release(ctx context.Context) error {
 //
 // Returns "OK", or "GONE" (released already, or its process was declared
 // dead and its slots given back).
-var releaseScript = redis.NewScript(prelude + `
+var releaseScript = redis.NewScript(prelude + finishFn + `
 local v = redis.call('HGET', K_HOLDS, ARGV[4])
 if not v then return 'GONE' end
 redis.call('HDEL', K_HOLDS, ARGV[4])

@@ -70,7 +70,7 @@ const earlyCancelTTL = time.Minute
 //	ARGV[4] id
 //
 // Returns "NOTFOUND", "FINISHED", "REQUESTED" or "CANCELLED".
-var cancelScript = redis.NewScript(prelude + `
+var cancelScript = redis.NewScript(prelude + finishFn + `
 local res = cancelOne(KEYS[17], ARGV[4], now())
 flush()
 return res

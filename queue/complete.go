@@ -92,7 +92,7 @@ func endUnrecorded(batch []outcomeReq) {
 // Returns {dead letters dropped, k, outcome * k, take's reply...}: one
 // outcome per attempt, "STALE", "done", "cancelled", "dead", "retry",
 // "later" or "released", then what dequeueScript returns.
-var completeScript = redis.NewScript(prelude + takeFn + `
+var completeScript = redis.NewScript(prelude + finishFn + takeFn + `
 local proc = ARGV[4]
 local t = now()
 local ended = {} -- attempts no longer in flight

@@ -72,7 +72,7 @@ func (s *Server) checkOrphans(ctx context.Context) {
 //	ARGV[4] process, ARGV[5] "1" to remove it, ARGV[6...] ids (none: all)
 //
 // Returns how many tasks went back.
-var deregisterScript = redis.NewScript(prelude + `
+var deregisterScript = redis.NewScript(prelude + finishFn + `
 local ids = {}
 for i = 6, #ARGV do ids[#ids + 1] = ARGV[i] end
 local all = #ids == 0

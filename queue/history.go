@@ -270,7 +270,7 @@ local t = now()
 for _, s in ipairs({{ARGV[4], ARGV[5]}, {ARGV[6], ARGV[7]}}) do
   local step = tonumber(s[1])
   local at = math.floor(t / 1000 / step) * step
-  local key = P_HIST .. step .. ':' .. at
+  local key = string.sub(P_TASK, 1, -6) .. 'hist:' .. step .. ':' .. at
   for i = 8, #ARGV, 2 do
     if string.sub(ARGV[i], 1, 1) == '=' then
       redis.call('HSET', key, ARGV[i], ARGV[i + 1])

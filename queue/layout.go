@@ -101,10 +101,10 @@ func newLayout(name string) (layout, error) {
 		holds:          k("holds"),
 		drains:         k("drains"),
 		janitor:        k("janitor"),
-		rated:          k("rated"), // the scripts build these from the task prefix (K_RATED, P_DEDUP, P_HIST)
+		rated:          k("rated"), // the scripts build these from the task prefix (K_RATED, submitFn's P_DEDUP, hist:, finished)
 		dedupPrefix:    k("dedup:"),
-		histPrefix:     k("hist:"),    // P_HIST
-		finished:       k("finished"), // K_FINISHED
+		histPrefix:     k("hist:"),
+		finished:       k("finished"),
 		schedules:      k("schedules"),
 		schedulePrefix: k("schedule:"),
 		taskPrefix:     k("task:"),

@@ -20,11 +20,7 @@ local K_TEN, K_TURNS, K_PARKED, K_HOLDS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
 local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
-local P_DEDUP = string.sub(P_TASK, 1, -6) .. 'dedup:'
 local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
-local P_HIST = string.sub(P_TASK, 1, -6) .. 'hist:'
-local K_FINISHED = string.sub(P_TASK, 1, -6) .. 'finished'
-local MAX_FINISHED = ` + strconv.Itoa(maxFinishedListed) + `
 ` + fieldLocals() + `
 local MAX_PRIORITY = ` + strconv.Itoa(MaxPriority) + `
 local now = now_ms
@@ -49,23 +45,6 @@ local function wake()
   if woke then return end
   woke = true
   if redis.call('EXISTS', K_IDLE) == 1 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
-end
-
--- adderr appends an attempt's error, and the stack of its panic if any,
--- to the task's list and returns it. A task keeps its latest panic's
--- stack only (a few KiB at most), not one per attempt.
-local function adderr(tk, errs, att, msg, t, stack)
-  local list = {}
-  if errs and errs ~= '' then list = cjson.decode(errs) end
-  local e = {a = att, e = msg, t = t}
-  if stack and stack ~= '' then
-    for _, old in ipairs(list) do old.s = nil end
-    e.s = stack
-  end
-  list[#list + 1] = e
-  local s = cjson.encode(list)
-  redis.call('HSET', tk, F_ERRORS, s)
-  return s
 end
 
 -- bulk runs cmd on key with the list's items as arguments, in chunks
@@ -154,17 +133,30 @@ local function unready(ten, id, pri)
     redis.call('ZREM', K_RATED, ten)
   end
 end
+`
 
--- capOf is a tenant's capacity (a removed one's last while it drains);
--- for untenanted tasks ("") the untenanted capacity, nil when none.
-local function capOf(ten)
-  if ten == '' then
-    local u = redis.call('HGET', K_TEN, 'u')
-    if not u then return nil end
-    return tonumber(u)
+
+// finishFn records outcomes (finish, flush) and cancels (cancelOne), and
+// gives capacity back (unload, releaseHolds): the scripts that end tasks
+// add it after the prelude. The others leave it out: every function a
+// script defines is made anew on each call, and a script pays for all of
+// them (docs/ARCHITECTURE.md, "What a call costs").
+var finishFn = `
+-- adderr appends an attempt's error, and the stack of its panic if any,
+-- to the task's list and returns it. A task keeps its latest panic's
+-- stack only (a few KiB at most), not one per attempt.
+local function adderr(tk, errs, att, msg, t, stack)
+  local list = {}
+  if errs and errs ~= '' then list = cjson.decode(errs) end
+  local e = {a = att, e = msg, t = t}
+  if stack and stack ~= '' then
+    for _, old in ipairs(list) do old.s = nil end
+    e.s = stack
   end
-  local c = redis.call('HGET', K_TEN, 'c:' .. ten) or redis.call('HGET', K_TEN, 'g:' .. ten)
-  return tonumber(c or '0')
+  list[#list + 1] = e
+  local s = cjson.encode(list)
+  redis.call('HSET', tk, F_ERRORS, s)
+  return s
 end
 
 -- settle forgets a removed tenant once nothing of it is left.
@@ -290,12 +282,16 @@ end
 local function flush()
   if nfinished > 0 then uncount(nfinished) end
   if #listed > 0 then
-    -- The latest finished tasks, newest first, for Tasks (a bounded
-    -- list: the outcomes themselves expire on their own).
-    bulk('LPUSH', K_FINISHED, listed)
-    redis.call('LTRIM', K_FINISHED, 0, MAX_FINISHED - 1)
-    -- Kept as long as the longest-kept outcome listed.
-    if redis.call('PTTL', K_FINISHED) < listedFor then redis.call('PEXPIRE', K_FINISHED, listedFor) end
+    -- The latest finished tasks, newest first, for Tasks: one push a
+    -- call; trimmed to the most listed once 1,000 over it, and its expiry
+    -- (the longest retention of the call's outcomes) set when it is new
+    -- and every 1,000 pushes, so that it goes with its outcomes.
+    local key, most, len = string.sub(P_TASK, 1, -6) .. 'finished', ` + strconv.Itoa(maxFinishedListed) + `, 0
+    for i = 1, #listed, 1000 do
+      len = redis.call('LPUSH', key, unpack(listed, i, math.min(i + 999, #listed)))
+    end
+    if len > most + 1000 then redis.call('LTRIM', key, 0, most - 1) end
+    if len == #listed or len % 1000 < #listed then redis.call('PEXPIRE', key, listedFor) end
   end
   for sub, n in pairs(notes) do
     redis.call('PUBLISH', P_CHAN .. 'done:' .. sub, table.concat(n))

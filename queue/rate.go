@@ -204,26 +204,24 @@ return 'OK'
 // arrival time (TAT, ms on Redis's clock, fractional) in a field beside
 // it, absent or in the past when the rate is unused.
 const rateFn = `
--- rateRoom is how many starts the rate spec allows at t, with tat its
--- stored TAT: k > 0, or 0 and when to look again (ms): once half the
--- burst is allowed (the next start alone when the burst is 1 or 2), so
--- that a take starts several tasks, and a take that comes late still
--- loses nothing of the rate, within the other half.
-local function rateRoom(spec, tat, t)
+-- rate runs the rate spec at t, with tat its stored TAT. Without k it
+-- tells how many starts the rate allows: k > 0, or 0 and when to look
+-- again (ms): once half the burst is allowed (the next start alone when
+-- the burst is 1 or 2), so that a take starts several tasks, and a take
+-- that comes late still loses nothing of the rate, within the other
+-- half. With k it records k starts in the TAT field of hash key. (One
+-- function: every function of a script is made anew on each call.)
+local function rate(spec, tat, t, k, key, field)
   local n, per, burst = string.match(spec, '^(%d+)/(%d+)/(%d+)$')
   local T = tonumber(per) / tonumber(n)
-  local tau = (tonumber(burst) - 1) * T
   local at = math.max(tonumber(tat or '0'), t)
-  local k = math.floor((t + tau - at) / T + 1e-9) + 1
-  if k <= 0 then return 0, at - tau + math.floor((tonumber(burst) - 1) / 2) * T end
-  return k, nil
-end
-
--- rateUse records k starts at t in the TAT field of hash key.
-local function rateUse(key, field, spec, tat, t, k)
-  local n, per = string.match(spec, '^(%d+)/(%d+)/')
-  local T = tonumber(per) / tonumber(n)
-  local at = math.max(tonumber(tat or '0'), t) + k * T
-  redis.call('HSET', key, field, string.format('%.3f', at))
+  if k then
+    redis.call('HSET', key, field, string.format('%.3f', at + k * T))
+    return
+  end
+  local tau = (tonumber(burst) - 1) * T
+  local room = math.floor((t + tau - at) / T + 1e-9) + 1
+  if room <= 0 then return 0, at - tau + math.floor((tonumber(burst) - 1) / 2) * T end
+  return room, nil
 end
 `

@@ -70,7 +70,7 @@ func (q *Queue) reapLoop() {
 //
 // Returns {processes declared dead, tasks requeued, tasks finished,
 // dead letters dropped}.
-var reapScript = redis.NewScript(prelude + `
+var reapScript = redis.NewScript(prelude + finishFn + `
 local t = now()
 local procs = {}
 local ttl = redis.call('HGET', K_SETTINGS, '` + settingTTL + `')

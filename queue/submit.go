@@ -290,6 +290,7 @@ func (q *Queue) forget(f *Future) {
 // (queued). submitScript runs it for a batch of Submits, the scheduler's
 // tick script for the ticks of its schedules.
 const submitFn = `
+local P_DEDUP = string.sub(P_TASK, 1, -6) .. 'dedup:'
 local q_ready, q_order, q_delayed, q_queued = {}, {}, {}, 0
 local q_count, q_withdrawn
 

@@ -110,7 +110,7 @@ local function take(proc, ik, n, promote)
   end
   local want = n
   if qf[3] then
-    local k, at = rateRoom(qf[3], qf[4], t)
+    local k, at = rate(qf[3], qf[4], t)
     if k == 0 then
       redis.call('SADD', K_IDLE, proc)
       return {'OK', math.max(math.ceil(at - t), 1)}
@@ -165,7 +165,7 @@ local function take(proc, ik, n, promote)
     if ten ~= '' and not cap then cap = '0' end
     if cap then room = math.min(room, tonumber(cap) - tonumber(tf[2] or '0')) end
     local rk, rat
-    if tf[5] and room > 0 then rk, rat = rateRoom(tf[5], tf[6], t) end
+    if tf[5] and room > 0 then rk, rat = rate(tf[5], tf[6], t) end
     if tf[4] or room <= 0 then
       redis.call('SADD', K_PARKED, ten)
     elseif rk == 0 then
@@ -223,12 +223,12 @@ local function take(proc, ik, n, promote)
       got = got + took
       if took > 0 then
         redis.call('HINCRBY', K_TEN, 'l:' .. ten, took)
-        if rk then rateUse(K_TEN, 'rt:' .. ten, tf[5], tf[6], t, took) end
+        if rk then rate(tf[5], tf[6], t, took, K_TEN, 'rt:' .. ten) end
       end
       if above > 0 or redis.call('LLEN', readyKey(ten)) > 0 then redis.call('RPUSH', K_TURNS, ten) end
     end
   end
-  if got > 0 and qf[3] then rateUse(K_SETTINGS, 'rt', qf[3], qf[4], t, got) end
+  if got > 0 and qf[3] then rate(qf[3], qf[4], t, got, K_SETTINGS, 'rt') end
   bulk('HSET', K_ACTIVE, owners)
   bulk('SADD', ik, mine)
   -- The next due time matters only to a process left with idle workers,
@@ -251,7 +251,7 @@ local function take(proc, ik, n, promote)
   if rated then sooner(rated) end
   if got >= n and qf[3] then
     -- Stopped by the queue's rate: the next start it allows.
-    local _, at = rateRoom(qf[3], redis.call('HGET', K_SETTINGS, 'rt'), t)
+    local _, at = rate(qf[3], redis.call('HGET', K_SETTINGS, 'rt'), t)
     if at then sooner(at) end
   end
   out[2] = nd

@@ -150,7 +150,7 @@ func (q *Client) RemoveTenant(ctx context.Context, id string) error {
 //	ARGV[4] tenant
 //
 // Returns "OK" or "NOTFOUND".
-var removeTenantScript = redis.NewScript(prelude + `
+var removeTenantScript = redis.NewScript(prelude + finishFn + `
 local ten = ARGV[4]
 local c = redis.call('HGET', K_TEN, 'c:' .. ten)
 if not c then return 'NOTFOUND' end

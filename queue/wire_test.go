@@ -149,7 +149,7 @@ func TestScriptsUseOnlyTaskFields(t *testing.T) {
 	// checks them).
 	require.Equal(t, 1, strings.Count(prelude, fieldLocals()))
 	uses := check("prelude", strings.Replace(prelude, fieldLocals(), "", 1), false) +
-		check("takeFn", takeFn, false) + check("fileDeadFn", fileDeadFn, false)
+		check("takeFn", takeFn, false) + check("finishFn", finishFn, false) + check("submitFn", submitFn, false)
 	scripts := queueScripts(t)
 	for _, s := range scripts {
 		uses += check(s.file+": "+s.name, s.body, strings.Contains(s.comment, "KEYS[17] task key"))

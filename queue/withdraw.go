@@ -65,7 +65,7 @@ func (q *Queue) withdraw(r *submitReq) {
 //	ARGV[4] id, ARGV[5] the Submit's nonce, ARGV[6] member.WithdrawnTTL (ms)
 //
 // Returns "ABSENT" (not queued), "WITHDRAWN" or "CANCELLED".
-var withdrawScript = redis.NewScript(prelude + `
+var withdrawScript = redis.NewScript(prelude + finishFn + `
 local id, nonce = ARGV[4], ARGV[5]
 local t = now()
 withdraw_call(K_WITHDRAWN, nonce, t, ARGV[6])
@@ -76,7 +76,8 @@ if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
   local ten = f[4] or ''
   if f[1] == 'waiting' then unready(ten, id, tonumber(f[7] or '0')) end
   -- Never queued: its deduplication key is free again.
-  if f[8] and redis.call('GET', P_DEDUP .. f[8]) == id then redis.call('DEL', P_DEDUP .. f[8]) end
+  local dk = f[8] and string.sub(P_TASK, 1, -6) .. 'dedup:' .. f[8]
+  if dk and redis.call('GET', dk) == id then redis.call('DEL', dk) end
   if f[5] and f[5] ~= '' then
     -- Never part of its batch. A batch left with no task goes; one
     -- whose other tasks have all finished is kept as long as an outcome
