@@ -135,7 +135,6 @@ local function unready(ten, id, pri)
 end
 `
 
-
 // finishFn records outcomes (finish, flush) and cancels (cancelOne), and
 // gives capacity back (unload, releaseHolds): the scripts that end tasks
 // add it after the prelude. The others leave it out: every function a
