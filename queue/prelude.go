@@ -139,7 +139,7 @@ end
 // gives capacity back (unload, releaseHolds): the scripts that end tasks
 // add it after the prelude. The others leave it out: every function a
 // script defines is made anew on each call, and a script pays for all of
-// them (docs/ARCHITECTURE.md, "What a call costs").
+// them (docs/ARCHITECTURE.md, section 4, "What a call costs").
 var finishFn = `
 -- adderr appends an attempt's error, and the stack of its panic if any,
 -- to the task's list and returns it. A task keeps its latest panic's
