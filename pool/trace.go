@@ -3,12 +3,12 @@ package pool
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/shepherd-go/shepherd/internal/tracectx"
 )
 
 // WithTracerProvider traces jobs with tp's tracer: DispatchJob runs in a
@@ -35,8 +35,6 @@ const (
 	AttrAttempt = attribute.Key("shepherd.job.attempt") // the Start's attempt (Job.Attempt)
 )
 
-var traceContext = propagation.TraceContext{}
-
 // startDispatch starts DispatchJob's producer span (nil tracer: none).
 func (n *Node) startDispatch(ctx context.Context, key string) (context.Context, trace.Span) {
 	if n.cfg.tracer == nil {
@@ -60,23 +58,13 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// injectTrace renders the span context of ctx as the job's trace field:
-// "traceparent" or "traceparent\ntracestate"; "" when there is none or
-// nothing is traced.
+// injectTrace renders the span context of ctx for the job's record
+// (tracectx.Inject); "" when nothing is traced.
 func (n *Node) injectTrace(ctx context.Context) string {
 	if n.cfg.tracer == nil {
 		return ""
 	}
-	c := propagation.MapCarrier{}
-	traceContext.Inject(ctx, c)
-	tp := c.Get("traceparent")
-	if tp == "" {
-		return ""
-	}
-	if ts := c.Get("tracestate"); ts != "" {
-		return tp + "\n" + ts
-	}
-	return tp
+	return tracectx.Inject(ctx)
 }
 
 // startStart starts the consumer span of a Start, the child of the span
@@ -85,17 +73,7 @@ func (n *Node) startStart(ctx context.Context, job *Job) (context.Context, trace
 	if n.cfg.tracer == nil {
 		return ctx, nil
 	}
-	c := propagation.MapCarrier{}
-	tp, ts, _ := strings.Cut(job.trace, "\n")
-	if tp != "" {
-		c.Set("traceparent", tp)
-		if ts != "" {
-			c.Set("tracestate", ts)
-		}
-	}
-	if parent := trace.SpanContextFromContext(traceContext.Extract(context.Background(), c)); parent.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
-	}
+	ctx = tracectx.WithRemoteParent(ctx, job.trace)
 	return n.cfg.tracer.Start(ctx, "start "+n.pool, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("messaging.system", "shepherd"),
 			attribute.String("messaging.operation.type", "process"),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/script"
+	"github.com/shepherd-go/shepherd/internal/tracectx"
 )
 
 // Submit queues a task with payload (which may be empty) and returns once
@@ -101,7 +102,7 @@ func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption
 	start := time.Now()
 	r := &submitReq{f: f, payload: payload, sc: sc, delay: delay, nonce: randomID(8), done: make(chan error, 1)}
 	if q.cfg.tracer != nil {
-		r.trace = injectTrace(ctx)
+		r.trace = tracectx.Inject(ctx)
 	}
 	select {
 	case q.submits <- r:

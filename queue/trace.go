@@ -2,12 +2,12 @@ package queue
 
 import (
 	"context"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/shepherd-go/shepherd/internal/tracectx"
 )
 
 // WithTracerProvider traces tasks with tp's tracer: Submit runs in a
@@ -38,8 +38,6 @@ const (
 	AttrOutcome       = attribute.Key("shepherd.task.outcome")        // what Redis recorded
 )
 
-var traceContext = propagation.TraceContext{}
-
 // startSend starts the producer span of a Submit (nil tracer: none).
 func (q *Queue) startSend(ctx context.Context) (context.Context, trace.Span) {
 	if q.cfg.tracer == nil {
@@ -64,39 +62,13 @@ func endSend(span trace.Span, id string, err error) {
 	span.End()
 }
 
-// injectTrace renders the span context of ctx as the task's trace field:
-// "traceparent" or "traceparent\ntracestate"; "" when there is none.
-func injectTrace(ctx context.Context) string {
-	c := propagation.MapCarrier{}
-	traceContext.Inject(ctx, c)
-	tp := c.Get("traceparent")
-	if tp == "" {
-		return ""
-	}
-	if ts := c.Get("tracestate"); ts != "" {
-		return tp + "\n" + ts
-	}
-	return tp
-}
-
 // startProcess starts the consumer span of an attempt as a child of the
 // span stored with the task (none: a root span), in ctx.
 func (q *Queue) startProcess(ctx context.Context, t *Task) (context.Context, trace.Span) {
 	if q.cfg.tracer == nil {
 		return ctx, nil
 	}
-	c := propagation.MapCarrier{}
-	tp, ts, _ := strings.Cut(t.trace, "\n")
-	if tp != "" {
-		c.Set("traceparent", tp)
-		if ts != "" {
-			c.Set("tracestate", ts)
-		}
-	}
-	parent := trace.SpanContextFromContext(traceContext.Extract(context.Background(), c))
-	if parent.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
-	}
+	ctx = tracectx.WithRemoteParent(ctx, t.trace)
 	attrs := []attribute.KeyValue{attribute.String("messaging.system", "shepherd"),
 		attribute.String("messaging.operation.type", "process"),
 		attribute.String("messaging.destination.name", q.name),
