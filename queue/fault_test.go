@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/limit"
@@ -39,7 +40,11 @@ func runChild() int {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("CHILD_ADDR")})
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
-	q, err := Open(ctx, rdb, os.Getenv("CHILD_QUEUE"), WithTTL(time.Duration(ttl)*time.Millisecond), WithLogger(logger))
+	openOpts := []Option{WithTTL(time.Duration(ttl) * time.Millisecond), WithLogger(logger)}
+	if os.Getenv("CHILD_TRACE") != "" {
+		openOpts = append(openOpts, WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spanLogger{}))))
+	}
+	q, err := Open(ctx, rdb, os.Getenv("CHILD_QUEUE"), openOpts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

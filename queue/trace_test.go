@@ -3,6 +3,9 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +109,37 @@ func TestNoTracerStoresNoTraceContext(t *testing.T) {
 	assert.False(t, n)
 	_, err = Open(ctx, q.rdb, q.name, WithTracerProvider(nil))
 	assert.ErrorIs(t, err, ErrInvalidOption)
+}
+
+// spanLogger writes every span that ends to stderr, one line each, for
+// a child process's parent to read.
+type spanLogger struct{}
+
+func (spanLogger) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (spanLogger) OnEnd(s sdktrace.ReadOnlySpan) {
+	fmt.Fprintf(os.Stderr, "span name=%q trace=%s parent=%s outcome=%s\n", s.Name(), s.SpanContext().TraceID(),
+		s.Parent().SpanID(), attr(s, AttrOutcome).AsString())
+}
+func (spanLogger) Shutdown(context.Context) error   { return nil }
+func (spanLogger) ForceFlush(context.Context) error { return nil }
+
+// The same across two OS processes: the task's attempt span, ended in a
+// child process that serves it, is a child of the Submit's span here.
+func TestTracesCrossAProcessBoundary(t *testing.T) {
+	t.Parallel()
+	name := redistest.Name(t)
+	rec := tracetest.NewSpanRecorder()
+	q := open(t, name, WithTTL(2*time.Second), WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
+	c := startChild(t, name, 2*time.Second, 1, 0, "CHILD_TRACE=1")
+	ctx := testCtx(t, 20*time.Second)
+	f, err := q.Submit(ctx, nil)
+	require.NoError(t, err)
+	res, err := wait(t, f, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "child", string(res))
+	require.Len(t, rec.Ended(), 1)
+	send := rec.Ended()[0].SpanContext()
+	want := fmt.Sprintf("span name=%q trace=%s parent=%s outcome=done", "process "+name, send.TraceID(), send.SpanID())
+	require.Eventually(t, func() bool { return c.count(want) == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the child's log has no %q:\n%s", want, strings.Join(c.log(), "\n"))
 }
