@@ -136,13 +136,6 @@ func TestJSONStyle(t *testing.T) {
 	}
 }
 
-func TestSnakeCase(t *testing.T) {
-	for in, want := range map[string]string{"ID": "id", "InFlight": "in_flight", "WorkerTTL": "worker_ttl", "PID": "pid",
-		"P50": "p50", "LeaseFor": "lease_for", "DeadDropped": "dead_dropped", "HTTPServer": "http_server", "MaxAttempts": "max_attempts"} {
-		assert.Equal(t, want, snakeCase(in), in)
-	}
-}
-
 // jsonError checks that stderr is one JSON object, {"error": "..."}, and
 // returns the error.
 func jsonError(t *testing.T, what, stderr string) string {
