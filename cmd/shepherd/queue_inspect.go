@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -44,6 +45,7 @@ func queueInspect(ctx context.Context, c *queue.Client, o queueOpts) error {
 		{"submitted", at(t.Submitted)},
 		{"due", at(t.Due)},
 		{"finished", at(t.Finished)},
+		{"progress", progressText(t.Progress, at)},
 		{"last retry later", or(t.LastLater, "-")},
 		{"payload", showBytes(t.Payload)},
 		{"result", showBytes(t.Result)},
@@ -63,6 +65,19 @@ func queueInspect(ctx context.Context, c *queue.Client, o queueOpts) error {
 		}
 	}
 	return nil
+}
+
+// progressText renders what the task's handler last reported
+// (Task.Progress): "40 \"page 4 of 10\" (attempt 1, at TIME)", or "-".
+func progressText(p *queue.Progress, at func(time.Time) string) string {
+	if p == nil {
+		return "-"
+	}
+	s := strconv.FormatFloat(p.Value, 'g', -1, 64)
+	if p.Message != "" {
+		s += fmt.Sprintf(" %q", p.Message)
+	}
+	return s + fmt.Sprintf(" (attempt %d, at %s)", p.Attempt, at(p.At))
 }
 
 // showBytes renders a payload or result for people: its size, and its

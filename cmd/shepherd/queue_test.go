@@ -287,7 +287,7 @@ func TestQueueDrainCommand(t *testing.T) {
 }
 
 // TestQueueInspect: queue inspect shows a task's state, tenant, attempts
-// with their errors and a panic's stack, times and result; an unknown id
+// with their errors and a panic's stack, times, progress and result; an unknown id
 // is an error naming it.
 func TestQueueInspect(t *testing.T) {
 	t.Parallel()
@@ -304,6 +304,9 @@ func TestQueueInspect(t *testing.T) {
 			var m map[string]int
 			m["boom"]++ // panics: a nil map
 		}
+		if err := t.Progress(ctx, 40, "page 4 of 10"); err != nil {
+			return nil, err
+		}
 		return []byte("done " + string(t.Payload)), nil
 	}, queue.WithWorkers(1), queue.WithBackoff(time.Millisecond, time.Millisecond))
 	require.NoError(t, err)
@@ -318,7 +321,7 @@ func TestQueueInspect(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	for _, want := range []string{`id:\s+task-1`, `state:\s+done`, `tenant:\s+acme`, `attempt:\s+3 of 3`, `timeout:\s+7s`,
 		`submitted:\s+\d{4}-\d\d-\d\dT\S+Z`, `finished:\s+\d{4}-\d\d-\d\dT\S+Z`, `payload:\s+-\n`,
-		`result:\s+7 bytes "done p1"`, `errors:\s+2`, `attempt 1 at \S+Z: downstream said no`,
+		`result:\s+7 bytes "done p1"`, `progress:\s+40 "page 4 of 10" \(attempt 3, at \d{4}-\d\d-\d\dT\S+Z\)\n`, `errors:\s+2`, `attempt 1 at \S+Z: downstream said no`,
 		`attempt 2 at \S+Z: panic: assignment to entry in nil map`, `\n    .*TestQueueInspect`} {
 		assert.Regexp(t, regexp.MustCompile(want), out)
 	}
@@ -335,7 +338,13 @@ func TestQueueInspect(t *testing.T) {
 		Submitted   string  `json:"submitted"`
 		Finished    string  `json:"finished"`
 		Result      []byte  `json:"result"`
-		Errors      []struct {
+		Progress    *struct {
+			Value   float64 `json:"value"`
+			Message string  `json:"message"`
+			Attempt int     `json:"attempt"`
+			At      string  `json:"at"`
+		} `json:"progress"`
+		Errors []struct {
 			Attempt int    `json:"attempt"`
 			Err     string `json:"err"`
 			At      string `json:"at"`
@@ -351,6 +360,12 @@ func TestQueueInspect(t *testing.T) {
 	assert.Equal(t, 3, got.MaxAttempts)
 	assert.Equal(t, 7000.0, got.TimeoutMS)
 	assert.Equal(t, "done p1", string(got.Result))
+	if assert.NotNil(t, got.Progress, out) {
+		assert.Equal(t, 40.0, got.Progress.Value)
+		assert.Equal(t, "page 4 of 10", got.Progress.Message)
+		assert.Equal(t, 3, got.Progress.Attempt)
+		assert.Regexp(t, `^\d{4}-\d\d-\d\dT\S+Z$`, got.Progress.At)
+	}
 	require.Len(t, got.Errors, 2)
 	assert.Equal(t, "downstream said no", got.Errors[0].Err)
 	assert.Empty(t, got.Errors[0].Stack)
