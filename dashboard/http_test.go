@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,41 +41,34 @@ func TestJSONTwinsMatchTheLibrary(t *testing.T) {
 	assert.Equal(t, 2, row.WorkersHealthy)
 	assert.Equal(t, "ok", row.Health)
 
-	code, body = get(t, base+"/pool/"+name+"?format=json")
-	require.Equal(t, http.StatusOK, code, body)
-	var pv struct {
-		Stats   pool.Stats `json:"stats"`
-		History []sample   `json:"history"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &pv))
+	// The twins hold the library's answers in the CLI's JSON style.
+	pv := twin(t, base+"/pool/"+name+"?format=json")
 	st, err := n.Stats(ctx)
 	require.NoError(t, err)
-	require.Len(t, pv.Stats.Workers, 2)
+	require.Len(t, valueAt(pv, "stats.workers"), 2)
 	for i, w := range st.Workers {
-		assert.Equal(t, w.Keys, pv.Stats.Workers[i].Keys)
+		assert.Equal(t, styled(t, w.Keys), valueAt(pv, "stats.workers."+strconv.Itoa(i)+".keys"))
 	}
-	assert.NotEmpty(t, pv.History)
+	assert.Equal(t, styled(t, st.WorkerTTL), valueAt(pv, "stats.worker_ttl_ms"))
+	assert.NotEmpty(t, valueAt(pv, "history"))
 
-	code, body = get(t, base+"/pool/"+name+"/job/j-03?format=json")
-	require.Equal(t, http.StatusOK, code, body)
-	var jv struct {
-		Job pool.JobInfo `json:"job"`
+	jv := twin(t, base+"/pool/"+name+"/job/j-03?format=json")
+	job, err := n.Job(ctx, "j-03")
+	require.NoError(t, err)
+	want := styled(t, job).(map[string]any)
+	delete(want, "time") // the time of the reading
+	for k, w := range want {
+		assert.Equal(t, w, valueAt(jv, "job."+k), k)
 	}
-	require.NoError(t, json.Unmarshal([]byte(body), &jv))
-	assert.Equal(t, "j-03", jv.Job.Key)
-	assert.Equal(t, pool.JobRunning, jv.Job.State)
-	assert.Equal(t, "payload of j-03", string(jv.Job.Payload))
+	assert.Equal(t, styled(t, []byte("payload of j-03")), valueAt(jv, "job.payload"))
 
-	code, body = get(t, base+"/queue/"+q.Name()+"?format=json")
-	require.Equal(t, http.StatusOK, code, body)
-	var qv struct {
-		Stats queue.Stats      `json:"stats"`
-		Dead  []queue.TaskInfo `json:"dead"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &qv))
-	assert.EqualValues(t, 1, qv.Stats.Dead)
-	require.Len(t, qv.Dead, 1)
-	assert.Equal(t, "dead-a", qv.Dead[0].ID)
+	qv := twin(t, base+"/queue/"+q.Name()+"?format=json")
+	assert.EqualValues(t, 1, valueAt(qv, "stats.dead"))
+	assert.EqualValues(t, 0, valueAt(qv, "stats.in_flight"))
+	dead, err := q.DeadLetters(ctx, 0, 10)
+	require.NoError(t, err)
+	assert.Equal(t, styled(t, dead), valueAt(qv, "dead"))
+	assert.Equal(t, "dead-a", valueAt(qv, "dead.0.id"))
 
 	// The processes' handler percentiles, once a keep-alive published them.
 	require.Eventually(t, func() bool {

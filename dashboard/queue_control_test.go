@@ -194,13 +194,8 @@ func TestTaskPagesShowPriority(t *testing.T) {
 	for id, p := range map[string]int{"urgent": 9, "normal": 0, "mid": 4} {
 		assert.Regexp(t, fmt.Sprintf(`<tr data-task="%s">\n<td[^\n]*<td class="num" data-field="priority">%d</td>`, id, p), body)
 	}
-	code, body = get(t, page+"/task/mid?format=json")
-	require.Equal(t, http.StatusOK, code, body)
-	var tv struct {
-		Task queue.TaskInfo `json:"task"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &tv))
-	assert.Equal(t, 4, tv.Task.Priority)
+	tv := twin(t, page+"/task/mid?format=json")
+	assert.EqualValues(t, 4, valueAt(tv, "task.priority"))
 }
 
 // TestPauseResumeAndTenantRateInTheBrowser: an operator pauses the queue

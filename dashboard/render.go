@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -139,12 +140,16 @@ func (s *Handler) fail(w http.ResponseWriter, r *http.Request, code int, msg str
 	_, _ = buf.WriteTo(w)
 }
 
+// writeJSON answers v in the CLI's JSON style (internal/jsonstyle):
+// snake_case keys, durations in ms under keys ending in "_ms", times
+// RFC 3339 in UTC, rates {"n","per_ms","burst"}; indented, for people
+// reading a twin in a browser.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_ = enc.Encode(jsonstyle.Value(v))
 }
 
 func round(d time.Duration) time.Duration {

@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -38,23 +37,20 @@ func TestQueuePageSchedules(t *testing.T) {
 	assert.Contains(t, body, "beat@")
 	assert.Contains(t, body, `class="run-schedule"`)
 
-	code, body = get(t, page+"?format=json")
-	require.Equal(t, http.StatusOK, code, body)
-	var v struct {
-		Schedules []queue.ScheduleInfo `json:"schedules"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &v))
-	require.Len(t, v.Schedules, 2)
-	assert.Equal(t, "beat", v.Schedules[0].Name)
-	assert.False(t, v.Schedules[0].LastTick.IsZero())
-	assert.Equal(t, "hourly <b>", v.Schedules[1].Name)
-	assert.Equal(t, v.Schedules[1].Created.Truncate(time.Hour).Add(time.Hour), v.Schedules[1].Next.UTC())
+	v := twin(t, page+"?format=json")
+	all, err := q.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, valueAt(v, "schedules"), 2)
+	assert.Equal(t, "beat", valueAt(v, "schedules.0.name"))
+	assert.NotNil(t, valueAt(v, "schedules.0.last_tick"))
+	assert.Equal(t, "hourly <b>", valueAt(v, "schedules.1.name"))
+	assert.Equal(t, styled(t, all[1].Created.Truncate(time.Hour).Add(time.Hour)), valueAt(v, "schedules.1.next"))
 
 	form := "schedule=" + url.QueryEscape("hourly <b>") + "&csrf=" + d.csrfToken()
 	code, body = post(t, page+"/schedule/run", form)
 	require.Equal(t, http.StatusOK, code, "a confirmation first")
 	assert.Contains(t, body, "Run schedule")
-	all, err := q.Schedules(ctx)
+	all, err = q.Schedules(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, all[1].LastTaskID, "run before the confirmation")
 	resp, _ := request(t, http.MethodPost, page+"/schedule/run", form+"&confirm=yes")

@@ -1,0 +1,118 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+var (
+	snakeKey = regexp.MustCompile(`^[a-z0-9_]+$`)
+	// otherUnit is a key naming a duration unit other than milliseconds.
+	otherUnit = regexp.MustCompile(`_(ns|nanos|us|µs|micros|millis|s|sec|secs|seconds|m|min|mins|minutes|h|hours)$`)
+	timeLike  = regexp.MustCompile(`^\d{4}-\d\d-\d\dT`)
+)
+
+// twin fetches a page's JSON twin, checks that it is in the CLI's style
+// (snake_case keys, no duration in a unit other than ms, times RFC 3339
+// in UTC) and returns it decoded.
+func twin(t *testing.T, url string) any {
+	t.Helper()
+	code, body := get(t, url)
+	require.Equal(t, http.StatusOK, code, body)
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(body), &v), body)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				assert.Regexp(t, snakeKey, k, "%s: key %s%s", url, path, k)
+				assert.NotRegexp(t, otherUnit, k, "%s: key %s%s: durations are in ms", url, path, k)
+				walk(path+k+".", x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(path+"[].", x)
+			}
+		case string:
+			if timeLike.MatchString(v) {
+				_, err := time.Parse(time.RFC3339, v)
+				assert.NoError(t, err, "%s: %s", url, path)
+				assert.True(t, strings.HasSuffix(v, "Z"), "%s: %s is %s, not UTC", url, path, v)
+			}
+		}
+	}
+	walk("", v)
+	return v
+}
+
+// styled is v as the JSON style writes it, decoded: what a twin holds
+// for a value of the library.
+func styled(t *testing.T, v any) any {
+	t.Helper()
+	b, err := json.Marshal(jsonstyle.Value(v))
+	require.NoError(t, err)
+	var out any
+	require.NoError(t, json.Unmarshal(b, &out))
+	return out
+}
+
+// valueAt returns the value at path (keys and indexes separated by dots)
+// in v, or nil.
+func valueAt(v any, path string) any {
+	for _, k := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[k]
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// TestJSONTwinsInTheCLIStyle: every page's JSON twin is in the CLI's
+// style: snake_case keys, durations in ms under keys ending in _ms,
+// times RFC 3339 in UTC, a rate as {"n","per_ms","burst"}.
+func TestJSONTwinsInTheCLIStyle(t *testing.T) {
+	t.Parallel()
+	name, _, _ := livePool(t, 2, keysN("j", 3)...)
+	q, _, _ := liveQueue(t, "dead-a")
+	ctx := testCtx(t, 20*time.Second)
+	require.NoError(t, q.SetRate(ctx, queue.Rate{N: 500, Per: time.Second}))
+	require.NoError(t, q.SetTenant(ctx, "acme", 2))
+	_, base := serve(t)
+	qp := base + "/queue/" + q.Name()
+
+	v := twin(t, qp+"?format=json")
+	assert.Equal(t, map[string]any{"n": 500.0, "per_ms": 1000.0, "burst": 10.0}, valueAt(v, "stats.rate"))
+	assert.Contains(t, valueAt(v, "stats").(map[string]any), "in_flight")
+	assert.Contains(t, valueAt(v, "dead.0").(map[string]any), "max_attempts")
+	assert.Contains(t, valueAt(v, "dead.0").(map[string]any), "timeout_ms")
+	assert.Regexp(t, `Z$`, valueAt(v, "dead.0.finished"))
+	v = twin(t, qp+"/task/dead-a?format=json")
+	assert.Equal(t, "dead-a", valueAt(v, "task.id"))
+	twin(t, qp+"/tasks?state=dead&format=json")
+	twin(t, base+"/?format=json")
+	v = twin(t, base+"/pool/"+name+"?format=json")
+	assert.Contains(t, valueAt(v, "stats").(map[string]any), "worker_ttl_ms")
+	twin(t, base+"/pool/"+name+"/job/j-01?format=json")
+	twin(t, base+"/pool/"+name+"/jobs?format=json")
+}
