@@ -11,8 +11,19 @@
 // drain a queue) as POSTs that ask for confirmation first. It is built on
 // net/http, html/template and embed alone: no build step, nothing loaded
 // from elsewhere, so it works offline. Open pages fetch their live part
-// again every second (?partial=1); while pages are viewed, a goroutine
-// samples every pool and queue for the charts, from New until Close.
+// again every second (?partial=1). A queue page's charts (done and failed
+// per second, dead letters, handler run time and queue wait p50 and p99
+// in ms, tasks by state) are drawn as SVG, with axes in their units and
+// UTC times, from the history the queue's processes keep in Redis
+// (queue.Client.History), over the last hour (10 s buckets) or the last
+// day (1 min buckets, ?range=day): every dashboard shows the same past,
+// from before it started. A pool's chart is sampled by the dashboard:
+// while pages are viewed, a goroutine samples every pool, from New until
+// Close.
+//
+// A JSON twin is in the CLI's JSON style: snake_case keys, durations in
+// milliseconds under keys ending in "_ms", times RFC 3339 in UTC, a rate
+// limit {"n", "per_ms", "burst"} or null.
 //
 // # Mounting
 //

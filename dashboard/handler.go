@@ -33,8 +33,9 @@ type Handler struct {
 }
 
 // New returns a dashboard of rdb's pools and queues, configured by opts.
-// It starts a goroutine that samples the charts' history while pages are
-// viewed: call Close when done. A nil client or an invalid option returns
+// It starts a goroutine that samples the pools' charts while pages are
+// viewed (a queue's charts read the history its processes keep in
+// Redis): call Close when done. A nil client or an invalid option returns
 // an error wrapping ErrInvalidOption. New does not talk to Redis; each
 // request does, and answers 502 when Redis fails.
 func New(rdb redis.UniversalClient, opts ...Option) (*Handler, error) {
@@ -64,8 +65,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Handler, error) {
 }
 
 // Close stops the history sampler and waits for it. It does not close the
-// Redis client. The handler still serves afterwards, its charts no longer
-// growing. Close may be called more than once.
+// Redis client. The handler still serves afterwards, its pool charts no
+// longer growing (a queue's are read from Redis). Close may be called more than once.
 func (s *Handler) Close() {
 	s.closeOnce.Do(func() {
 		s.stop()

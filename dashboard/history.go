@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/shepherd-go/shepherd/pool"
-	"github.com/shepherd-go/shepherd/queue"
 )
 
 // sample is one reading of a pool's or a queue's counts, for the charts.
@@ -15,17 +14,17 @@ type sample struct {
 	Values []int64   `json:"values"`
 }
 
-// Series names of the charts, in the order of sample.Values.
-var (
-	poolSeries  = []string{"queued", "pending", "running", "jobs"}
-	queueSeries = []string{"available", "delayed", "retrying", "in flight", "dead"}
-)
+// poolSeries names the pool chart's series, in the order of
+// sample.Values.
+var poolSeries = []string{"queued", "pending", "running", "jobs"}
 
-// history keeps the recent samples of every pool and queue looked at.
+// history keeps the recent samples of every pool looked at. Queues have
+// no samples here: their processes keep their history in Redis
+// (queue.Client.History), which the queue page reads.
 type history struct {
 	mu     sync.Mutex
 	keep   int
-	series map[string][]sample // "pool:NAME" or "queue:NAME"
+	series map[string][]sample // "pool:NAME"
 	seen   time.Time           // the last page view: the sampler idles without views
 }
 
@@ -52,7 +51,7 @@ func (h *history) get(id string) []sample {
 	return append([]sample(nil), h.series[id]...)
 }
 
-// touch notes a page view that shows every pool and queue.
+// touch notes a page view that shows every pool.
 func (h *history) touch() {
 	h.mu.Lock()
 	h.seen = time.Now()
@@ -62,14 +61,14 @@ func (h *history) touch() {
 // idleAfter is how long the sampler keeps going after the last page view.
 const idleAfter = 10 * time.Minute
 
-// sampleLoop samples every pool and queue found, every SampleEvery, while
+// sampleLoop samples every pool found, every SampleEvery, while
 // pages are being looked at, so that a chart has minutes of history when
 // it is opened; without views it reads nothing.
 func (s *Handler) sampleLoop(ctx context.Context) {
 	defer close(s.done)
 	tick := time.NewTicker(s.cfg.sampleEvery)
 	defer tick.Stop()
-	var pools, queues []string
+	var pools []string
 	var listed time.Time
 	for {
 		select {
@@ -85,8 +84,8 @@ func (s *Handler) sampleLoop(ctx context.Context) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.sampleEvery)
 		if time.Since(listed) > 10*time.Second {
-			if p, q, err := names(rctx, s.rdb); err == nil {
-				pools, queues, listed = p, q, time.Now()
+			if p, _, err := names(rctx, s.rdb); err == nil {
+				pools, listed = p, time.Now()
 			}
 		}
 		for i, name := range pools {
@@ -97,27 +96,13 @@ func (s *Handler) sampleLoop(ctx context.Context) {
 				s.hist.add("pool:"+name, poolSample(st))
 			}
 		}
-		for i, name := range queues {
-			if i >= maxSampled {
-				break
-			}
-			if c, err := queue.NewClient(s.rdb, name); err == nil {
-				if st, err := c.Stats(rctx); err == nil {
-					s.hist.add("queue:"+name, queueSample(st, time.Now()))
-				}
-			}
-		}
 		cancel()
 	}
 }
 
-// maxSampled bounds how many pools and how many queues are sampled.
+// maxSampled bounds how many pools are sampled.
 const maxSampled = 100
 
 func poolSample(st *pool.Stats) sample {
 	return sample{Time: st.Time, Values: []int64{st.QueueDepth, st.Pending, int64(st.Running), int64(st.Jobs)}}
-}
-
-func queueSample(st queue.Stats, now time.Time) sample {
-	return sample{Time: now, Values: []int64{st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead}}
 }

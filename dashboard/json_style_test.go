@@ -107,6 +107,7 @@ func TestJSONTwinsInTheCLIStyle(t *testing.T) {
 	assert.Contains(t, valueAt(v, "dead.0").(map[string]any), "max_attempts")
 	assert.Contains(t, valueAt(v, "dead.0").(map[string]any), "timeout_ms")
 	assert.Regexp(t, `Z$`, valueAt(v, "dead.0.finished"))
+	assert.Equal(t, 10000.0, valueAt(v, "step_ms"))
 	v = twin(t, qp+"/task/dead-a?format=json")
 	assert.Equal(t, "dead-a", valueAt(v, "task.id"))
 	twin(t, qp+"/tasks?state=dead&format=json")

@@ -14,10 +14,10 @@ const (
 	// DefaultRefreshEvery is how often an open page fetches its live part
 	// again.
 	DefaultRefreshEvery = time.Second
-	// DefaultSampleEvery is how often the charts' history is sampled
+	// DefaultSampleEvery is how often the pools' charts are sampled
 	// while someone looks.
 	DefaultSampleEvery = 2 * time.Second
-	// DefaultHistory is how much of the charts' history is kept.
+	// DefaultHistory is how much of the pools' charts is kept.
 	DefaultHistory = 5 * time.Minute
 	// DefaultActionTimeout bounds an action such as stopping a job.
 	DefaultActionTimeout = 15 * time.Second
@@ -168,15 +168,17 @@ func WithRefreshEvery(d time.Duration) Option {
 	return positive("refresh period", d, func(c *config) { c.refreshEvery = d })
 }
 
-// WithSampleEvery sets how often the charts' history is sampled: every
-// pool and queue found (at most 100 of each), while a page has been
-// viewed in the last 10 minutes. Defaults to DefaultSampleEvery (2s).
+// WithSampleEvery sets how often the pools' charts are sampled: every
+// pool found (at most 100), while a page has been viewed in the last 10
+// minutes. A queue's charts read the history its processes keep in
+// Redis (queue.Client.History) and sample nothing. Defaults to DefaultSampleEvery (2s).
 func WithSampleEvery(d time.Duration) Option {
 	return positive("sample period", d, func(c *config) { c.sampleEvery = d })
 }
 
-// WithHistory sets how much of the charts' history is kept, in the
-// handler's memory. Defaults to DefaultHistory (5 minutes).
+// WithHistory sets how much of the pools' charts is kept, in the
+// handler's memory (a queue's history is in Redis: the last hour and the
+// last day). Defaults to DefaultHistory (5 minutes).
 func WithHistory(d time.Duration) Option {
 	return positive("history", d, func(c *config) { c.history = d })
 }

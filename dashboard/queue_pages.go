@@ -19,18 +19,26 @@ type queueView struct {
 	Name      string               `json:"name"`
 	Stats     queue.Stats          `json:"stats"`
 	Dead      []queue.TaskInfo     `json:"dead"` // the newest deadShown dead letters
-	Series    []string             `json:"series"`
-	History   []sample             `json:"history"`
 	Summary   QueueRow             `json:"summary"`
 	Schedules []queue.ScheduleInfo `json:"schedules"` // by name (schedules.go)
-	Chart     chart                `json:"-"`
-	Most      int64                `json:"-"` // the widest process bar: the most workers
+	// Range names the charts' range (?range=hour or day), Step is its
+	// bucket, and History its buckets, oldest first, read from Redis.
+	Range   string               `json:"range"`
+	Step    time.Duration        `json:"step"`
+	History []queue.HistoryPoint `json:"history"`
+	Charts  queueCharts          `json:"-"`
+	Most    int64                `json:"-"` // the widest process bar: the most workers
 }
 
 func (s *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
 	ctx, cancel := readCtx(r)
 	defer cancel()
+	rng, ok := rangeNamed(r.URL.Query().Get("range"))
+	if !ok {
+		s.fail(w, r, http.StatusBadRequest, "unknown range "+quote(r.URL.Query().Get("range"))+": hour or day")
+		return
+	}
 	c, ok := s.queueClient(ctx, w, r, name)
 	if !ok {
 		return
@@ -50,11 +58,13 @@ func (s *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
-	now := time.Now()
-	v := queueView{Schedules: schedules, Name: name, Stats: st, Dead: dead, Series: queueSeries, History: s.hist.get("queue:" + name),
-		Summary: summarizeQueue(name, st)}
-	v.History = append(v.History, queueSample(st, now)) // as on the pool page
-	v.Chart = newChart(queueSeries, v.History)
+	hist, err := c.History(ctx, rng.Step, rng.N) // one pipelined read of every bucket
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	v := queueView{Schedules: schedules, Name: name, Stats: st, Dead: dead, Summary: summarizeQueue(name, st),
+		Range: rng.Name, Step: rng.Step, History: hist, Charts: newQueueCharts(rng, hist)}
 	for _, p := range st.Processes {
 		v.Most = max(v.Most, int64(p.Workers))
 	}
