@@ -179,7 +179,11 @@ func TestTaskPagesShowPriority(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(ctx) })
 	for id, p := range map[string]int{"urgent": 9, "normal": 0, "mid": 4} {
-		_, err := q.Submit(ctx, []byte("x"), queue.WithTaskID(id), queue.WithPriority(p))
+		opts := []queue.SubmitOption{queue.WithTaskID(id), queue.WithPriority(p)}
+		if id == "urgent" {
+			opts = append(opts, queue.WithDedup("<order-7>", time.Minute))
+		}
+		_, err := q.Submit(ctx, []byte("x"), opts...)
 		require.NoError(t, err)
 	}
 	_, base := serve(t)
@@ -188,6 +192,7 @@ func TestTaskPagesShowPriority(t *testing.T) {
 	code, body := get(t, page+"/task/urgent")
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `<dt>Priority</dt><dd id="priority">9</dd>`)
+	assert.Contains(t, body, `<dd class="mono" id="dedup-key">&lt;order-7&gt;</dd>`, "the dedup key, escaped")
 	code, body = get(t, page+"/tasks?state=waiting")
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `<th>Priority</th>`)

@@ -39,6 +39,7 @@ func queueInspect(ctx context.Context, c *queue.Client, o queueOpts) error {
 		{"state", string(t.State)},
 		{"tenant", or(t.Tenant, "-")},
 		{"priority", fmt.Sprint(t.Priority)},
+		{"dedup key", or(t.DedupKey, "-")},
 		{"attempt", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts)},
 		{"timeout", timeout},
 		{"process", or(t.Process, "-")},

@@ -311,7 +311,7 @@ func TestQueueInspect(t *testing.T) {
 	}, queue.WithWorkers(1), queue.WithBackoff(time.Millisecond, time.Millisecond))
 	require.NoError(t, err)
 	f, err := q.Submit(ctx, []byte("p1"), queue.WithTaskID("task-1"), queue.WithTenant("acme"),
-		queue.WithMaxAttempts(3), queue.WithTimeout(7*time.Second))
+		queue.WithMaxAttempts(3), queue.WithTimeout(7*time.Second), queue.WithDedup("order-7", time.Minute))
 	require.NoError(t, err)
 	res, err := f.Wait(ctx)
 	require.NoError(t, err)
@@ -319,7 +319,7 @@ func TestQueueInspect(t *testing.T) {
 
 	code, out, errOut := runCmd("queue", "inspect", "-queue", name, "-redis", srv.Addr(), "task-1")
 	require.Equal(t, exitOK, code, errOut)
-	for _, want := range []string{`id:\s+task-1`, `state:\s+done`, `tenant:\s+acme`, `attempt:\s+3 of 3`, `timeout:\s+7s`,
+	for _, want := range []string{`id:\s+task-1`, `state:\s+done`, `tenant:\s+acme`, `dedup key:\s+order-7\n`, `attempt:\s+3 of 3`, `timeout:\s+7s`,
 		`submitted:\s+\d{4}-\d\d-\d\dT\S+Z`, `finished:\s+\d{4}-\d\d-\d\dT\S+Z`, `payload:\s+-\n`,
 		`result:\s+7 bytes "done p1"`, `progress:\s+40 "page 4 of 10" \(attempt 3, at \d{4}-\d\d-\d\dT\S+Z\)\n`, `errors:\s+2`, `attempt 1 at \S+Z: downstream said no`,
 		`attempt 2 at \S+Z: panic: assignment to entry in nil map`, `\n    .*TestQueueInspect`} {
