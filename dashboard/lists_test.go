@@ -145,7 +145,7 @@ func TestTaskListsPageFilterAndSearch(t *testing.T) {
 	assert.NotContains(t, body, "<b>nope")
 
 	// Bad requests.
-	for _, qs := range []string{"state=done", "state=%3Cx%3E", "state=waiting&page=0", "state=waiting&page=x"} {
+	for _, qs := range []string{"state=finished", "state=%3Cx%3E", "state=waiting&page=0", "state=waiting&page=x"} {
 		code, body = get(t, list+"?"+qs)
 		assert.Equal(t, http.StatusBadRequest, code, qs)
 		assert.NotContains(t, body, "<x>")
