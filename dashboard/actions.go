@@ -42,14 +42,14 @@ func (s *Handler) confirmed(w http.ResponseWriter, r *http.Request, question str
 	return false
 }
 
-// backURL is where a confirmation's Cancel goes: the page of the pool or
-// the queue the action is about.
+// backURL is where a confirmation's Cancel goes: the page of the pool,
+// or the queue's page the action came from (returnTo).
 func (s *Handler) backURL(r *http.Request) string {
 	if p := r.PathValue("pool"); p != "" {
 		return s.links.pool(p)
 	}
 	if q := r.PathValue("queue"); q != "" {
-		return s.links.queue(q)
+		return s.returnTo(r, q)
 	}
 	return s.links.root()
 }

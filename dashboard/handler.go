@@ -109,6 +109,13 @@ func (s *Handler) routes() {
 	m.HandleFunc("POST "+p+"/queue/{queue}/tenant/pause", s.pauseTenant)
 	m.HandleFunc("POST "+p+"/queue/{queue}/tenant/resume", s.resumeTenant)
 	m.HandleFunc("POST "+p+"/queue/{queue}/tenant/rate", s.setTenantRate)
+	m.HandleFunc("POST "+p+"/queue/{queue}/tenant/remove", s.removeTenant)
+	// A tenant named like an action above has its page still: the
+	// actions are POSTs, the page a GET.
+	m.HandleFunc("GET "+p+"/queue/{queue}/tenant/{id}", s.tenantPage)
+	m.HandleFunc("POST "+p+"/queue/{queue}/cancel", s.cancelTasks)
+	m.HandleFunc("POST "+p+"/queue/{queue}/replay-all", s.replayAll)
+	m.HandleFunc("POST "+p+"/queue/{queue}/purge", s.purgeDead)
 	m.Handle("GET "+p+"/static/{file}", http.StripPrefix(p, http.FileServerFS(staticFS)))
 	s.mux = m
 }

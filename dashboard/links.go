@@ -25,6 +25,9 @@ func (l links) job(p, key string) string { return l.pool(p) + "/job/" + url.Path
 func (l links) queue(q string) string    { return l.prefix + "/queue/" + url.PathEscape(q) }
 func (l links) task(q, id string) string { return l.queue(q) + "/task/" + url.PathEscape(id) }
 
+// tenant is the address of a tenant's page in queue q.
+func (l links) tenant(q, id string) string { return l.queue(q) + "/tenant/" + url.PathEscape(id) }
+
 // tasks is the address of page n (from 1) of a queue's tasks in state,
 // for tenant ("" for every tenant).
 func (l links) tasks(q, state, tenant string, n int) string {
@@ -67,6 +70,7 @@ func (l links) funcs() template.FuncMap {
 		"queueURL":  l.queue,
 		"taskURL":   l.task,
 		"tasksURL":  l.tasks,
+		"tenantURL": l.tenant,
 		"jobsURL":   l.jobs,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -141,9 +142,17 @@ func (s *Handler) taskPage(w http.ResponseWriter, r *http.Request) {
 		Crumbs: []crumb{{"queue " + name, s.links.queue(name)}, {"task " + id, ""}}})
 }
 
-// queueAction runs an action on an existing queue and redirects to its
-// page with the done message.
+// queueAction runs an action on an existing queue and redirects to the
+// page it came from (returnTo) with the done message.
 func (s *Handler) queueAction(w http.ResponseWriter, r *http.Request, what, question, done string, f func(ctx context.Context, c *queue.Client) error) {
+	s.queueActionN(w, r, what, question, func(ctx context.Context, c *queue.Client) (outcome, error) {
+		return outcome{Done: done}, f(ctx, c)
+	})
+}
+
+// queueActionN is queueAction for an action that says what it did: its
+// outcome's message and counts, and where to go.
+func (s *Handler) queueActionN(w http.ResponseWriter, r *http.Request, what, question string, f func(ctx context.Context, c *queue.Client) (outcome, error)) {
 	name := r.PathValue("queue")
 	if !s.confirmed(w, r, question) {
 		return
@@ -151,42 +160,25 @@ func (s *Handler) queueAction(w http.ResponseWriter, r *http.Request, what, ques
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.actionTimeout)
 	defer cancel()
 	c, err := s.existingQueue(ctx, name)
+	var o outcome
 	if err == nil {
-		err = f(ctx, c)
+		o, err = f(ctx, c)
 	}
 	if s.actionFailed(w, r, what, err) {
 		return
 	}
-	s.logger.Info("dashboard: "+what, "queue", name, "form", r.PostForm.Encode())
-	http.Redirect(w, r, s.links.queue(name)+"?done="+done, http.StatusSeeOther)
-}
-
-// formID returns the form's id field, or answers 400.
-func (s *Handler) formID(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id := r.PostFormValue("id")
-	if id == "" {
-		s.fail(w, r, http.StatusBadRequest, "no task id given")
-		return "", false
+	form := url.Values{}
+	for k, v := range r.PostForm {
+		if k != "csrf" { // a secret of the handler's: not for logs
+			form[k] = v
+		}
 	}
-	return id, true
-}
-
-func (s *Handler) replayDead(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.formID(w, r)
-	if !ok {
-		return
+	s.logger.Info("dashboard: "+what, "queue", name, "form", form.Encode(), "done", o.N)
+	to := o.To
+	if to == "" {
+		to = s.returnTo(r, name)
 	}
-	s.queueAction(w, r, "replay", "Queue dead letter "+quote(id)+" again, with its attempts reset?", "replayed",
-		func(ctx context.Context, c *queue.Client) error { return c.Replay(ctx, id) })
-}
-
-func (s *Handler) deleteDead(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.formID(w, r)
-	if !ok {
-		return
-	}
-	s.queueAction(w, r, "delete", "Delete dead letter "+quote(id)+"? Its payload and errors are lost.", "deleted",
-		func(ctx context.Context, c *queue.Client) error { return c.DeleteDead(ctx, id) })
+	http.Redirect(w, r, withQuery(to, o.query()), http.StatusSeeOther)
 }
 
 func (s *Handler) setTenant(w http.ResponseWriter, r *http.Request) {

@@ -41,6 +41,8 @@ var pages = func() map[string]*template.Template {
 		"of":       of,
 		"head":     head,
 		"rate":     rateText,
+		// tenantForm makes the data of the tenant controls (parts.html).
+		"tenantForm": newTenantForm,
 		"lastError": func(errs []queue.AttemptError) string {
 			if len(errs) == 0 {
 				return "-"
@@ -49,7 +51,7 @@ var pages = func() map[string]*template.Template {
 		},
 	}
 	out := map[string]*template.Template{}
-	for _, name := range []string{"overview", "pool", "job", "queue", "task", "tasks", "jobs", "confirm", "error"} {
+	for _, name := range []string{"overview", "pool", "job", "queue", "task", "tasks", "jobs", "tenant", "confirm", "error"} {
 		out[name] = template.Must(template.New(name).Funcs(funcs).Funcs(links{}.funcs()).ParseFS(assetsFS, "assets/layout.html", "assets/parts.html", "assets/schedules.html", "assets/"+name+".html"))
 	}
 	return out
@@ -85,6 +87,7 @@ var flashes = map[string]string{
 	"tenant-paused":  "The tenant was paused.",
 	"tenant-resumed": "The tenant was resumed.",
 	"tenant-rate":    "The tenant's rate limit was set.",
+	"tenant-removed": "The tenant was removed: its unfinished tasks still run, none of its tasks is accepted.",
 }
 
 // wantsJSON reports whether r asked for a page's JSON twin.
@@ -103,7 +106,7 @@ func (s *Handler) renderCode(w http.ResponseWriter, r *http.Request, code int, n
 		return
 	}
 	p.ReadOnly, p.CSRF, p.Refresh = s.cfg.readOnly, s.csrfToken(), s.cfg.refreshEvery.Milliseconds()
-	p.Flash = flashes[r.URL.Query().Get("done")]
+	p.Flash = flashFor(r.URL.Query())
 	tmpl := "layout"
 	if r.URL.Query().Get("partial") == "1" {
 		tmpl = "main"

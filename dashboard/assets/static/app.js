@@ -48,3 +48,16 @@
   }
   setTimeout(tick, every);
 })();
+
+// Select all: a checkbox marked data-select-all=FORM checks or unchecks
+// every task checkbox of that form (form=FORM) on the page. Without the
+// script each row is still selected by hand.
+(function () {
+  "use strict";
+  document.addEventListener("change", function (e) {
+    var box = e.target;
+    if (!box.dataset || !box.dataset.selectAll) { return; }
+    var rows = document.querySelectorAll('input[type=checkbox][form="' + box.dataset.selectAll + '"]');
+    for (var i = 0; i < rows.length; i++) { rows[i].checked = box.checked; }
+  });
+})();
