@@ -2,13 +2,17 @@
 // that you mount in your own HTTP server, or run with `shepherd web`.
 //
 // It shows an overview of the pools and queues a Redis holds, a page per
-// pool, per job, per queue and per task, a list of a queue's tasks per
-// state (queue/{queue}/tasks?state=waiting|delayed|retry|active|dead,
-// with &page=, &tenant= and a search by task id, &id=) and of a pool's
-// jobs (pool/{pool}/jobs, with &page=, &worker= and the start of a key,
-// &q=), 50 rows a page, each with a JSON twin (?format=json), and offers the operators' actions (stop a job, shut a
-// pool down, replay or delete a dead letter, set a tenant's capacity,
-// drain a queue) as POSTs that ask for confirmation first. It is built on
+// pool, per job, per queue, per tenant (queue/{queue}/tenant/{id}) and
+// per task, a list of a queue's tasks per state
+// (queue/{queue}/tasks?state=waiting|delayed|retry|active|done|cancelled|dead,
+// with &page=, &tenant= and a search by task id within the list, &id=)
+// and of a pool's jobs (pool/{pool}/jobs, with &page=, &worker= and the
+// start of a key, &q=), 50 rows a page, each with a JSON twin
+// (?format=json), and offers the operators' actions (stop a job, shut a
+// pool down, replay, delete or cancel the tasks selected on a list,
+// replay or purge every dead letter, set a tenant's capacity, rate or
+// pause, remove a tenant, drain a queue) as POSTs that ask for
+// confirmation first. It is built on
 // net/http, html/template and embed alone: no build step, nothing loaded
 // from elsewhere, so it works offline. Open pages fetch their live part
 // again every second (?partial=1). A queue page's charts (done and failed
