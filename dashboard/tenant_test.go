@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -80,18 +79,17 @@ func TestTenantPageOverHTTP(t *testing.T) {
 	code, _ = get(t, base+"/queue/no-such-queue-"+q.Name()+"/tenant/acme")
 	assert.Equal(t, http.StatusNotFound, code)
 
-	// The JSON twin.
-	code, body = get(t, base+page+"?format=json")
-	require.Equal(t, http.StatusOK, code, body)
-	var v struct {
-		Queue  string           `json:"queue"`
-		Tenant queue.TenantInfo `json:"tenant"`
+	// The JSON twin, in the CLI's style, holds the library's TenantInfo.
+	tv := twin(t, base+page+"?format=json")
+	assert.Equal(t, q.Name(), valueAt(tv, "queue"))
+	ts, err := q.Tenants(ctx)
+	require.NoError(t, err)
+	for _, ti := range ts {
+		if ti.ID == "acme" {
+			assert.Equal(t, styled(t, ti), valueAt(tv, "tenant"))
+		}
 	}
-	require.NoError(t, json.Unmarshal([]byte(body), &v))
-	assert.Equal(t, q.Name(), v.Queue)
-	assert.Equal(t, "acme", v.Tenant.ID)
-	assert.EqualValues(t, 4, v.Tenant.Capacity)
-	assert.EqualValues(t, 3, v.Tenant.Waiting)
+	assert.EqualValues(t, 4, valueAt(tv, "tenant.capacity"))
 
 	tenant := func(id string) queue.TenantInfo {
 		t.Helper()
