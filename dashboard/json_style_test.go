@@ -3,7 +3,6 @@ package dashboard
 import (
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,13 +15,6 @@ import (
 	"github.com/shepherd-go/shepherd/queue"
 )
 
-var (
-	snakeKey = regexp.MustCompile(`^[a-z0-9_]+$`)
-	// otherUnit is a key naming a duration unit other than milliseconds.
-	otherUnit = regexp.MustCompile(`_(ns|nanos|us|µs|micros|millis|s|sec|secs|seconds|m|min|mins|minutes|h|hours)$`)
-	timeLike  = regexp.MustCompile(`^\d{4}-\d\d-\d\dT`)
-)
-
 // twin fetches a page's JSON twin, checks that it is in the CLI's style
 // (snake_case keys, no duration in a unit other than ms, times RFC 3339
 // in UTC) and returns it decoded.
@@ -30,30 +22,9 @@ func twin(t *testing.T, url string) any {
 	t.Helper()
 	code, body := get(t, url)
 	require.Equal(t, http.StatusOK, code, body)
-	var v any
-	require.NoError(t, json.Unmarshal([]byte(body), &v), body)
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, x := range v {
-				assert.Regexp(t, snakeKey, k, "%s: key %s%s", url, path, k)
-				assert.NotRegexp(t, otherUnit, k, "%s: key %s%s: durations are in ms", url, path, k)
-				walk(path+k+".", x)
-			}
-		case []any:
-			for _, x := range v {
-				walk(path+"[].", x)
-			}
-		case string:
-			if timeLike.MatchString(v) {
-				_, err := time.Parse(time.RFC3339, v)
-				assert.NoError(t, err, "%s: %s", url, path)
-				assert.True(t, strings.HasSuffix(v, "Z"), "%s: %s is %s, not UTC", url, path, v)
-			}
-		}
-	}
-	walk("", v)
+	v, bad, err := jsonstyle.Violations([]byte(body))
+	require.NoError(t, err, body)
+	assert.Empty(t, bad, "%s: not in the JSON style", url)
 	return v
 }
 

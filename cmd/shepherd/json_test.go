@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"io"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,15 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/queue"
-)
-
-var (
-	snakeKey = regexp.MustCompile(`^[a-z0-9_]+$`)
-	// otherUnit is a key naming a duration unit other than milliseconds.
-	otherUnit = regexp.MustCompile(`_(ns|nanos|us|µs|micros|millis|s|sec|secs|seconds|m|min|mins|minutes|h|hours)$`)
-	// timeLike is a string meant as a time.
-	timeLike = regexp.MustCompile(`^\d{4}-\d\d-\d\dT`)
 )
 
 // checkJSONStyle checks that out is one JSON value in the CLI's style
@@ -27,30 +19,9 @@ var (
 // ms, every time RFC 3339 in UTC.
 func checkJSONStyle(t *testing.T, what, out string) any {
 	t.Helper()
-	var v any
-	require.NoError(t, json.Unmarshal([]byte(out), &v), "%s: %s", what, out)
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, x := range v {
-				assert.Regexp(t, snakeKey, k, "%s: key %s%s", what, path, k)
-				assert.NotRegexp(t, otherUnit, k, "%s: key %s%s: durations are in ms", what, path, k)
-				walk(path+k+".", x)
-			}
-		case []any:
-			for _, x := range v {
-				walk(path+"[].", x)
-			}
-		case string:
-			if timeLike.MatchString(v) {
-				_, err := time.Parse(time.RFC3339, v)
-				assert.NoError(t, err, "%s: %s", what, path)
-				assert.True(t, strings.HasSuffix(v, "Z"), "%s: %s is %s, not UTC", what, path, v)
-			}
-		}
-	}
-	walk("", v)
+	v, bad, err := jsonstyle.Violations([]byte(out))
+	require.NoError(t, err, "%s: %s", what, out)
+	assert.Empty(t, bad, "%s: not in the JSON style", what)
 	return v
 }
 

@@ -64,3 +64,12 @@ func TestEncode(t *testing.T) {
 	assert.Equal(t, `{"lease_for_ms":2.28,"in_flight":3,"worker_ttl_ms":10000,"at":"2026-11-25T17:34:45.123Z","unset":null,`+
 		`"rate":{"n":500,"per_ms":1000,"burst":10},"none":null,"other":{"n":"n"},"payload":"aGk=","list":[],"ptr":null}`+"\n", b.String())
 }
+
+func TestViolations(t *testing.T) {
+	t.Parallel()
+	_, bad, err := Violations([]byte(`{"ok_ms": 1, "at": "2026-11-25T17:00:00Z", "list": [{"BadKey": 1, "took_ns": 2, "when": "2026-11-25T18:00:00+01:00"}]}`))
+	require.NoError(t, err)
+	assert.Len(t, bad, 3, "%q", bad)
+	_, _, err = Violations([]byte(`{`))
+	assert.Error(t, err)
+}
