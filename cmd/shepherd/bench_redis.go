@@ -190,9 +190,15 @@ func (b *bench) startCPU(ctx context.Context) *cpuMeter {
 // perTask records redis_cpu_us_per_task in r: the CPU Redis used since
 // startCPU divided by tasks. A failed INFO leaves it out.
 func (m *cpuMeter) perTask(ctx context.Context, r result, tasks int) {
+	m.per(ctx, r, "redis_cpu_us_per_task", tasks)
+}
+
+// per records field in r: the CPU Redis used since startCPU, in µs,
+// divided by n.
+func (m *cpuMeter) per(ctx context.Context, r result, field string, n int) {
 	end, err := m.b.redisCPU(ctx)
-	if m.err != nil || err != nil || tasks <= 0 {
+	if m.err != nil || err != nil || n <= 0 {
 		return
 	}
-	r.set("redis_cpu_us_per_task", (end-m.start)*1e6/float64(tasks))
+	r.set(field, (end-m.start)*1e6/float64(n))
 }

@@ -24,7 +24,9 @@ func (b *bench) dispatchScenario(ctx context.Context, name string, jobs, produce
 	if err != nil {
 		return r, err
 	}
+	cpu := b.startCPU(ctx)
 	st := dispatch(ctx, p.client, 0, jobs, producers)
+	cpu.per(ctx, r, "redis_cpu_us_per_job", jobs-st.errors)
 	if st.err != nil {
 		fmt.Fprintf(b.stderr, "scenario %s: %d dispatch errors, first: %v\n", name, st.errors, st.err)
 	}
