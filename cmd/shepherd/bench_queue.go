@@ -266,6 +266,7 @@ func scenarioQueueDelayed(ctx context.Context, b *bench, _ int) (result, error) 
 	}
 	defer bq.close()
 	due := time.Now().Add(time.Second + time.Duration(tasks)*200*time.Microsecond)
+	cpu := b.startCPU(ctx)
 	futures, err := submitAll(ctx, bq.submit, tasks, 16, queue.WithDueAt(due))
 	if err != nil {
 		return r, err
@@ -287,6 +288,7 @@ func scenarioQueueDelayed(ctx context.Context, b *bench, _ int) (result, error) 
 	if first < -2*time.Millisecond {
 		return r, fmt.Errorf("a task started %v before its due time", -first)
 	}
+	cpu.perTask(ctx, r, tasks)
 	r.set("tasks", float64(tasks))
 	r.setMs("first_start_late_ms", first)
 	r.setMs("start_late_p50_ms", late.pct(50))
@@ -322,6 +324,7 @@ func scenarioQueueRecovery(ctx context.Context, b *bench, _ int) (result, error)
 		return r, err
 	}
 	bq.handles = append(bq.handles, q)
+	cpu := b.startCPU(ctx)
 	var futures []*queue.Future
 	for range tasks {
 		f, err := q.Submit(ctx, payload64)
@@ -356,6 +359,7 @@ func scenarioQueueRecovery(ctx context.Context, b *bench, _ int) (result, error)
 			return r, err
 		}
 	}
+	cpu.perTask(ctx, r, tasks) // the submits, the child's takes, the reaping and the survivor's runs
 	r.set("tasks", float64(tasks))
 	r.setMs("recovery_ms", time.Since(killed))
 	r.setMs("ttl_ms", queueRecoveryTTL)
@@ -379,6 +383,7 @@ func scenarioQueueMemory(ctx context.Context, b *bench, _ int) (result, error) {
 			bq.close()
 			return r, err
 		}
+		cpu := b.startCPU(ctx)
 		futures, err := submitAll(ctx, bq.submit, n, 32)
 		if err != nil {
 			bq.close()
@@ -399,6 +404,7 @@ func scenarioQueueMemory(ctx context.Context, b *bench, _ int) (result, error) {
 				return r, err
 			}
 		}
+		cpu.per(ctx, r, fmt.Sprintf("redis_cpu_us_per_task_%d", n), n)
 		done, err := b.usedMemory(ctx)
 		bq.close()
 		if err != nil {
