@@ -24,7 +24,7 @@ type Handler struct {
 	links     links
 	pages     map[string]*template.Template // the page templates with this handler's links
 	mux       *http.ServeMux
-	secret    []byte // keys the CSRF token; new for each handler
+	secret    []byte // keys the CSRF token: WithCSRFKey's, else new for each handler
 	logger    *slog.Logger
 	hist      *history
 	stop      context.CancelFunc
@@ -51,9 +51,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Handler, error) {
 			return nil, err
 		}
 	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, err
+	secret := cfg.csrfKey
+	if secret == nil {
+		secret = make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, err
+		}
 	}
 	l := links{prefix: cfg.prefix}
 	ctx, cancel := context.WithCancel(context.Background())

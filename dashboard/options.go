@@ -32,6 +32,7 @@ type Option func(*config) error
 
 type config struct {
 	token         string
+	csrfKey       []byte // WithCSRFKey; nil: a random one per Handler
 	readOnly      bool
 	prefix        string // "" or "/a/b": no trailing slash
 	anyHost       bool
@@ -63,6 +64,24 @@ func defaultConfig() config {
 func WithToken(token string) Option {
 	return func(c *config) error {
 		c.token = token
+		return nil
+	}
+}
+
+// MinCSRFKeySize is the shortest key WithCSRFKey takes.
+const MinCSRFKeySize = 32
+
+// WithCSRFKey keys the token every form carries with key (at least
+// MinCSRFKeySize random bytes, kept secret): replicas of a dashboard
+// behind one load balancer given the same key accept each other's forms.
+// Defaults to a random key per Handler, so that without it a form must be
+// posted to the replica that served its page (sticky sessions).
+func WithCSRFKey(key []byte) Option {
+	return func(c *config) error {
+		if len(key) < MinCSRFKeySize {
+			return fmt.Errorf("%w: CSRF key of %d bytes, want at least %d", ErrInvalidOption, len(key), MinCSRFKeySize)
+		}
+		c.csrfKey = append([]byte(nil), key...)
 		return nil
 	}
 }

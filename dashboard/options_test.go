@@ -1,10 +1,14 @@
 package dashboard
 
 import (
+	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/queue"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -35,6 +39,7 @@ func TestNewChecksItsOptions(t *testing.T) {
 		"a query":               WithPrefix("/ops?x=1"),
 		"only slashes":          WithPrefix("//"),
 		"a method in a pattern": WithPrefix("GET /ops"),
+		"a short CSRF key":      WithCSRFKey(make([]byte, MinCSRFKeySize-1)),
 	} {
 		_, err := New(srv.Client(), opt)
 		assert.ErrorIs(t, err, ErrInvalidOption, name)
@@ -56,4 +61,29 @@ func TestPrefixIsCleaned(t *testing.T) {
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
 	}
+}
+
+// Replicas given one CSRF key accept each other's forms; without it each
+// handler keys its own, and a form from one is refused by another.
+func TestReplicasShareTheCSRFKey(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	q, err := queue.Open(ctx, srv.Client(), redistest.Name(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(ctx) })
+	key := []byte("a key of at least thirty-two bytes, random in production")
+	a, _ := serve(t, WithCSRFKey(key))
+	_, baseB := serve(t, WithCSRFKey(key))
+	loner, _ := serve(t)
+	page := baseB + "/queue/" + url.PathEscape(q.Name())
+	code, body := post(t, page+"/pause", "confirm=yes&csrf="+loner.csrfToken())
+	assert.Equal(t, http.StatusForbidden, code, "a form keyed by another handler: %s", body)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.False(t, st.Paused)
+	code, body = post(t, page+"/pause", "confirm=yes&csrf="+a.csrfToken())
+	assert.Less(t, code, 400, "a form from a replica with the same key: %s", body)
+	st, err = q.Stats(ctx)
+	require.NoError(t, err)
+	assert.True(t, st.Paused, "the replica's form acted")
 }
