@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/pool"
 	"github.com/shepherd-go/shepherd/queue"
@@ -45,12 +46,12 @@ func TestJSONTwinsMatchTheLibrary(t *testing.T) {
 	pv := twin(t, base+"/pool/"+name+"?format=json")
 	st, err := n.Stats(ctx)
 	require.NoError(t, err)
-	require.Len(t, valueAt(pv, "stats.workers"), 2)
+	require.Len(t, jsonstyle.At(pv, "stats.workers"), 2)
 	for i, w := range st.Workers {
-		assert.Equal(t, styled(t, w.Keys), valueAt(pv, "stats.workers."+strconv.Itoa(i)+".keys"))
+		assert.Equal(t, styled(t, w.Keys), jsonstyle.At(pv, "stats.workers."+strconv.Itoa(i)+".keys"))
 	}
-	assert.Equal(t, styled(t, st.WorkerTTL), valueAt(pv, "stats.worker_ttl_ms"))
-	assert.NotEmpty(t, valueAt(pv, "history"))
+	assert.Equal(t, styled(t, st.WorkerTTL), jsonstyle.At(pv, "stats.worker_ttl_ms"))
+	assert.NotEmpty(t, jsonstyle.At(pv, "history"))
 
 	jv := twin(t, base+"/pool/"+name+"/job/j-03?format=json")
 	job, err := n.Job(ctx, "j-03")
@@ -58,17 +59,17 @@ func TestJSONTwinsMatchTheLibrary(t *testing.T) {
 	want := styled(t, job).(map[string]any)
 	delete(want, "time") // the time of the reading
 	for k, w := range want {
-		assert.Equal(t, w, valueAt(jv, "job."+k), k)
+		assert.Equal(t, w, jsonstyle.At(jv, "job."+k), k)
 	}
-	assert.Equal(t, styled(t, []byte("payload of j-03")), valueAt(jv, "job.payload"))
+	assert.Equal(t, styled(t, []byte("payload of j-03")), jsonstyle.At(jv, "job.payload"))
 
 	qv := twin(t, base+"/queue/"+q.Name()+"?format=json")
-	assert.EqualValues(t, 1, valueAt(qv, "stats.dead"))
-	assert.EqualValues(t, 0, valueAt(qv, "stats.in_flight"))
+	assert.EqualValues(t, 1, jsonstyle.At(qv, "stats.dead"))
+	assert.EqualValues(t, 0, jsonstyle.At(qv, "stats.in_flight"))
 	dead, err := q.DeadLetters(ctx, 0, 10)
 	require.NoError(t, err)
-	assert.Equal(t, styled(t, dead), valueAt(qv, "dead"))
-	assert.Equal(t, "dead-a", valueAt(qv, "dead.0.id"))
+	assert.Equal(t, styled(t, dead), jsonstyle.At(qv, "dead"))
+	assert.Equal(t, "dead-a", jsonstyle.At(qv, "dead.0.id"))
 
 	// The processes' handler percentiles, once a keep-alive published them.
 	require.Eventually(t, func() bool {

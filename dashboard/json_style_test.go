@@ -3,8 +3,6 @@ package dashboard
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,26 +37,6 @@ func styled(t *testing.T, v any) any {
 	return out
 }
 
-// valueAt returns the value at path (keys and indexes separated by dots)
-// in v, or nil.
-func valueAt(v any, path string) any {
-	for _, k := range strings.Split(path, ".") {
-		switch x := v.(type) {
-		case map[string]any:
-			v = x[k]
-		case []any:
-			i, err := strconv.Atoi(k)
-			if err != nil || i < 0 || i >= len(x) {
-				return nil
-			}
-			v = x[i]
-		default:
-			return nil
-		}
-	}
-	return v
-}
-
 // TestJSONTwinsInTheCLIStyle: every page's JSON twin is in the CLI's
 // style: snake_case keys, durations in ms under keys ending in _ms,
 // times RFC 3339 in UTC, a rate as {"n","per_ms","burst"}.
@@ -73,18 +51,18 @@ func TestJSONTwinsInTheCLIStyle(t *testing.T) {
 	qp := base + "/queue/" + q.Name()
 
 	v := twin(t, qp+"?format=json")
-	assert.Equal(t, map[string]any{"n": 500.0, "per_ms": 1000.0, "burst": 10.0}, valueAt(v, "stats.rate"))
-	assert.Contains(t, valueAt(v, "stats").(map[string]any), "in_flight")
-	assert.Contains(t, valueAt(v, "dead.0").(map[string]any), "max_attempts")
-	assert.Contains(t, valueAt(v, "dead.0").(map[string]any), "timeout_ms")
-	assert.Regexp(t, `Z$`, valueAt(v, "dead.0.finished"))
-	assert.Equal(t, 10000.0, valueAt(v, "step_ms"))
+	assert.Equal(t, map[string]any{"n": 500.0, "per_ms": 1000.0, "burst": 10.0}, jsonstyle.At(v, "stats.rate"))
+	assert.Contains(t, jsonstyle.At(v, "stats").(map[string]any), "in_flight")
+	assert.Contains(t, jsonstyle.At(v, "dead.0").(map[string]any), "max_attempts")
+	assert.Contains(t, jsonstyle.At(v, "dead.0").(map[string]any), "timeout_ms")
+	assert.Regexp(t, `Z$`, jsonstyle.At(v, "dead.0.finished"))
+	assert.Equal(t, 10000.0, jsonstyle.At(v, "step_ms"))
 	v = twin(t, qp+"/task/dead-a?format=json")
-	assert.Equal(t, "dead-a", valueAt(v, "task.id"))
+	assert.Equal(t, "dead-a", jsonstyle.At(v, "task.id"))
 	twin(t, qp+"/tasks?state=dead&format=json")
 	twin(t, base+"/?format=json")
 	v = twin(t, base+"/pool/"+name+"?format=json")
-	assert.Contains(t, valueAt(v, "stats").(map[string]any), "worker_ttl_ms")
+	assert.Contains(t, jsonstyle.At(v, "stats").(map[string]any), "worker_ttl_ms")
 	twin(t, base+"/pool/"+name+"/job/j-01?format=json")
 	twin(t, base+"/pool/"+name+"/jobs?format=json")
 }

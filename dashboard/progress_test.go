@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -54,7 +55,7 @@ func TestTaskPageShowsProgress(t *testing.T) {
 
 	v := twin(t, page+"report?format=json")
 	assert.Equal(t, map[string]any{"value": 42.5, "message": "page <4> of 10", "attempt": 1.0,
-		"at": info.Progress.At.UTC().Format(time.RFC3339Nano)}, valueAt(v, "task.progress"))
+		"at": info.Progress.At.UTC().Format(time.RFC3339Nano)}, jsonstyle.At(v, "task.progress"))
 	v = twin(t, page+"silent?format=json")
-	assert.Nil(t, valueAt(v, "task.progress"))
+	assert.Nil(t, jsonstyle.At(v, "task.progress"))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -200,7 +201,7 @@ func TestTaskPagesShowPriority(t *testing.T) {
 		assert.Regexp(t, fmt.Sprintf(`<tr data-task="%s">\n<td[^\n]*<td class="num" data-field="priority">%d</td>`, id, p), body)
 	}
 	tv := twin(t, page+"/task/mid?format=json")
-	assert.EqualValues(t, 4, valueAt(tv, "task.priority"))
+	assert.EqualValues(t, 4, jsonstyle.At(tv, "task.priority"))
 }
 
 // TestPauseResumeAndTenantRateInTheBrowser: an operator pauses the queue

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -40,11 +41,11 @@ func TestQueuePageSchedules(t *testing.T) {
 	v := twin(t, page+"?format=json")
 	all, err := q.Schedules(ctx)
 	require.NoError(t, err)
-	require.Len(t, valueAt(v, "schedules"), 2)
-	assert.Equal(t, "beat", valueAt(v, "schedules.0.name"))
-	assert.NotNil(t, valueAt(v, "schedules.0.last_tick"))
-	assert.Equal(t, "hourly <b>", valueAt(v, "schedules.1.name"))
-	assert.Equal(t, styled(t, all[1].Created.Truncate(time.Hour).Add(time.Hour)), valueAt(v, "schedules.1.next"))
+	require.Len(t, jsonstyle.At(v, "schedules"), 2)
+	assert.Equal(t, "beat", jsonstyle.At(v, "schedules.0.name"))
+	assert.NotNil(t, jsonstyle.At(v, "schedules.0.last_tick"))
+	assert.Equal(t, "hourly <b>", jsonstyle.At(v, "schedules.1.name"))
+	assert.Equal(t, styled(t, all[1].Created.Truncate(time.Hour).Add(time.Hour)), jsonstyle.At(v, "schedules.1.next"))
 
 	form := "schedule=" + url.QueryEscape("hourly <b>") + "&csrf=" + d.csrfToken()
 	code, body = post(t, page+"/schedule/run", form)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -81,15 +82,15 @@ func TestTenantPageOverHTTP(t *testing.T) {
 
 	// The JSON twin, in the CLI's style, holds the library's TenantInfo.
 	tv := twin(t, base+page+"?format=json")
-	assert.Equal(t, q.Name(), valueAt(tv, "queue"))
+	assert.Equal(t, q.Name(), jsonstyle.At(tv, "queue"))
 	ts, err := q.Tenants(ctx)
 	require.NoError(t, err)
 	for _, ti := range ts {
 		if ti.ID == "acme" {
-			assert.Equal(t, styled(t, ti), valueAt(tv, "tenant"))
+			assert.Equal(t, styled(t, ti), jsonstyle.At(tv, "tenant"))
 		}
 	}
-	assert.EqualValues(t, 4, valueAt(tv, "tenant.capacity"))
+	assert.EqualValues(t, 4, jsonstyle.At(tv, "tenant.capacity"))
 
 	tenant := func(id string) queue.TenantInfo {
 		t.Helper()

@@ -25,25 +25,6 @@ func checkJSONStyle(t *testing.T, what, out string) any {
 	return v
 }
 
-// at returns the value at path (keys and [index]es separated by dots) in
-// v, or nil.
-func at(v any, path string) any {
-	for _, k := range strings.Split(path, ".") {
-		switch x := v.(type) {
-		case map[string]any:
-			v = x[k]
-		case []any:
-			if len(x) == 0 || k != "0" {
-				return nil
-			}
-			v = x[0]
-		default:
-			return nil
-		}
-	}
-	return v
-}
-
 // TestJSONStyle runs every command that has -json and checks that all of
 // them print the one style: snake_case keys, durations in ms under keys
 // ending in _ms, times in RFC 3339 UTC.
@@ -99,7 +80,7 @@ func TestJSONStyle(t *testing.T) {
 		require.Equal(t, exitOK, code, "%v: %s", tc.args, errOut)
 		v := checkJSONStyle(t, strings.Join(tc.args[:2], " "), out)
 		for path, want := range tc.want {
-			got := at(v, path)
+			got := jsonstyle.At(v, path)
 			if assert.NotNil(t, got, "%v: %s in %s", tc.args, path, out) && want != nil {
 				assert.Equal(t, want, got, "%v: %s", tc.args, path)
 			}

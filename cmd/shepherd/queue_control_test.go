@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -45,8 +46,8 @@ func TestQueuePauseResumeCommands(t *testing.T) {
 	code, out, errOut = r("stats", "-json")
 	require.Equal(t, exitOK, code, errOut)
 	v := checkJSONStyle(t, "queue stats", out)
-	assert.Equal(t, true, at(v, "paused"))
-	assert.Nil(t, at(v, "rate"), "no limit is null")
+	assert.Equal(t, true, jsonstyle.At(v, "paused"))
+	assert.Nil(t, jsonstyle.At(v, "rate"), "no limit is null")
 	code, out, errOut = r("pause", "-json")
 	require.Equal(t, exitOK, code, "pausing a paused queue: %s", errOut)
 	assert.JSONEq(t, `{"queue":"`+name+`","paused":true}`, out)
@@ -73,7 +74,7 @@ func TestQueuePauseResumeCommands(t *testing.T) {
 	assert.JSONEq(t, `{"queue":"`+name+`","paused":false}`, out)
 	code, out, errOut = r("stats", "-json")
 	require.Equal(t, exitOK, code, errOut)
-	assert.Equal(t, false, at(checkJSONStyle(t, "queue stats", out), "paused"))
+	assert.Equal(t, false, jsonstyle.At(checkJSONStyle(t, "queue stats", out), "paused"))
 
 	code, _, errOut = r("pause", "extra")
 	assert.Equal(t, exitUsage, code, errOut)
@@ -119,7 +120,7 @@ func TestQueueRateCommand(t *testing.T) {
 	code, out, errOut = runCmd("queue", "stats", "-queue", name, "-redis", srv.Addr(), "-json")
 	require.Equal(t, exitOK, code, errOut)
 	v := checkJSONStyle(t, "queue stats", out)
-	assert.Equal(t, map[string]any{"n": 100.0, "per_ms": 60000.0, "burst": 7.0}, at(v, "rate"))
+	assert.Equal(t, map[string]any{"n": 100.0, "per_ms": 60000.0, "burst": 7.0}, jsonstyle.At(v, "rate"))
 
 	for _, bad := range []struct{ rate, want string }{
 		{"0", "ambiguous"},
@@ -202,10 +203,10 @@ func TestTenantsPauseResumeRateCommands(t *testing.T) {
 	v := checkJSONStyle(t, "tenants ls", out)
 	require.Len(t, v, 2)
 	acme, bolt := v.([]any)[0], v.([]any)[1]
-	assert.Equal(t, true, at(acme, "paused"))
-	assert.Equal(t, map[string]any{"n": 50.0, "per_ms": 1000.0, "burst": 1.0}, at(acme, "rate"))
-	assert.Equal(t, false, at(bolt, "paused"))
-	assert.Nil(t, at(bolt, "rate"))
+	assert.Equal(t, true, jsonstyle.At(acme, "paused"))
+	assert.Equal(t, map[string]any{"n": 50.0, "per_ms": 1000.0, "burst": 1.0}, jsonstyle.At(acme, "rate"))
+	assert.Equal(t, false, jsonstyle.At(bolt, "paused"))
+	assert.Nil(t, jsonstyle.At(bolt, "rate"))
 
 	code, out, errOut = r("rate", "acme")
 	require.Equal(t, exitOK, code, errOut)
@@ -281,5 +282,5 @@ func TestQueueListAndInspectShowPriority(t *testing.T) {
 	assert.Regexp(t, `\npriority:\s+9\n`, out)
 	code, out, errOut = runCmd("queue", "inspect", "-queue", name, "-redis", srv.Addr(), "-json", "high")
 	require.Equal(t, exitOK, code, errOut)
-	assert.Equal(t, 9.0, at(checkJSONStyle(t, "queue inspect", out), "priority"))
+	assert.Equal(t, 9.0, jsonstyle.At(checkJSONStyle(t, "queue inspect", out), "priority"))
 }

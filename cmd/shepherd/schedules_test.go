@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -39,15 +40,15 @@ func TestSchedulesCommands(t *testing.T) {
 	list, _ := checkJSONStyle(t, "schedules ls", out).([]any)
 	require.Len(t, list, 2)
 	v := list[1]
-	assert.Equal(t, "nightly", at(v, "name"))
-	assert.Equal(t, "Europe/Paris", at(v, "time_zone"))
-	assert.Equal(t, true, at(v, "no_overlap"))
-	assert.EqualValues(t, 2, at(v, "catch_up"))
-	assert.EqualValues(t, 60_000, at(v, "timeout_ms"))
-	assert.NotNil(t, at(v, "next"))
-	assert.Nil(t, at(v, "last_tick"))
-	assert.Contains(t, at(v, "last_task_id"), "nightly@now-")
-	assert.NotNil(t, at(v, "last_run"))
+	assert.Equal(t, "nightly", jsonstyle.At(v, "name"))
+	assert.Equal(t, "Europe/Paris", jsonstyle.At(v, "time_zone"))
+	assert.Equal(t, true, jsonstyle.At(v, "no_overlap"))
+	assert.EqualValues(t, 2, jsonstyle.At(v, "catch_up"))
+	assert.EqualValues(t, 60_000, jsonstyle.At(v, "timeout_ms"))
+	assert.NotNil(t, jsonstyle.At(v, "next"))
+	assert.Nil(t, jsonstyle.At(v, "last_tick"))
+	assert.Contains(t, jsonstyle.At(v, "last_task_id"), "nightly@now-")
+	assert.NotNil(t, jsonstyle.At(v, "last_run"))
 
 	code, out, errOut = cmd("rm", "nightly", "beat")
 	require.Equal(t, exitOK, code, errOut)

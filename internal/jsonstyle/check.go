@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -53,4 +54,24 @@ func Violations(data []byte) (any, []string, error) {
 	}
 	walk("", v)
 	return v, out, nil
+}
+
+// At returns the value at path in a decoded JSON value v: keys and list
+// indexes separated by dots ("tasks.0.id"); nil when there is none.
+func At(v any, path string) any {
+	for _, k := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[k]
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
 }

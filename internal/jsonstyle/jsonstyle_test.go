@@ -2,6 +2,7 @@ package jsonstyle
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -72,4 +73,14 @@ func TestViolations(t *testing.T) {
 	assert.Len(t, bad, 3, "%q", bad)
 	_, _, err = Violations([]byte(`{`))
 	assert.Error(t, err)
+}
+
+func TestAt(t *testing.T) {
+	t.Parallel()
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(`{"a": [{"b": 1}, {"b": 2}]}`), &v))
+	assert.EqualValues(t, 2, At(v, "a.1.b"))
+	assert.Nil(t, At(v, "a.2.b"))
+	assert.Nil(t, At(v, "a.x"))
+	assert.Nil(t, At(v, "c"))
 }
