@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shepherd-go/shepherd/internal/tracectx"
@@ -51,10 +50,7 @@ func endSpan(span trace.Span, err error) {
 	if span == nil {
 		return
 	}
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
+	tracectx.Failed(span, err)
 	span.End()
 }
 

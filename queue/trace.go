@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shepherd-go/shepherd/internal/tracectx"
@@ -55,10 +54,7 @@ func endSend(span trace.Span, id string, err error) {
 		return
 	}
 	span.SetAttributes(attribute.String("messaging.message.id", id))
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
+	tracectx.Failed(span, err)
 	span.End()
 }
 
@@ -85,10 +81,7 @@ func attemptEnded(span trace.Span, kind string, err error) {
 		return
 	}
 	span.SetAttributes(AttrAttemptResult.String(kind))
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
+	tracectx.Failed(span, err)
 }
 
 // recorded ends an attempt's span with what Redis recorded of it.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"strings"
 
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -46,4 +47,14 @@ func WithRemoteParent(ctx context.Context, s string) context.Context {
 		return ctx
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, parent)
+}
+
+// Failed records err on span, as its error and its status; nothing when
+// err is nil.
+func Failed(span trace.Span, err error) {
+	if err == nil {
+		return
+	}
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
 }
