@@ -189,23 +189,9 @@ func validScheduleName(name string) error {
 // ErrPayloadTooLarge (over DefaultMaxPayloadSize), ErrUnknownTenant (the
 // tasks' tenant is not registered). Nothing is written then.
 func (q *Client) SetSchedule(ctx context.Context, name, spec string, payload []byte, opts ...ScheduleOption) error {
-	if err := validScheduleName(name); err != nil {
+	c, err := checkSchedule(name, spec, payload, opts)
+	if err != nil {
 		return err
-	}
-	c := scheduleConfig{task: defaultSubmitConfig()}
-	for _, o := range opts {
-		if o == nil {
-			return invalid("nil schedule option")
-		}
-		if err := o(&c); err != nil {
-			return err
-		}
-	}
-	if _, err := parseSpec(spec, c.tz, time.Time{}); err != nil {
-		return err
-	}
-	if len(payload) > DefaultMaxPayloadSize {
-		return fmt.Errorf("%w: %d bytes, the most a schedule's payload may be is %d", ErrPayloadTooLarge, len(payload), DefaultMaxPayloadSize)
 	}
 	noOverlap := ""
 	if c.noOverlap {
@@ -222,6 +208,39 @@ func (q *Client) SetSchedule(ctx context.Context, name, spec string, payload []b
 		return fmt.Errorf("%w: %q", ErrUnknownTenant, t.tenant)
 	}
 	return nil
+}
+
+// CheckSchedule checks a schedule as SetSchedule would, without Redis:
+// its name, spec, time zone, options and payload; the tenant's
+// registration aside, which only SetSchedule can check. It returns
+// SetSchedule's errors for bad input (ErrInvalidOption,
+// ErrPayloadTooLarge), so a program or a tool can refuse a bad schedule
+// before it connects.
+func CheckSchedule(name, spec string, payload []byte, opts ...ScheduleOption) error {
+	_, err := checkSchedule(name, spec, payload, opts)
+	return err
+}
+
+func checkSchedule(name, spec string, payload []byte, opts []ScheduleOption) (scheduleConfig, error) {
+	c := scheduleConfig{task: defaultSubmitConfig()}
+	if err := validScheduleName(name); err != nil {
+		return c, err
+	}
+	for _, o := range opts {
+		if o == nil {
+			return c, invalid("nil schedule option")
+		}
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	if _, err := parseSpec(spec, c.tz, time.Time{}); err != nil {
+		return c, err
+	}
+	if len(payload) > DefaultMaxPayloadSize {
+		return c, fmt.Errorf("%w: %d bytes, the most a schedule's payload may be is %d", ErrPayloadTooLarge, len(payload), DefaultMaxPayloadSize)
+	}
+	return c, nil
 }
 
 // setScheduleScript adds or replaces a schedule, unless its definition

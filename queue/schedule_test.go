@@ -390,7 +390,11 @@ func TestBadSchedulesAreRefusedAndWriteNothing(t *testing.T) {
 		{"unknown tenant", "s", "@hourly", nil, []ScheduleOption{WithTaskOptions(WithTenant("nobody"))}, ErrUnknownTenant},
 	} {
 		assert.ErrorIs(t, c.SetSchedule(ctx, tc.name, tc.spec, tc.payload, tc.opts...), tc.want, tc.desc)
+		if tc.want != ErrUnknownTenant { // only SetSchedule, with Redis, knows the tenants
+			assert.ErrorIs(t, CheckSchedule(tc.name, tc.spec, tc.payload, tc.opts...), tc.want, "CheckSchedule: %s", tc.desc)
+		}
 	}
+	assert.NoError(t, CheckSchedule("s", "*/10 * * * * *", nil, WithTimeZone("Europe/Paris"), WithNoOverlap()))
 	assert.ErrorIs(t, c.RemoveSchedule(ctx, "s"), ErrScheduleNotFound)
 	assert.ErrorIs(t, c.RemoveSchedule(ctx, ""), ErrInvalidOption)
 	_, err = c.RunSchedule(ctx, "s")

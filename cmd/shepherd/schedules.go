@@ -39,7 +39,16 @@ func schedulesCmd() *cobra.Command {
 	}
 	o.register(cmd.PersistentFlags())
 	set := onQueue(o, "set --queue NAME SCHEDULE SPEC", `add or replace a schedule; SPEC is a cron expression (5 fields, or 6 with seconds first), a descriptor (@hourly) or "@every DURATION"`,
-		rangeArgs(2, 2, "want a schedule name and a spec (quote it)"),
+		func(cmd *cobra.Command, args []string) error {
+			if err := rangeArgs(2, 2, "want a schedule name and a spec (quote it)")(cmd, args); err != nil {
+				return err
+			}
+			// Bad input is refused before connecting.
+			if err := queue.CheckSchedule(args[0], args[1], []byte(sf.payload), sf.options()...); err != nil {
+				return usagef("%v", err)
+			}
+			return nil
+		},
 		func(ctx context.Context, c *queue.Client, o queueOpts) error { return schedulesSet(ctx, c, o, *sf) })
 	fs := set.Flags()
 	fs.StringVar(&sf.payload, "payload", "", "the tasks' `payload`")
@@ -93,7 +102,8 @@ func schedulesList(ctx context.Context, c *queue.Client, o queueOpts) error {
 	return tw.Flush()
 }
 
-func schedulesSet(ctx context.Context, c *queue.Client, o queueOpts, sf scheduleFlags) error {
+// options are the schedule options the flags of "schedules set" give.
+func (sf *scheduleFlags) options() []queue.ScheduleOption {
 	task := []queue.SubmitOption{queue.WithPriority(sf.priority), queue.WithMaxAttempts(sf.maxAttempts),
 		queue.WithTimeout(sf.taskTimeout), queue.WithRetention(sf.retention)}
 	if sf.tenant != "" {
@@ -106,8 +116,12 @@ func schedulesSet(ctx context.Context, c *queue.Client, o queueOpts, sf schedule
 	if sf.noOverlap {
 		opts = append(opts, queue.WithNoOverlap())
 	}
+	return opts
+}
+
+func schedulesSet(ctx context.Context, c *queue.Client, o queueOpts, sf scheduleFlags) error {
 	name, spec := o.ids[0], o.ids[1]
-	if err := c.SetSchedule(ctx, name, spec, []byte(sf.payload), opts...); err != nil {
+	if err := c.SetSchedule(ctx, name, spec, []byte(sf.payload), sf.options()...); err != nil {
 		if errors.Is(err, queue.ErrInvalidOption) {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}

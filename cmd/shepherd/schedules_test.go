@@ -17,6 +17,13 @@ func TestSchedulesCommands(t *testing.T) {
 		return runCmd(append(append([]string{"schedules"}, args...), flags...)...)
 	}
 
+	// Bad input is refused before connecting: a usage error even with
+	// Redis down.
+	code, _, errOut := runCmd("schedules", "set", "nightly", "61 * * * *", "-queue", name, "-redis", "127.0.0.1:1")
+	require.Equal(t, exitUsage, code, errOut)
+	assert.Contains(t, errOut, `schedule spec "61 * * * *"`)
+	assert.NotContains(t, errOut, "connection refused")
+
 	code, out, errOut := cmd("set", "nightly", "0 3 * * *", "--tz", "Europe/Paris", "--payload", "p", "--no-overlap", "--catch-up", "2")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, "nightly: 0 3 * * *\n", out)
