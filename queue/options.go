@@ -29,6 +29,8 @@ const (
 	MaxTaskIDSize = 256
 	// MaxAttempts is the largest WithMaxAttempts.
 	MaxAttempts = 1000
+	// MaxShards is the largest WithShards.
+	MaxShards = 256
 )
 
 // Option configures Open.
@@ -44,10 +46,11 @@ type config struct {
 	callTimeout    time.Duration // WithCallTimeout (calltimeout.go)
 	meterProvider  metric.MeterProvider
 	tracer         trace.Tracer // WithTracerProvider (trace.go), nil for none
+	shards         int          // WithShards (shard.go)
 
 	// set records the queue-wide settings given explicitly: they must
 	// agree with the queue's (settings.go).
-	set struct{ ttl, maxQueued, maxDead bool }
+	set struct{ ttl, maxQueued, maxDead, shards bool }
 }
 
 func defaultConfig() config {
@@ -59,6 +62,7 @@ func defaultConfig() config {
 		acquireWait:    DefaultAcquireWait,
 		callTimeout:    DefaultCallTimeout,
 		maxPayloadSize: DefaultMaxPayloadSize,
+		shards:         1,
 	}
 }
 
@@ -116,6 +120,23 @@ func WithMaxDeadLetters(n int) Option {
 			return invalid("MaxDeadLetters must be at least 1, got %d", n)
 		}
 		c.maxDead, c.set.maxDead = n, true
+		return nil
+	}
+}
+
+// WithShards spreads the queue over n shards (1 to MaxShards): n copies
+// of its key layout under n hash tags ("NAME", "NAME#1", ...), so that on
+// Redis Cluster the queue's work is spread over up to n masters instead
+// of one. A task's shard follows its tenant, else its batch, else its
+// deduplication key, else its id (see the package's Sharding). It is a
+// queue-wide setting, fixed when the queue is made: see Open for changing
+// it. Defaults to 1, the layout of an unsharded queue.
+func WithShards(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > MaxShards {
+			return invalid("shards must be 1 to %d, got %d", MaxShards, n)
+		}
+		c.shards, c.set.shards = n, true
 		return nil
 	}
 }
