@@ -18,7 +18,8 @@ import (
 type Client struct {
 	rdb  redis.UniversalClient
 	name string
-	lay  layout
+	lay  layout // the home shard's (shard 0): the whole queue's when it has one shard
+	sh   shards // every shard's (shard.go)
 }
 
 // NewClient returns a Client of the queue called name on rdb. It checks
@@ -27,9 +28,9 @@ func NewClient(rdb redis.UniversalClient, name string) (*Client, error) {
 	if redisutil.IsNil(rdb) {
 		return nil, invalid("nil Redis client")
 	}
-	lay, err := newLayout(name)
+	lay, err := queueLayout(name)
 	if err != nil {
-		return nil, invalid("queue name %q: %v", name, err)
+		return nil, err
 	}
 	return &Client{rdb: rdb, name: name, lay: lay}, nil
 }

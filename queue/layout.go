@@ -74,6 +74,8 @@ type layout struct {
 	schedules, schedulePrefix                                                                        string
 
 	taskPrefix, inflightPrefix, chanPrefix string
+
+	shard int // which of the queue's shards (shard.go)
 }
 
 func newLayout(name string) (layout, error) {

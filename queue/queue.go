@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shepherd-go/shepherd/internal/group"
-	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
@@ -82,11 +81,8 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 	if redisutil.IsNil(rdb) {
 		return nil, invalid("nil Redis client")
 	}
-	lay, err := newLayout(name)
+	lay, err := queueLayout(name)
 	if err != nil {
-		if errors.Is(err, keys.ErrInvalidTag) {
-			return nil, invalid("queue name %q: %v", name, err)
-		}
 		return nil, err
 	}
 	cfg := defaultConfig()
