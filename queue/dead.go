@@ -10,12 +10,33 @@ import (
 )
 
 // DeadLetters lists up to limit dead letters, newest first (in the order
-// they died, also within one millisecond), skipping the offset newest.
+// they died, also within one millisecond), skipping the offset newest. On
+// a queue of n shards each shard's offset+limit newest are read (n reads
+// in one round trip) and merged by the time they died (to the
+// millisecond; within one, a shard's letters keep their order).
 func (q *Client) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo, error) {
 	if offset < 0 || limit < 1 {
 		return nil, invalid("dead letters need offset >= 0 and limit >= 1, got %d and %d", offset, limit)
 	}
-	ids, err := q.rdb.ZRevRange(ctx, q.lay.dead, int64(offset), int64(offset+limit-1)).Result()
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []located
+	if len(all) == 1 {
+		var list []string
+		list, err = q.rdb.ZRevRange(ctx, all[0].dead, int64(offset), int64(offset+limit-1)).Result()
+		ids = locate(all[0], list)
+	} else {
+		pipe := q.rdb.Pipeline()
+		cmds := make([]*redis.ZSliceCmd, len(all))
+		for i, l := range all {
+			cmds[i] = pipe.ZRevRangeWithScores(ctx, l.dead, 0, int64(offset+limit-1))
+		}
+		if _, err = pipe.Exec(ctx); err == nil {
+			ids = mergeScored(all, cmds, true, offset, limit)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: dead letters: %w", err)
 	}
@@ -25,12 +46,19 @@ func (q *Client) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo
 // DeleteDead deletes the dead letter id: its record, payload and errors
 // are gone, as PurgeDead does for all of them. It returns ErrTaskNotFound
 // when id is not a dead letter (a task still unfinished is never deleted
-// by it; see Cancel).
+// by it; see Cancel). On a queue of n shards a caller's id is looked for
+// in each shard in turn (up to n calls).
 func (q *Client) DeleteDead(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	res, err := script.Run(ctx, q.rdb, deleteDeadScript, "queue: delete dead letter", q.lay.common(q.lay.task(id)), q.lay.commonArgs(id)...)
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := onShards(idLayouts(all, id), "NOTDEAD", func(l layout) (any, error) {
+		return script.Run(ctx, q.rdb, deleteDeadScript, "queue: delete dead letter", l.common(l.task(id)), l.commonArgs(id)...)
+	})
 	if err != nil {
 		return err
 	}
@@ -55,13 +83,20 @@ return 'OK'
 // Replay queues the dead letter id again, with its attempts and errors
 // reset, as a new task with the same id and payload. It returns
 // ErrTaskNotFound when id is not a dead letter, ErrQueueFull at the
-// bound, ErrUnknownTenant when its tenant was removed.
+// bound, ErrUnknownTenant when its tenant was removed. The task stays in
+// its shard; on a queue of n shards a caller's id is looked for in each
+// shard in turn (up to n calls).
 func (q *Client) Replay(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	res, err := script.Run(ctx, q.rdb, replayScript, "queue: replay", q.lay.common(q.lay.task(id)),
-		q.lay.commonArgs(id)...)
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := onShards(idLayouts(all, id), "NOTDEAD", func(l layout) (any, error) {
+		return script.Run(ctx, q.rdb, replayScript, "queue: replay", l.common(l.task(id)), l.commonArgs(id)...)
+	})
 	if err != nil {
 		return err
 	}
@@ -101,20 +136,29 @@ wake()
 return 'OK'
 `)
 
-// PurgeDead deletes every dead letter and returns how many.
+// PurgeDead deletes every dead letter and returns how many (of every
+// shard, one shard after the other, 1,000 letters a call). On an error it
+// returns how many it deleted before.
 func (q *Client) PurgeDead(ctx context.Context) (int, error) {
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
-	for {
-		res, err := script.Run(ctx, q.rdb, purgeScript, "queue: purge dead letters", q.lay.common(), q.lay.commonArgs(1000)...)
-		if err != nil {
-			return total, err
-		}
-		n, _ := res.(int64)
-		total += int(n)
-		if n == 0 {
-			return total, nil
+	for _, l := range all {
+		for {
+			res, err := script.Run(ctx, q.rdb, purgeScript, "queue: purge dead letters", l.common(), l.commonArgs(1000)...)
+			if err != nil {
+				return total, err
+			}
+			n, _ := res.(int64)
+			total += int(n)
+			if n == 0 {
+				break
+			}
 		}
 	}
+	return total, nil
 }
 
 // purgeScript deletes up to ARGV[4] of the oldest dead letters.

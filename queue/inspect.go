@@ -53,26 +53,21 @@ func (q *Client) Exists(ctx context.Context) (bool, error) {
 // StateActive; StateDead, newest first; StateDone and StateCancelled,
 // newest first, among the latest 10,000 finished tasks whose outcome is
 // still kept), skipping the first offset.
+//
+// On a queue of n shards (WithShards) the shards' lists are merged:
+// waiting tasks are listed untenanted ones first (shard by shard, each in
+// the order it is taken), then each tenant's by tenant id, as on one
+// shard (the shards take in turn, so no order is the order of taking
+// across them); delayed and retrying ones by due time, active ones by id,
+// dead letters by the time they died, done and cancelled ones by the
+// time they finished (each shard keeps its own latest 10,000). Each
+// shard is read up to offset+limit, so a deep page costs n times that.
 func (q *Client) Tasks(ctx context.Context, state State, offset, limit int) ([]TaskInfo, error) {
 	if offset < 0 || limit < 1 {
 		return nil, invalid("tasks need offset >= 0 and limit >= 1, got %d and %d", offset, limit)
 	}
-	var ids []string
-	var err error
 	switch state {
-	case StateWaiting:
-		ids, err = q.waiting(ctx, offset, limit)
-	case StateDelayed:
-		ids, err = q.rdb.ZRange(ctx, q.lay.delayed, int64(offset), int64(offset+limit-1)).Result()
-	case StateRetrying:
-		ids, err = q.rdb.ZRange(ctx, q.lay.retry, int64(offset), int64(offset+limit-1)).Result()
-	case StateActive:
-		var all []string
-		all, err = q.rdb.HKeys(ctx, q.lay.active).Result()
-		sort.Strings(all)
-		if offset < len(all) {
-			ids = all[offset:min(offset+limit, len(all))]
-		}
+	case StateWaiting, StateDelayed, StateRetrying, StateActive:
 	case StateDead:
 		return q.DeadLetters(ctx, offset, limit)
 	case StateDone, StateCancelled:
@@ -80,29 +75,124 @@ func (q *Client) Tasks(ctx context.Context, state State, offset, limit int) ([]T
 	default:
 		return nil, invalid("no list of tasks in state %q", state)
 	}
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []located
+	switch state {
+	case StateWaiting:
+		ids, err = q.waiting(ctx, all, offset, limit)
+	case StateDelayed:
+		ids, err = q.byScore(ctx, all, func(l layout) string { return l.delayed }, offset, limit)
+	case StateRetrying:
+		ids, err = q.byScore(ctx, all, func(l layout) string { return l.retry }, offset, limit)
+	case StateActive:
+		ids, err = q.active(ctx, all, offset, limit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: tasks: %w", err)
 	}
 	return q.infos(ctx, ids)
 }
 
-// waiting lists waiting tasks: the untenanted ones, then each tenant's
-// (by tenant id), each in the order it is taken (by priority, then in
-// order).
-func (q *Client) waiting(ctx context.Context, offset, limit int) ([]string, error) {
-	tenants, err := q.Tenants(ctx)
+// byScore lists the ids of the sorted set key of every shard, lowest
+// score first (ties by shard, then as Redis orders them), skipping
+// offset.
+func (q *Client) byScore(ctx context.Context, all []layout, key func(layout) string, offset, limit int) ([]located, error) {
+	if len(all) == 1 {
+		ids, err := q.rdb.ZRange(ctx, key(all[0]), int64(offset), int64(offset+limit-1)).Result()
+		return locate(all[0], ids), err
+	}
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.ZSliceCmd, len(all))
+	for i, l := range all {
+		cmds[i] = pipe.ZRangeWithScores(ctx, key(l), 0, int64(offset+limit-1))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	return mergeScored(all, cmds, false, offset, limit), nil
+}
+
+// mergeScored merges the shards' sorted members, each list in its
+// order (descending when desc), by score, ties by shard, and returns the
+// window [offset, offset+limit).
+func mergeScored(all []layout, cmds []*redis.ZSliceCmd, desc bool, offset, limit int) []located {
+	type scored struct {
+		located
+		score float64
+		shard int
+	}
+	var merged []scored
+	for i, c := range cmds {
+		for _, z := range c.Val() {
+			id, _ := z.Member.(string)
+			merged = append(merged, scored{located{id, all[i]}, z.Score, i})
+		}
+	}
+	sort.SliceStable(merged, func(i, j int) bool {
+		a, b := merged[i], merged[j]
+		if a.score != b.score {
+			return (a.score < b.score) != desc
+		}
+		return a.shard < b.shard
+	})
+	var out []located
+	for i := offset; i < len(merged) && i < offset+limit; i++ {
+		out = append(out, merged[i].located)
+	}
+	return out
+}
+
+// active lists the ids of the tasks in flight, by id.
+func (q *Client) active(ctx context.Context, all []layout, offset, limit int) ([]located, error) {
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(all))
+	for i, l := range all {
+		cmds[i] = pipe.HKeys(ctx, l.active)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var ids []located
+	for i, c := range cmds {
+		ids = append(ids, locate(all[i], c.Val())...)
+	}
+	sort.SliceStable(ids, func(i, j int) bool { return ids[i].id < ids[j].id })
+	if offset >= len(ids) {
+		return nil, nil
+	}
+	return ids[offset:min(offset+limit, len(ids))], nil
+}
+
+// waiting lists waiting tasks: the untenanted ones (shard by shard), then
+// each tenant's (by tenant id, in its shard), each in the order it is
+// taken (by priority, then in order).
+func (q *Client) waiting(ctx context.Context, all []layout, offset, limit int) ([]located, error) {
+	tenants, err := q.tenantsOf(ctx, all)
 	if err != nil {
 		return nil, err
 	}
-	var lists []string
-	for _, ten := range append([]string{""}, tenantIDs(tenants)...) {
+	type list struct {
+		lay layout
+		key string
+	}
+	var lists []list
+	add := func(l layout, ten string) {
 		for p := MaxPriority; p >= 0; p-- {
-			lists = append(lists, q.lay.tenantReady(ten, p))
+			lists = append(lists, list{l, l.tenantReady(ten, p)})
 		}
 	}
-	var ids []string
-	for _, key := range lists {
-		n, err := q.rdb.LLen(ctx, key).Result()
+	for _, l := range all {
+		add(l, "")
+	}
+	for _, ten := range tenantIDs(tenants) {
+		add(tenantLayout(all, ten), ten)
+	}
+	var ids []located
+	for _, li := range lists {
+		n, err := q.rdb.LLen(ctx, li.key).Result()
 		if err != nil {
 			return nil, err
 		}
@@ -111,12 +201,12 @@ func (q *Client) waiting(ctx context.Context, offset, limit int) ([]string, erro
 			continue
 		}
 		// Taken from the right: the oldest is last.
-		part, err := q.rdb.LRange(ctx, key, -int64(offset)-int64(limit-len(ids)), -int64(offset)-1).Result()
+		part, err := q.rdb.LRange(ctx, li.key, -int64(offset)-int64(limit-len(ids)), -int64(offset)-1).Result()
 		if err != nil {
 			return nil, err
 		}
 		for i := len(part) - 1; i >= 0; i-- {
-			ids = append(ids, part[i])
+			ids = append(ids, located{part[i], li.lay})
 		}
 		offset = 0
 		if len(ids) >= limit {
@@ -126,22 +216,24 @@ func (q *Client) waiting(ctx context.Context, offset, limit int) ([]string, erro
 	return ids, nil
 }
 
-func (q *Client) infos(ctx context.Context, ids []string) ([]TaskInfo, error) {
+// infos reads the tasks ids, each in its shard, in one pipeline; those
+// gone meanwhile are left out.
+func (q *Client) infos(ctx context.Context, ids []located) ([]TaskInfo, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, q.lay.task(id), taskFields...)
+	for i, t := range ids {
+		cmds[i] = pipe.HMGet(ctx, t.lay.task(t.id), taskFields...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queue: tasks: %w", err)
 	}
 	out := make([]TaskInfo, 0, len(ids))
-	for i, id := range ids {
-		if t, ok := parseTask(id, cmds[i].Val()); ok {
-			out = append(out, t)
+	for i, t := range ids {
+		if info, ok := parseTask(t.id, cmds[i].Val()); ok {
+			out = append(out, info)
 		}
 	}
 	return out, nil
@@ -214,17 +306,23 @@ func parseTask(id string, v []any) (TaskInfo, bool) {
 }
 
 // Inspect returns what the queue knows of the task id, or
-// ErrTaskNotFound.
+// ErrTaskNotFound. On a queue of n shards an id this package made names
+// its shard (one read); a caller's id (WithTaskID) is looked for in its
+// own shard, then in the others (n reads).
 func (q *Client) Inspect(ctx context.Context, id string) (TaskInfo, error) {
 	if err := validID(id); err != nil {
 		return TaskInfo{}, err
 	}
-	v, err := q.rdb.HMGet(ctx, q.lay.task(id), taskFields...).Result()
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	_, v, ok, err := q.findTask(ctx, all, id, taskFields...)
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("queue: inspect: %w", err)
 	}
-	t, ok := parseTask(id, v)
-	if !ok {
+	t, parsed := parseTask(id, v)
+	if !ok || !parsed {
 		return TaskInfo{}, fmt.Errorf("%w: %q", ErrTaskNotFound, id)
 	}
 	return t, nil
@@ -249,18 +347,46 @@ func tenantIDs(ts []TenantInfo) []string {
 // or cancelled) that Tasks reads: finish pushes, flush trims.
 const maxFinishedListed = 10_000
 
-// finished lists finished tasks in state from the list of the latest
-// ones, newest first, skipping those whose outcome expired.
+// finished lists finished tasks in state from the lists of the latest
+// ones, newest first, skipping those whose outcome expired. On a queue of
+// n shards each shard's first offset+limit are read and merged by the
+// time they finished.
 func (q *Client) finished(ctx context.Context, state State, offset, limit int) ([]TaskInfo, error) {
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 1 {
+		return q.finishedIn(ctx, all[0], state, offset, limit)
+	}
+	var merged []TaskInfo
+	for _, l := range all {
+		part, err := q.finishedIn(ctx, l, state, 0, offset+limit)
+		if err != nil {
+			return nil, err
+		}
+		merged = append(merged, part...)
+	}
+	// Each shard's part is newest first: a stable sort keeps that order
+	// among equal times.
+	sort.SliceStable(merged, func(i, j int) bool { return merged[i].Finished.After(merged[j].Finished) })
+	if offset >= len(merged) {
+		return nil, nil
+	}
+	return merged[offset:min(offset+limit, len(merged))], nil
+}
+
+// finishedIn lists the finished tasks in state of the shard l.
+func (q *Client) finishedIn(ctx context.Context, l layout, state State, offset, limit int) ([]TaskInfo, error) {
 	const chunk = 500
 	var out []TaskInfo
 	seen := map[string]bool{} // an id used again is listed once
 	for from := int64(0); from < maxFinishedListed && len(out) < limit; from += chunk {
-		ids, err := q.rdb.LRange(ctx, q.lay.finished, from, from+chunk-1).Result()
+		ids, err := q.rdb.LRange(ctx, l.finished, from, from+chunk-1).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: tasks: %w", err)
 		}
-		infos, err := q.infos(ctx, ids)
+		infos, err := q.infos(ctx, locate(l, ids))
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,8 @@ import (
 )
 
 // Stats is a snapshot of a queue, read in one round trip (two when it has
-// tenants).
+// tenants), besides a Client's reads of the queue's shard count until it
+// knows it.
 type Stats struct {
 	Available   int64 // waiting, due now (the depth the alarm watches)
 	Delayed     int64 // first attempts not due yet
@@ -49,39 +50,66 @@ type ProcessInfo struct {
 	LeaseFor      time.Duration
 }
 
-// Stats reads the queue's depth by state and its processes.
+// Stats reads the queue's depth by state and its processes. On a queue of
+// n shards (WithShards) the depths, dead letters and dropped ones add up
+// over the shards, and each tenant is read in its shard, in the same
+// round trips (n times the reads); the processes, the pause and the rate
+// are read in the home shard, where every process keeps alive.
 func (q *Client) Stats(ctx context.Context) (Stats, error) {
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	type shardCmds struct {
+		available, inflight     *redis.IntCmd
+		delayed, retrying, dead *redis.IntCmd
+		dropped                 *redis.StringCmd
+		tenantHash              *redis.MapStringStringCmd
+	}
 	pipe := q.rdb.Pipeline()
-	available := pipe.LLen(ctx, q.lay.ready)
-	delayed := pipe.ZCard(ctx, q.lay.delayed)
-	retrying := pipe.ZCard(ctx, q.lay.retry)
-	inflight := pipe.HLen(ctx, q.lay.active)
-	dead := pipe.ZCard(ctx, q.lay.dead)
-	dropped := pipe.Get(ctx, q.lay.deadDropped)
+	per := make([]shardCmds, len(all))
+	for i, l := range all {
+		c := &per[i]
+		c.available = pipe.LLen(ctx, l.ready)
+		c.delayed = pipe.ZCard(ctx, l.delayed)
+		c.retrying = pipe.ZCard(ctx, l.retry)
+		c.inflight = pipe.HLen(ctx, l.active)
+		c.dead = pipe.ZCard(ctx, l.dead)
+		c.dropped = pipe.Get(ctx, l.deadDropped)
+	}
 	procs := pipe.HGetAll(ctx, q.lay.procs)
 	alive := pipe.HGetAll(ctx, q.lay.alive)
 	settings := pipe.HMGet(ctx, q.lay.settings, settingTTL, "P", "r")
 	now := pipe.Time(ctx)
-	tenantHash := pipe.HGetAll(ctx, q.lay.tenants)
+	for i, l := range all {
+		per[i].tenantHash = pipe.HGetAll(ctx, l.tenants)
+	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Stats{}, fmt.Errorf("queue: stats: %w", err)
 	}
-	tenants, err := q.tenants(ctx, tenantHash.Val())
+	hashes := make([]map[string]string, len(all))
+	for i, c := range per {
+		hashes[i] = c.tenantHash.Val()
+	}
+	tenants, err := q.tenants(ctx, all, hashes)
 	if err != nil {
 		return Stats{}, err
 	}
-	st := Stats{
-		Available: available.Val(),
-		Delayed:   delayed.Val(),
-		Retrying:  retrying.Val(),
-		InFlight:  inflight.Val(),
-		Dead:      dead.Val(),
+	var st Stats
+	for i, c := range per {
+		st.Available += c.available.Val()
+		st.Delayed += c.delayed.Val()
+		st.Retrying += c.retrying.Val()
+		st.InFlight += c.inflight.Val()
+		st.Dead += c.dead.Val()
+		dropped, _ := strconv.ParseInt(c.dropped.Val(), 10, 64)
+		st.DeadDropped += dropped
+		above, _ := strconv.ParseInt(hashes[i]["q:"], 10, 64)
+		st.Available += above
 	}
 	for _, t := range tenants {
 		st.Available += t.Waiting
 	}
-	above, _ := strconv.ParseInt(tenantHash.Val()["q:"], 10, 64)
-	st.Available += above
 	sv := settings.Val()
 	if len(sv) != 3 {
 		sv = make([]any, 3)
@@ -89,7 +117,6 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	st.Paused = sv[1] != nil
 	st.Rate = parseRate(str(sv[2]))
 	st.Tenants = tenants
-	st.DeadDropped, _ = strconv.ParseInt(dropped.Val(), 10, 64)
 	nowMs := now.Val().UnixMilli()
 	ttlMs, _ := strconv.ParseInt(str(sv[0]), 10, 64)
 	for id, raw := range alive.Val() {

@@ -109,17 +109,32 @@ return 'OK'
 `)
 
 // Untenanted reports the untenanted tasks' capacity (-1: none) and load.
+// On a queue of n shards both add up over the shards (n reads in one
+// round trip): the capacity is -1 when no shard has one.
 func (q *Client) Untenanted(ctx context.Context) (capacity, load int64, err error) {
-	v, err := q.rdb.HMGet(ctx, q.lay.tenants, "u", "l:").Result()
+	all, err := q.layouts(ctx)
 	if err != nil {
+		return 0, 0, err
+	}
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(all))
+	for i, l := range all {
+		cmds[i] = pipe.HMGet(ctx, l.tenants, "u", "l:")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, 0, fmt.Errorf("queue: untenanted: %w", err)
 	}
 	capacity = -1
-	if c, ok := v[0].(string); ok {
-		capacity, _ = strconv.ParseInt(c, 10, 64)
-	}
-	if l, ok := v[1].(string); ok {
-		load, _ = strconv.ParseInt(l, 10, 64)
+	for _, c := range cmds {
+		v := c.Val()
+		if s, ok := v[0].(string); ok {
+			n, _ := strconv.ParseInt(s, 10, 64)
+			capacity = max(capacity, 0) + n
+		}
+		if s, ok := v[1].(string); ok {
+			n, _ := strconv.ParseInt(s, 10, 64)
+			load += n
+		}
 	}
 	return capacity, load, nil
 }
@@ -161,18 +176,87 @@ return 'OK'
 `)
 
 // Tenants lists the registered tenants, and the removed ones whose tasks
-// are still unfinished, by id.
+// are still unfinished, by id. On a queue of n shards it reads every
+// shard's registry (n reads in one round trip; a tenant lives in one
+// shard).
 func (q *Client) Tenants(ctx context.Context) ([]TenantInfo, error) {
-	all, err := q.rdb.HGetAll(ctx, q.lay.tenants).Result()
+	all, err := q.layouts(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("queue: tenants: %w", err)
+		return nil, err
 	}
-	return q.tenants(ctx, all)
+	return q.tenantsOf(ctx, all)
 }
 
-// tenants turns the tenants hash into the listing, reading each one's
-// waiting tasks in one pipeline (none without tenants).
-func (q *Client) tenants(ctx context.Context, all map[string]string) ([]TenantInfo, error) {
+// tenantsOf reads the tenants hash of every shard of all and lists them
+// (tenants).
+func (q *Client) tenantsOf(ctx context.Context, all []layout) ([]TenantInfo, error) {
+	pipe := q.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(all))
+	for i, l := range all {
+		cmds[i] = pipe.HGetAll(ctx, l.tenants)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: tenants: %w", err)
+	}
+	hashes := make([]map[string]string, len(all))
+	for i, c := range cmds {
+		hashes[i] = c.Val()
+	}
+	return q.tenants(ctx, all, hashes)
+}
+
+// tenants turns the tenants hashes of the shards all (one each) into the
+// listing, reading each one's waiting tasks in one pipeline (none without
+// tenants). A tenant lives in one shard; should one be found in several
+// (counters left in an old shard), its counts add up and its
+// registration is the one of the shard it lives in.
+func (q *Client) tenants(ctx context.Context, all []layout, hashes []map[string]string) ([]TenantInfo, error) {
+	type found struct {
+		TenantInfo
+		lay   layout
+		above int64 // its waiting tasks of a priority above 0
+	}
+	var list []found
+	for s, hash := range hashes {
+		for _, t := range shardTenants(hash) {
+			above, _ := strconv.ParseInt(hash["q:"+t.ID], 10, 64)
+			list = append(list, found{t, all[s], above})
+		}
+	}
+	if len(list) == 0 {
+		return []TenantInfo{}, nil
+	}
+	pipe := q.rdb.Pipeline()
+	lens := make([]*redis.IntCmd, len(list))
+	for i, t := range list {
+		lens[i] = pipe.LLen(ctx, t.lay.tenantReady(t.ID, 0))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: tenants: %w", err)
+	}
+	at := map[string]int{} // index in out
+	var out []TenantInfo
+	for i, f := range list {
+		f.Waiting = lens[i].Val() + f.above
+		j, ok := at[f.ID]
+		if !ok {
+			at[f.ID] = len(out)
+			out = append(out, f.TenantInfo)
+			continue
+		}
+		t := &out[j]
+		load, waiting, unfinished := t.Load+f.Load, t.Waiting+f.Waiting, t.Unfinished+f.Unfinished
+		if f.lay.shard == tenantLayout(all, f.ID).shard {
+			*t = f.TenantInfo
+		}
+		t.Load, t.Waiting, t.Unfinished = load, waiting, unfinished
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// shardTenants turns one shard's tenants hash into its tenants, by id.
+func shardTenants(all map[string]string) []TenantInfo {
 	byID := map[string]*TenantInfo{}
 	get := func(id string) *TenantInfo {
 		t := byID[id]
@@ -212,19 +296,5 @@ func (q *Client) tenants(ctx context.Context, all map[string]string) ([]TenantIn
 		out = append(out, *t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	if len(out) > 0 {
-		pipe := q.rdb.Pipeline()
-		lens := make([]*redis.IntCmd, len(out))
-		for i, t := range out {
-			lens[i] = pipe.LLen(ctx, q.lay.tenantReady(t.ID, 0))
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("queue: tenants: %w", err)
-		}
-		for i := range out {
-			above, _ := strconv.ParseInt(all["q:"+out[i].ID], 10, 64)
-			out[i].Waiting = lens[i].Val() + above
-		}
-	}
-	return out, nil
+	return out
 }
