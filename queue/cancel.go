@@ -14,12 +14,20 @@ import (
 // cancelled; a running one has its handler's ctx cancelled, and finishes
 // as cancelled when the attempt ends (unless it succeeds). It returns
 // ErrTaskNotFound for an unknown task, and nil for a task that had
-// finished already (nothing changes).
+// finished already (nothing changes). On a queue of n shards a caller's
+// id is looked for in each shard in turn (up to n calls); an id this
+// package made names its shard.
 func (q *Client) Cancel(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
-	res, err := script.Run(ctx, q.rdb, cancelScript, "queue: cancel", q.lay.common(q.lay.task(id)), q.lay.commonArgs(id)...)
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := onShards(idLayouts(all, id), "NOTFOUND", func(l layout) (any, error) {
+		return script.Run(ctx, q.rdb, cancelScript, "queue: cancel", l.common(l.task(id)), l.commonArgs(id)...)
+	})
 	if err != nil {
 		return err
 	}

@@ -134,12 +134,17 @@ func finished(state string) bool { return state == "done" || state == "dead" || 
 // Result returns the outcome of the task id, from any process: its
 // result, its final *TaskError, ErrNotFinished while it has none, or
 // ErrTaskNotFound when the queue does not know it (never submitted, or its
-// retention is over).
+// retention is over). On a queue of n shards it reads as Inspect does:
+// one read for an id this package made, up to n for a caller's.
 func (q *Client) Result(ctx context.Context, id string) ([]byte, error) {
 	if err := validID(id); err != nil {
 		return nil, err
 	}
-	v, err := q.rdb.HMGet(ctx, q.lay.task(id), outcomeFields...).Result()
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, v, _, err := q.findTask(ctx, all, id, outcomeFields...)
 	if err != nil {
 		return nil, fmt.Errorf("queue: result: %w", err)
 	}
@@ -212,13 +217,20 @@ func (q *Queue) pollOnce(ctx context.Context) {
 	}
 }
 
+// pollOutcomes reads the outcomes of pending futures in one pipeline,
+// each in the shard its id names; a caller's id on a queue of n shards is
+// read in every shard where it may be (idLayouts), and counts as lost only
+// when none holds it.
 func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
+	all := q.known()
 	pipe := q.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(pending))
+	cmds := make([][]*redis.SliceCmd, len(pending))
 	for i, f := range pending {
-		cmds[i] = pipe.HMGet(cctx, q.lay.task(f.id), outcomeFields...)
+		for _, l := range idLayouts(all, f.id) {
+			cmds[i] = append(cmds[i], pipe.HMGet(cctx, l.task(f.id), outcomeFields...))
+		}
 	}
 	if _, err := pipe.Exec(cctx); err != nil && !errors.Is(err, redis.Nil) {
 		if ctx.Err() == nil {
@@ -230,7 +242,12 @@ func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 		q.testAfterPollRead()
 	}
 	for i, f := range pending {
-		v := cmds[i].Val()
+		var v []any
+		for _, c := range cmds[i] {
+			if v = c.Val(); len(v) != len(outcomeFields) || present(v) {
+				break
+			}
+		}
 		if len(v) != len(outcomeFields) {
 			continue
 		}

@@ -53,8 +53,12 @@ func (t *Task) Progress(ctx context.Context, value float64, message string) erro
 	if err != nil {
 		return err
 	}
-	res, err := script.Run(ctx, q.rdb, progressScript, "queue: progress", q.lay.common(q.lay.task(t.ID)),
-		q.lay.commonArgs(q.proc, t.Attempt, string(rec))...)
+	// The task's shard: the one its id names; a caller's id on a queue of
+	// n shards is tried in each where it may be until one records it.
+	res, err := onShards(idLayouts(q.known(), t.ID), "STALE", func(l layout) (any, error) {
+		return script.Run(ctx, q.rdb, progressScript, "queue: progress", l.common(l.task(t.ID)),
+			l.commonArgs(q.proc, t.Attempt, string(rec))...)
+	})
 	if err != nil {
 		return err
 	}
@@ -85,16 +89,17 @@ func parseProgress(s string) *Progress {
 
 // Progress reads what the task's handler last reported (Task.Progress);
 // nil while it has reported nothing. ErrTaskNotFound when the task is
-// no longer kept.
+// no longer kept. It costs one read (on a queue of n shards, up to n for
+// a caller's id: see Inspect).
 func (f *Future) Progress(ctx context.Context) (*Progress, error) {
 	if f.q == nil {
 		return nil, fmt.Errorf("%w: %q", ErrTaskNotFound, f.id)
 	}
-	v, err := f.q.rdb.HMGet(ctx, f.q.lay.task(f.id), fieldState, fieldProgress).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	_, v, ok, err := f.q.findTask(ctx, f.q.known(), f.id, fieldState, fieldProgress)
+	if err != nil {
 		return nil, fmt.Errorf("queue: progress: %w", err)
 	}
-	if st, _ := v[0].(string); st == "" {
+	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrTaskNotFound, f.id)
 	}
 	s, _ := v[1].(string)
