@@ -15,7 +15,8 @@ import (
 // Done closes. It returns how many processes were asked: those whose
 // last keep-alive showed a server (already draining or not), and
 // ErrQueueNotFound when the queue does not exist (nothing is written).
-// It costs one script call, O(processes).
+// It costs one script call, O(processes), in the home shard (every
+// process keeps alive there, also on a queue of many shards).
 //
 // The request is stored with the queue, per process and per server, and
 // every process reads its own on its keep-alive; a pub/sub message makes
@@ -32,7 +33,7 @@ import (
 // background, so a server started less than a round trip to Redis
 // before Drain may be neither asked nor counted.
 func (q *Client) Drain(ctx context.Context) (int, error) {
-	res, err := script.Run(ctx, q.rdb, drainScript, "queue: drain", q.lay.common(q.lay.drains), q.lay.commonArgs()...)
+	res, err := script.Run(ctx, q.rdb, drainScript, "queue: drain", q.lay.common(q.lay.drains), q.lay.commonArgs()...) // the home shard
 	if err != nil {
 		return 0, err
 	}

@@ -50,7 +50,8 @@ type HistoryPoint struct {
 // History returns the last n buckets of the queue's history at step
 // (HistoryFine, up to an hour; HistoryCoarse, up to a day), oldest
 // first, the last one the bucket under way. Buckets nobody wrote are
-// zero, with their time.
+// zero, with their time. On a queue of n shards the buckets of every
+// shard add up (n reads a bucket, in the same round trip).
 func (q *Client) History(ctx context.Context, step time.Duration, n int) ([]HistoryPoint, error) {
 	var span time.Duration
 	switch step {
@@ -64,6 +65,10 @@ func (q *Client) History(ctx context.Context, step time.Duration, n int) ([]Hist
 	if n < 1 || time.Duration(n)*step > span {
 		return nil, invalid("history of %d buckets of %v: want 1 to %d", n, step, span/step)
 	}
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now, err := q.rdb.Time(ctx).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: history: %w", err)
@@ -71,18 +76,43 @@ func (q *Client) History(ctx context.Context, step time.Duration, n int) ([]Hist
 	s := int64(step / time.Second)
 	last := now.Unix() / s * s
 	pipe := q.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, n)
+	cmds := make([][]*redis.MapStringStringCmd, n)
 	for i := range n {
-		cmds[i] = pipe.HGetAll(ctx, q.lay.history(s, last-int64(n-1-i)*s))
+		for _, l := range all {
+			cmds[i] = append(cmds[i], pipe.HGetAll(ctx, l.history(s, last-int64(n-1-i)*s)))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("queue: history: %w", err)
 	}
 	out := make([]HistoryPoint, n)
-	for i, c := range cmds {
-		out[i] = parseHistory(time.Unix(last-int64(n-1-i)*s, 0), c.Val())
+	for i, shards := range cmds {
+		h := shards[0].Val()
+		for _, c := range shards[1:] {
+			h = addHistory(h, c.Val())
+		}
+		out[i] = parseHistory(time.Unix(last-int64(n-1-i)*s, 0), h)
 	}
 	return out, nil
+}
+
+// addHistory adds the bucket b of one shard to the bucket a of others:
+// counters, bins and sampled depths (sampled in one shard, or each its
+// own) add up.
+func addHistory(a, b map[string]string) map[string]string {
+	if len(b) == 0 {
+		return a
+	}
+	sum := make(map[string]string, len(a)+len(b))
+	for f, v := range a {
+		sum[f] = v
+	}
+	for f, v := range b {
+		x, _ := strconv.ParseInt(sum[f], 10, 64)
+		y, _ := strconv.ParseInt(v, 10, 64)
+		sum[f] = strconv.FormatInt(x+y, 10)
+	}
+	return sum
 }
 
 func parseHistory(at time.Time, h map[string]string) HistoryPoint {
@@ -238,7 +268,8 @@ func (q *Queue) historyLoop() {
 }
 
 // flushHistory writes what this process saw since its last flush, and
-// the depth when depth is true.
+// the depth when depth is true (of every shard, added up by Stats), to
+// the home shard's bucket: History adds up every shard's.
 func (q *Queue) flushHistory(ctx context.Context, depth bool) {
 	fields := q.hist.take()
 	if depth {
