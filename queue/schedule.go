@@ -158,9 +158,15 @@ func WithTaskOptions(opts ...SubmitOption) ScheduleOption {
 	}
 }
 
+// validScheduleName checks a schedule's name: 1 to MaxScheduleNameSize
+// bytes, not starting as the shard of a tick's id does on a queue of
+// many shards (digits and "~", as in "2~"), which TickOf takes off.
 func validScheduleName(name string) error {
 	if name == "" || len(name) > MaxScheduleNameSize {
 		return invalid("schedule name must be 1 to %d bytes, got %d", MaxScheduleNameSize, len(name))
+	}
+	if carriedShard(name, MaxShards) >= 0 {
+		return invalid("schedule name %q starts as a shard's tick ids do (a number and %q)", name, shardSep)
 	}
 	return nil
 }
@@ -177,7 +183,8 @@ func validScheduleName(name string) error {
 // time.ParseDuration reads it), whose ticks fall every D from the moment
 // the schedule was set, by Redis's clock.
 //
-// A tick's task has the id "NAME@TIME" (see TickOf), the payload and
+// A tick's task has the id "NAME@TIME" (see TickOf; "2~NAME@TIME" on a
+// queue of many shards, its shard first), the payload and
 // the options given; it is enqueued as its tick comes, by Redis's clock.
 // Setting a schedule to the definition it has already changes nothing
 // (its ticks go on, an interval keeps its anchor), so every process may
@@ -185,7 +192,15 @@ func validScheduleName(name string) error {
 // are counted afresh from the replacement, and no tick of the old
 // definition is enqueued after it.
 //
-// Errors: ErrInvalidOption (a bad name, spec, time zone or option),
+// On a queue of n shards (WithShards) a schedule lives in the shard of
+// its tasks: its tenant's, else the one its name hashes to. SetSchedule
+// writes it there and removes it from the shard it was in before (a
+// schedule whose tenant changed moves: it counts as replaced), at the
+// cost of a read of every shard and, when it moves, a call more.
+//
+// Errors: ErrInvalidOption (a bad name, spec, time zone or option; a
+// name is 1 to MaxScheduleNameSize bytes and does not start with a
+// number and "~", as the ids of a sharded queue's ticks do),
 // ErrPayloadTooLarge (over DefaultMaxPayloadSize), ErrUnknownTenant (the
 // tasks' tenant is not registered). Nothing is written then.
 func (q *Client) SetSchedule(ctx context.Context, name, spec string, payload []byte, opts ...ScheduleOption) error {
@@ -198,14 +213,58 @@ func (q *Client) SetSchedule(ctx context.Context, name, spec string, payload []b
 		noOverlap = "1"
 	}
 	t := c.task
-	res, err := script.Run(ctx, q.rdb, setScheduleScript, "queue: set schedule", q.lay.common(q.lay.schedules, q.lay.schedule(name)),
-		q.lay.commonArgs(name, randomID(8), spec, c.tz, payload, t.tenant, t.priority, t.maxAttempts, t.timeout.Milliseconds(),
-			t.retention.Milliseconds(), c.catchUp, noOverlap, q.lay.schedulesChannel())...)
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return err
+	}
+	l := scheduleLayout(all, name, t.tenant)
+	if len(all) > 1 {
+		if err := q.moveSchedule(ctx, all, l, name, t.tenant); err != nil {
+			return err
+		}
+	}
+	res, err := script.Run(ctx, q.rdb, setScheduleScript, "queue: set schedule", l.common(l.schedules, l.schedule(name)),
+		l.commonArgs(name, randomID(8), spec, c.tz, payload, t.tenant, t.priority, t.maxAttempts, t.timeout.Milliseconds(),
+			t.retention.Milliseconds(), c.catchUp, noOverlap, l.schedulesChannel())...)
 	if err != nil {
 		return err
 	}
 	if res == "UNKNOWN" {
 		return fmt.Errorf("%w: %q", ErrUnknownTenant, t.tenant)
+	}
+	return nil
+}
+
+// moveSchedule prepares the schedule name to be set in the shard to, on
+// a queue of many shards: it checks that the tenant ten ("" for none) is
+// registered, then removes the schedule from the other shards. Removing
+// before setting means that no two shards hold it at once, so that no
+// tick is enqueued twice (once by each); a RemoveTenant racing in between
+// leaves it removed, and SetSchedule returns ErrUnknownTenant.
+func (q *Client) moveSchedule(ctx context.Context, all []layout, to layout, name, ten string) error {
+	pipe := q.rdb.Pipeline()
+	var registered *redis.BoolCmd
+	if ten != "" {
+		registered = pipe.HExists(ctx, to.tenants, "c:"+ten)
+	}
+	held := make([]*redis.BoolCmd, len(all))
+	for i, l := range all {
+		if l.shard != to.shard {
+			held[i] = pipe.HExists(ctx, l.schedules, name)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("queue: set schedule: %w", err)
+	}
+	if registered != nil && !registered.Val() {
+		return fmt.Errorf("%w: %q", ErrUnknownTenant, ten)
+	}
+	for i, l := range all {
+		if held[i] != nil && held[i].Val() {
+			if _, err := q.removeScheduleIn(ctx, l, name); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -279,20 +338,39 @@ return 'OK'
 
 // RemoveSchedule removes the schedule name: no tick of it is enqueued
 // after this returns; its tasks already queued run. ErrScheduleNotFound
-// when the queue holds no such schedule.
+// when the queue holds no such schedule. On a queue of n shards it
+// removes it from every shard (n calls).
 func (q *Client) RemoveSchedule(ctx context.Context, name string) error {
 	if err := validScheduleName(name); err != nil {
 		return err
 	}
-	res, err := script.Run(ctx, q.rdb, removeScheduleScript, "queue: remove schedule", []string{q.lay.schedules, q.lay.schedule(name)},
-		name, q.lay.schedulesChannel())
+	all, err := q.layouts(ctx)
 	if err != nil {
 		return err
 	}
-	if res == int64(0) {
+	found := false
+	for _, l := range all {
+		ok, err := q.removeScheduleIn(ctx, l, name)
+		if err != nil {
+			return err
+		}
+		found = found || ok
+	}
+	if !found {
 		return fmt.Errorf("%w: %q", ErrScheduleNotFound, name)
 	}
 	return nil
+}
+
+// removeScheduleIn removes the schedule name from the shard l, and
+// reports whether the shard held it.
+func (q *Client) removeScheduleIn(ctx context.Context, l layout, name string) (bool, error) {
+	res, err := script.Run(ctx, q.rdb, removeScheduleScript, "queue: remove schedule", []string{l.schedules, l.schedule(name)},
+		name, l.schedulesChannel())
+	if err != nil {
+		return false, err
+	}
+	return res != int64(0), nil
 }
 
 // removeScheduleScript removes a schedule and tells every process.
@@ -309,26 +387,50 @@ return 1
 `)
 
 // Schedules lists the queue's schedules by name, with their next and
-// last ticks.
+// last ticks. On a queue of n shards it reads every shard's (in two round
+// trips, as on one).
 func (q *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
-	names, err := q.rdb.HKeys(ctx, q.lay.schedules).Result()
+	all, err := q.layouts(ctx)
 	if err != nil {
+		return nil, err
+	}
+	pipe := q.rdb.Pipeline()
+	held := make([]*redis.StringSliceCmd, len(all))
+	for i, l := range all {
+		held[i] = pipe.HKeys(ctx, l.schedules)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queue: schedules: %w", err)
 	}
-	sort.Strings(names)
-	pipe := q.rdb.Pipeline()
+	var names []located // a schedule's name, and its shard
+	for i, c := range held {
+		names = append(names, locate(all[i], c.Val())...)
+	}
+	sort.SliceStable(names, func(i, j int) bool { return names[i].id < names[j].id })
+	pipe = q.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(names))
 	for i, n := range names {
-		cmds[i] = pipe.HGetAll(ctx, q.lay.schedule(n))
+		cmds[i] = pipe.HGetAll(ctx, n.lay.schedule(n.id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && len(names) > 0 {
 		return nil, fmt.Errorf("queue: schedules: %w", err)
 	}
 	out := make([]ScheduleInfo, 0, len(names))
 	for i, n := range names {
-		if f := cmds[i].Val(); f[schedVersion] != "" {
-			out = append(out, parseSchedule(n, f))
+		f := cmds[i].Val()
+		if f[schedVersion] == "" {
+			continue
 		}
+		s := parseSchedule(n.id, f)
+		// Held by two shards only while SetSchedule moves it: list the
+		// one in its own shard.
+		if k := len(out) - 1; k >= 0 && out[k].Name == s.Name {
+			if n.lay.shard == scheduleLayout(all, s.Name, s.Tenant).shard {
+				out[k] = s
+			}
+			continue
+		}
+		out = append(out, s)
 	}
 	return out, nil
 }
@@ -361,17 +463,26 @@ func parseSchedule(name string, f map[string]string) ScheduleInfo {
 
 // RunSchedule enqueues a task of the schedule name now, outside its
 // ticks (an operator's "run now"), and returns its id ("NAME@now-…", no
-// tick: see TickOf). It counts as the schedule's last task for
-// WithNoOverlap, and does not move its ticks. Errors: ErrInvalidOption,
-// ErrScheduleNotFound, ErrQueueFull, ErrUnknownTenant (the tasks' tenant
-// is no longer registered); the task is not queued then.
+// tick: see TickOf; on a queue of many shards it starts with the
+// schedule's shard, "2~NAME@now-…"). It counts as the schedule's last
+// task for WithNoOverlap, and does not move its ticks. Errors:
+// ErrInvalidOption, ErrScheduleNotFound, ErrQueueFull, ErrUnknownTenant
+// (the tasks' tenant is no longer registered); the task is not queued
+// then. On a queue of n shards a schedule with a tenant may cost up to n
+// calls (it is looked for in its name's shard first).
 func (q *Client) RunSchedule(ctx context.Context, name string) (string, error) {
 	if err := validScheduleName(name); err != nil {
 		return "", err
 	}
-	id := name + "@now-" + randomID(6)
-	res, err := script.Run(ctx, q.rdb, runScheduleScript, "queue: run schedule", q.lay.common(q.lay.schedule(name)),
-		q.lay.commonArgs(id)...)
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return "", err
+	}
+	var id string
+	res, err := onShards(nameLayouts(all, name), "NOTFOUND", func(l layout) (any, error) {
+		id = shardIDPrefix(l.shard, len(all)) + name + "@now-" + randomID(6)
+		return script.Run(ctx, q.rdb, runScheduleScript, "queue: run schedule", l.common(l.schedule(name)), l.commonArgs(id)...)
+	})
 	if err != nil {
 		return "", err
 	}

@@ -164,8 +164,13 @@ func tickID(name string, t time.Time) string {
 // TickOf tells whether a task id is the id of a schedule's tick, and if
 // so which schedule's and which tick's (by Redis's clock): a handler of
 // periodic tasks learns this way which period it runs for. The tasks of
-// RunSchedule are no ticks.
+// RunSchedule are no ticks. On a queue of many shards a tick's id starts
+// with its shard ("2~NAME@TIME"): TickOf returns the schedule's name
+// without it (no schedule's name starts so, see SetSchedule).
 func TickOf(taskID string) (schedule string, tick time.Time, ok bool) {
+	if carriedShard(taskID, MaxShards) >= 0 {
+		_, taskID, _ = strings.Cut(taskID, shardSep)
+	}
 	i := strings.LastIndexByte(taskID, '@')
 	if i < 1 {
 		return "", time.Time{}, false

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -17,13 +18,15 @@ import (
 // ServeWith, stopped by Stop), and every one of them sends every tick;
 // tickScript lets the first through and refuses the others, so each tick
 // is enqueued once across the cluster (docs/ARCHITECTURE.md, invariants:
-// 13). Ticks are computed in Redis's clock: the scheduler keeps Redis's
+// 13). On a queue of many shards it reads the schedules of every shard
+// and ticks each in its own (its ticks' tasks are in that shard). Ticks
+// are computed in Redis's clock: the scheduler keeps Redis's
 // TIME as of a local monotonic instant, measured at each reload and
 // each tick call.
 const (
 	// schedReload is how often the scheduler reads the schedules
-	// without a notice (a lost pub/sub message): one HGETALL, of a
-	// missing key for a queue without schedules.
+	// without a notice (a lost pub/sub message): one HGETALL a shard, of
+	// a missing key for a queue without schedules.
 	schedReload = 5 * time.Second
 	// schedGap is the least time between two tick calls: the ticks that
 	// come due meanwhile go in one call (the lateness it adds is at most
@@ -41,14 +44,23 @@ type scheduler struct {
 	q       *Queue
 	changed chan struct{} // capacity 1: a schedule was set or removed
 	grp     *group.Group  // its loop
-	scheds  map[string]*schedState
+	scheds  map[schedKey]*schedState
 
 	// Redis's clock: redisAt was Redis's time at the local instant mono.
 	redisAt, mono time.Time
 }
 
+// schedKey names a schedule in its shard: on a queue of many shards a
+// schedule lives in one, but two hold it for a moment while SetSchedule
+// moves it (schedule.go), and each is ticked in its own shard.
+type schedKey struct {
+	shard int
+	name  string
+}
+
 // schedState is what the scheduler knows of one schedule.
 type schedState struct {
+	lay           layout // its shard's
 	name, version string
 	spec          tickSpec
 	catchUp       int
@@ -57,7 +69,7 @@ type schedState struct {
 }
 
 func startScheduler(q *Queue) *scheduler {
-	sc := &scheduler{q: q, changed: make(chan struct{}, 1), grp: group.New(context.Background()), scheds: map[string]*schedState{}}
+	sc := &scheduler{q: q, changed: make(chan struct{}, 1), grp: group.New(context.Background()), scheds: map[schedKey]*schedState{}}
 	sc.grp.Go(sc.run)
 	return sc
 }
@@ -140,29 +152,38 @@ func (sc *scheduler) run() {
 	}
 }
 
-// load reads Redis's clock and the schedules' versions, and the
-// definitions of those that are new or changed.
+// load reads Redis's clock and the schedules' versions of every shard,
+// and the definitions of those that are new or changed.
 func (sc *scheduler) load(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
+	all := sc.q.known()
 	sent := time.Now()
 	pipe := sc.q.rdb.Pipeline()
 	tm := pipe.Time(cctx)
-	all := pipe.HGetAll(cctx, sc.q.lay.schedules)
+	held := make([]*redis.MapStringStringCmd, len(all))
+	for i, l := range all {
+		held[i] = pipe.HGetAll(cctx, l.schedules)
+	}
 	if _, err := pipe.Exec(cctx); err != nil {
 		return err
 	}
 	sc.clock(tm.Val(), sent)
-	versions := all.Val()
-	for name, s := range sc.scheds {
-		if versions[name] != s.version {
-			delete(sc.scheds, name)
+	versions := map[schedKey]string{}
+	for i, c := range held {
+		for name, v := range c.Val() {
+			versions[schedKey{all[i].shard, name}] = v
 		}
 	}
-	var fetch []string
-	for name := range versions {
-		if sc.scheds[name] == nil {
-			fetch = append(fetch, name)
+	for k, s := range sc.scheds {
+		if versions[k] != s.version {
+			delete(sc.scheds, k)
+		}
+	}
+	var fetch []schedKey
+	for k := range versions {
+		if sc.scheds[k] == nil {
+			fetch = append(fetch, k)
 		}
 	}
 	if len(fetch) == 0 {
@@ -170,18 +191,18 @@ func (sc *scheduler) load(ctx context.Context) error {
 	}
 	pipe = sc.q.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(fetch))
-	for i, name := range fetch {
-		cmds[i] = pipe.HMGet(cctx, sc.q.lay.schedule(name), schedVersion, schedSpec, schedTZ, schedCreated, schedLast, schedCatchUp)
+	for i, k := range fetch {
+		cmds[i] = pipe.HMGet(cctx, all[k.shard].schedule(k.name), schedVersion, schedSpec, schedTZ, schedCreated, schedLast, schedCatchUp)
 	}
 	if _, err := pipe.Exec(cctx); err != nil && err != redis.Nil {
 		return err
 	}
-	for i, name := range fetch {
+	for i, k := range fetch {
 		f := make([]string, 6)
 		for j, v := range cmds[i].Val() {
 			f[j], _ = v.(string)
 		}
-		if f[0] != versions[name] {
+		if f[0] != versions[k] {
 			continue // changed meanwhile: its notice follows
 		}
 		num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
@@ -189,12 +210,12 @@ func (sc *scheduler) load(ctx context.Context) error {
 		if err != nil {
 			// Valid where it was set (SetSchedule checks), not here: a
 			// time zone this machine's database lacks.
-			sc.q.logger.Error("scheduler: cannot read a schedule; other processes may run it", "schedule", name, "error", err)
+			sc.q.logger.Error("scheduler: cannot read a schedule; other processes may run it", "schedule", k.name, "error", err)
 			continue
 		}
-		s := &schedState{name: name, version: f[0], spec: spec, catchUp: int(num(f[5])), last: time.UnixMilli(num(f[4]))}
+		s := &schedState{lay: all[k.shard], name: k.name, version: f[0], spec: spec, catchUp: int(num(f[5])), last: time.UnixMilli(num(f[4]))}
 		s.next = spec.next(s.last)
-		sc.scheds[name] = s
+		sc.scheds[k] = s
 	}
 	return nil
 }
@@ -220,17 +241,19 @@ func (sc *scheduler) due() []dueSched {
 	return out
 }
 
-// tick sends the due ticks in calls of at most maxTickBatch ticks, and
-// learns each schedule's last tick from the replies. It reports whether
-// a schedule was replaced or removed meanwhile.
+// tick sends the due ticks, shard by shard, in calls of at most
+// maxTickBatch ticks (a call runs on one shard's keys), and learns each
+// schedule's last tick from the replies. It reports whether a schedule
+// was replaced or removed meanwhile.
 func (sc *scheduler) tick(ctx context.Context, due []dueSched) (gone bool, err error) {
+	sort.SliceStable(due, func(i, j int) bool { return due[i].s.lay.shard < due[j].s.lay.shard })
 	for len(due) > 0 {
 		n, ticks := 0, 0
-		for n < len(due) && (n == 0 || ticks+len(due[n].ticks) <= maxTickBatch) {
+		for n < len(due) && due[n].s.lay.shard == due[0].s.lay.shard && (n == 0 || ticks+len(due[n].ticks) <= maxTickBatch) {
 			ticks += len(due[n].ticks)
 			n++
 		}
-		g, err := sc.tickBatch(ctx, due[:n])
+		g, err := sc.tickBatch(ctx, due[0].s.lay, due[:n])
 		if err != nil {
 			return gone, err
 		}
@@ -240,19 +263,23 @@ func (sc *scheduler) tick(ctx context.Context, due []dueSched) (gone bool, err e
 	return gone, nil
 }
 
-func (sc *scheduler) tickBatch(ctx context.Context, due []dueSched) (gone bool, err error) {
+// tickBatch sends the due ticks of schedules of the shard l in one call.
+// A tick's task id is tickID's, after the shard on a queue of many
+// shards (shardIDPrefix), so that the id names where the task is.
+func (sc *scheduler) tickBatch(ctx context.Context, l layout, due []dueSched) (gone bool, err error) {
 	q := sc.q
-	args := q.lay.commonArgs(q.proc, q.lay.schedulePrefix, tickGrace.Milliseconds())
+	prefix := shardIDPrefix(l.shard, len(q.known()))
+	args := l.commonArgs(q.proc, l.schedulePrefix, tickGrace.Milliseconds())
 	for _, d := range due {
 		args = append(args, d.s.name, d.s.version, len(d.ticks))
 		for _, t := range d.ticks {
-			args = append(args, t.UnixMilli(), tickID(d.s.name, t))
+			args = append(args, t.UnixMilli(), prefix+tickID(d.s.name, t))
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
 	sent := time.Now()
-	res, err := script.Run(cctx, q.rdb, tickScript, "queue: tick", q.lay.common(), args...)
+	res, err := script.Run(cctx, q.rdb, tickScript, "queue: tick", l.common(), args...)
 	if err != nil {
 		return false, err
 	}
@@ -265,7 +292,7 @@ func (sc *scheduler) tickBatch(ctx context.Context, due []dueSched) (gone bool, 
 	for i, d := range due {
 		r, _ := out[1+i].([]any)
 		if len(r) != 2 {
-			delete(sc.scheds, d.s.name)
+			delete(sc.scheds, schedKey{l.shard, d.s.name})
 			gone = true
 			continue
 		}
