@@ -12,7 +12,9 @@ import (
 
 // names lists the pools and the queues a Redis holds, sorted, by their
 // keys: a pool is a tag with a key of kind "pool" (its settings, nodes,
-// keep-alives or jobs), a queue a tag with a queue settings key. It SCANs
+// keep-alives or jobs), a queue a tag with a queue settings key (a
+// queue's shard "NAME#i" counts as the queue NAME: a queue's name holds
+// no "#"). It SCANs
 // the whole keyspace (every master of a Cluster), so it costs O(keys in
 // Redis): for a dashboard's overview, not for a hot path.
 func names(ctx context.Context, rdb redis.UniversalClient) (pools, queues []string, err error) {
@@ -20,15 +22,19 @@ func names(ctx context.Context, rdb redis.UniversalClient) (pools, queues []stri
 	seenPools, seenQueues := map[string]bool{}, map[string]bool{}
 	scan := func(ctx context.Context, c *redis.Client) error {
 		for _, p := range []struct {
-			match string
-			into  map[string]bool
+			match  string
+			into   map[string]bool
+			queues bool
 		}{
-			{"shepherd:{*}:pool:*", seenPools},
-			{"shepherd:{*}:queue:settings", seenQueues},
+			{"shepherd:{*}:pool:*", seenPools, false},
+			{"shepherd:{*}:queue:settings", seenQueues, true},
 		} {
 			iter := c.Scan(ctx, 0, p.match, 1000).Iterator()
 			for iter.Next(ctx) {
 				if tag, ok := tagOf(iter.Val()); ok {
+					if p.queues {
+						tag, _, _ = strings.Cut(tag, "#")
+					}
 					mu.Lock()
 					p.into[tag] = true
 					mu.Unlock()

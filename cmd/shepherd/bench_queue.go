@@ -84,11 +84,13 @@ func (bq *benchQueue) close() {
 	if len(bq.clients) > 0 {
 		c := bq.clients[0]
 		var batch []string
-		iter := c.Scan(ctx, 0, "shepherd:{"+bq.name+"}:*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if batch = append(batch, iter.Val()); len(batch) == 1000 {
-				_ = c.Unlink(ctx, batch...).Err()
-				batch = batch[:0]
+		for _, pattern := range queueKeyPatterns(bq.name) {
+			iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+			for iter.Next(ctx) {
+				if batch = append(batch, iter.Val()); len(batch) == 1000 {
+					_ = c.Unlink(ctx, batch...).Err()
+					batch = batch[:0]
+				}
 			}
 		}
 		if len(batch) > 0 {

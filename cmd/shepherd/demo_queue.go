@@ -246,13 +246,14 @@ func demoQueueCleanup(q *queue.Queue, rdb *redis.Client, cfg demoQueueConfig, pr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := q.Close(ctx)
-	pattern := "shepherd:{" + cfg.queue + "}:*"
 	var keys []string
-	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
+	for _, pattern := range queueKeyPatterns(cfg.queue) {
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		err = errors.Join(err, iter.Err())
 	}
-	err = errors.Join(err, iter.Err())
 	if len(keys) > 0 {
 		err = errors.Join(err, rdb.Unlink(ctx, keys...).Err())
 	}
