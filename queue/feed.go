@@ -59,15 +59,15 @@ type feeder struct {
 	// Per shard: look is false after a take that got fewer than asked
 	// or failed, until a wake-up of the shard or its due time (due,
 	// zero while look); takes go round the shards that look, from next.
-	shards      []layout
-	look        []bool
-	due         []time.Time
-	next        int
-	limited     <-chan struct{} // the limit refused permits: closed at the next release
-	demand      bool            // the queue may have tasks for more permits: a wake-up, or the last take filled its permits
-	stopping    <-chan struct{} // s.stopping, nil once it closed (or the server drained)
-	open        bool            // s.outcomes is open
-	batch       []outcomeReq    // ends to record
+	shards   []layout
+	look     []bool
+	due      []time.Time
+	next     int
+	limited  <-chan struct{} // the limit refused permits: closed at the next release
+	demand   bool            // the queue may have tasks for more permits: a wake-up, or the last take filled its permits
+	stopping <-chan struct{} // s.stopping, nil once it closed (or the server drained)
+	open     bool            // s.outcomes is open
+	batch    []outcomeReq    // ends to record
 }
 
 // round is what one round of feed asked for and got.

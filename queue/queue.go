@@ -39,7 +39,7 @@ type Queue struct {
 	woken  []atomic.Bool // per shard: woken since the feed last took from it
 
 	roundRobin atomic.Uint64 // the shard of the last task placed by none of its own (placeTask)
-	kick   chan struct{} // keep alive now (a script found the process gone)
+	kick       chan struct{} // keep alive now (a script found the process gone)
 
 	started time.Time
 	// leaseFrom is when (time since started) the last keep-alive or
