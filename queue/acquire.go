@@ -23,6 +23,7 @@ type Slot struct {
 	q      *Queue
 	tenant string
 	token  string
+	lay    layout // the tenant's shard
 	done   atomic.Bool
 }
 
@@ -44,15 +45,16 @@ func (q *Queue) Acquire(ctx context.Context, tenant string) (*Slot, error) {
 	deadline := time.Now().Add(q.cfg.acquireWait)
 	bo := backoff.Backoff{Min: 2 * time.Millisecond, Max: 50 * time.Millisecond}
 	token := randomID(12)
+	l := tenantLayout(q.known(), tenant)
 	for {
-		res, err := script.Run(ctx, q.rdb, acquireScript, "queue: acquire a tenant slot", q.lay.common(),
-			q.lay.commonArgs(q.proc, tenant, token)...)
+		res, err := script.Run(ctx, q.rdb, acquireScript, "queue: acquire a tenant slot", l.common(),
+			l.commonArgs(q.proc, tenant, token)...)
 		if err != nil {
 			return nil, err
 		}
 		switch res {
 		case "OK":
-			return &Slot{q: q, tenant: tenant, token: token}, nil
+			return &Slot{q: q, tenant: tenant, token: token, lay: l}, nil
 		case "UNKNOWN":
 			q.m.tenantRefused(ctx, "unknown")
 			return nil, fmt.Errorf("%w: %q", ErrUnknownTenant, tenant)
@@ -107,7 +109,7 @@ func (s *Slot) Release(ctx context.Context) error {
 	}
 	q := s.q
 	// The script gives a token back once, whoever calls it.
-	_, err := script.Run(ctx, q.rdb, releaseScript, "queue: release a tenant slot", q.lay.common(), q.lay.commonArgs(s.token)...)
+	_, err := script.Run(ctx, q.rdb, releaseScript, "queue: release a tenant slot", s.lay.common(), s.lay.commonArgs(s.token)...)
 	if err == nil {
 		s.done.Store(true)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,6 +52,9 @@ type Batch struct {
 	q      *Queue
 	id     string
 	policy Policy
+
+	mu    sync.Mutex
+	shard int // its shard, -1 until its first Submit (sharded queues)
 }
 
 // NewBatch returns a new, empty batch. Nothing is written until its first
@@ -59,7 +63,7 @@ func (q *Queue) NewBatch(policy Policy) *Batch {
 	if policy != CollectAll {
 		policy = FailFast
 	}
-	return &Batch{q: q, id: randomID(12), policy: policy}
+	return &Batch{q: q, id: randomID(12), policy: policy, shard: -1}
 }
 
 // ID returns the batch's id, for WaitBatch from any process.
@@ -72,10 +76,30 @@ func (b *Batch) Submit(ctx context.Context, payload []byte, opts ...SubmitOption
 	all := make([]SubmitOption, 0, len(opts)+1)
 	all = append(all, opts...)
 	all = append(all, func(c *submitConfig) error {
-		c.batch, c.policy = b.id, b.policy
+		c.batch, c.policy, c.batchOf = b.id, b.policy, b
 		return nil
 	})
 	return b.q.Submit(ctx, payload, all...)
+}
+
+// place is the shard of a task of the batch whose own would be shard
+// (-1: none, it follows the batch) on a sharded queue: the batch lives in
+// one shard, so that a failure cancels the others in the same script.
+// Its first task's shard is the batch's (its tenant's, or the batch id's
+// shard); a tenant's task on another shard is refused.
+func (b *Batch) place(shard int, tenant string) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shard < 0 {
+		if shard < 0 {
+			shard = shardOfKey(b.id, len(b.q.known()))
+		}
+		b.shard = shard
+	}
+	if shard >= 0 && shard != b.shard {
+		return 0, invalid("on a sharded queue a batch's tasks share a shard: tenant %q is on shard %d, the batch %s on shard %d", tenant, shard, b.id, b.shard)
+	}
+	return b.shard, nil
 }
 
 // Wait waits for the batch (see WaitBatch); a batch with no task returns
@@ -99,9 +123,13 @@ func (q *Client) WaitBatch(ctx context.Context, id string) error {
 	if err := validID(id); err != nil {
 		return err
 	}
+	l, err := q.batchLayout(ctx, id)
+	if err != nil {
+		return err
+	}
 	bo := backoff.Backoff{Min: 5 * time.Millisecond, Max: 100 * time.Millisecond}
 	for {
-		v, err := q.rdb.HMGet(ctx, q.lay.batch(id), "pol", "n", "done", "first").Result()
+		v, err := q.rdb.HMGet(ctx, l.batch(id), "pol", "n", "done", "first").Result()
 		if err != nil {
 			return fmt.Errorf("queue: wait for batch: %w", err)
 		}
@@ -118,7 +146,7 @@ func (q *Client) WaitBatch(ctx context.Context, id string) error {
 		case done >= n && pol == "ff":
 			return nil
 		case done >= n:
-			return q.batchErrors(ctx, id)
+			return q.batchErrors(ctx, l, id)
 		}
 		if !backoff.Sleep(bo.Next(), ctx.Done()) {
 			return ctx.Err()
@@ -141,8 +169,8 @@ func (q *Client) finalError(ctx context.Context, id string) error {
 
 // batchErrors joins the errors of a finished batch's failed tasks, read
 // with one pipeline per 1,000 tasks.
-func (q *Client) batchErrors(ctx context.Context, id string) error {
-	ids, err := q.rdb.LRange(ctx, q.lay.batchTasks(id), 0, -1).Result()
+func (q *Client) batchErrors(ctx context.Context, l layout, id string) error {
+	ids, err := q.rdb.LRange(ctx, l.batchTasks(id), 0, -1).Result()
 	if err != nil {
 		return fmt.Errorf("queue: wait for batch: %w", err)
 	}
@@ -152,7 +180,7 @@ func (q *Client) batchErrors(ctx context.Context, id string) error {
 		pipe := q.rdb.Pipeline()
 		cmds := make([]*redis.SliceCmd, len(part))
 		for i, tid := range part {
-			cmds[i] = pipe.HMGet(ctx, q.lay.task(tid), outcomeFields...)
+			cmds[i] = pipe.HMGet(ctx, l.task(tid), outcomeFields...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("queue: wait for batch: %w", err)
@@ -170,4 +198,28 @@ func (q *Client) batchErrors(ctx context.Context, id string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// batchLayout is the layout of the shard that holds the batch id: the
+// home shard's on a queue of one shard; else the first shard whose
+// record of it Redis holds (one read per shard; ErrBatchNotFound when
+// none does).
+func (q *Client) batchLayout(ctx context.Context, id string) (layout, error) {
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return layout{}, fmt.Errorf("queue: wait for batch: %w", err)
+	}
+	if len(all) == 1 {
+		return all[0], nil
+	}
+	for _, l := range all {
+		n, err := q.rdb.Exists(ctx, l.batch(id)).Result()
+		if err != nil {
+			return layout{}, fmt.Errorf("queue: wait for batch: %w", err)
+		}
+		if n == 1 {
+			return l, nil
+		}
+	}
+	return layout{}, fmt.Errorf("%w: %q", ErrBatchNotFound, id)
 }

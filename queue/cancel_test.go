@@ -19,7 +19,7 @@ func TestCancelBeforeTheTakeReplyIsKept(t *testing.T) {
 	q := open(t, redistest.Name(t))
 	s := serve(t, q, echo, WithWorkers(1))
 	s.cancelTask("early") // the cancel message, first
-	_, _, err := s.taken(testCtx(t, 5*time.Second), []any{"OK", int64(-1),
+	_, _, err := s.taken(testCtx(t, 5*time.Second), q.lay, []any{"OK", int64(-1),
 		"early", "", int64(1), int64(3), int64(time.Minute.Milliseconds()), int64(0), "", ""})
 	require.NoError(t, err)
 	s.mu.Lock()
@@ -68,12 +68,12 @@ func TestOwnWithdrawnSubmitDoesNotStart(t *testing.T) {
 	nonce, err := q.rdb.HGet(ctx, q.lay.task("w"), fieldNonce).Result()
 	require.NoError(t, err)
 
-	assert.False(t, q.maybeWithdrawn(ctx, "w"), "no failed Submit of w")
+	assert.False(t, q.maybeWithdrawn(ctx, 0, "w"), "no failed Submit of w")
 	q.noteWithdrawal(nonce, "w", time.Time{})
-	assert.True(t, q.maybeWithdrawn(ctx, "w"), "the task of a Submit being withdrawn started")
+	assert.True(t, q.maybeWithdrawn(ctx, 0, "w"), "the task of a Submit being withdrawn started")
 	q.noteWithdrawal("another-nonce", "w", time.Now().Add(time.Minute))
 	q.noteWithdrawal(nonce, "", time.Time{})
-	assert.False(t, q.maybeWithdrawn(ctx, "w"), "a task queued by another Submit of the same id is kept from running")
+	assert.False(t, q.maybeWithdrawn(ctx, 0, "w"), "a task queued by another Submit of the same id is kept from running")
 	q.noteWithdrawal("old", "x", time.Now().Add(-time.Second))
 	q.noteWithdrawal("fresh", "y", time.Time{})
 	q.mu.Lock()

@@ -18,19 +18,19 @@ import (
 // ones are given back by checkOrphans), until the Queue closes (its
 // deregistration then gives the tasks back). It returns the tasks taken
 // and in how long the next delayed task is due (-1: none).
-func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task, time.Duration, error) {
+func (s *Server) record(ctx context.Context, l layout, batch []outcomeReq, n int) ([]*Task, time.Duration, error) {
 	q := s.q
 	if len(batch) == 0 {
-		return s.dequeue(ctx, n)
+		return s.dequeue(ctx, l, n)
 	}
-	args := q.lay.commonArgs(q.proc, n, promoteLimit)
+	args := l.commonArgs(q.proc, n, promoteLimit)
 	for _, o := range batch {
 		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds(), o.stack)
 	}
 	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for fails := 0; ; fails++ {
 		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		res, err := script.Run(cctx, q.rdb, completeScript, "queue: record outcomes", q.lay.common(q.lay.inflight(q.proc)), args...)
+		res, err := script.Run(cctx, q.rdb, completeScript, "queue: record outcomes", l.common(l.inflight(q.proc)), args...)
 		cancel()
 		if err == nil {
 			out, _ := res.([]any)
@@ -51,7 +51,7 @@ func (s *Server) record(ctx context.Context, batch []outcomeReq, n int) ([]*Task
 			if n == 0 {
 				return nil, -1, nil
 			}
-			return s.taken(ctx, out[2+len(batch):])
+			return s.taken(ctx, l, out[2+len(batch):])
 		}
 		if ctx.Err() != nil {
 			endUnrecorded(batch)

@@ -28,7 +28,8 @@ func (s *Server) feed() {
 	f := s.newFeeder()
 	defer f.timer.Stop()
 	for f.open || len(f.batch) > 0 {
-		if len(f.batch) == 0 && (!f.canTake || f.want() == 0) && !f.wait() {
+		f.absorbWakes()
+		if len(f.batch) == 0 && (!f.canTake() || f.want() == 0) && !f.wait() {
 			continue // no end to record: look again
 		}
 		f.gather()
@@ -39,8 +40,8 @@ func (s *Server) feed() {
 		f.attach(r)
 		f.learn(r)
 		f.handOut(r.tasks)
-		f.stopIfDrained(r)
 		f.schedule(r)
+		f.stopIfDrained(r)
 	}
 }
 
@@ -54,17 +55,24 @@ type feeder struct {
 	bo    backoff.Backoff
 	fails int // takes failed in a row
 
-	outstanding int             // taken, their end not recorded yet
-	canTake     bool            // false after a take that got fewer than asked or failed: until a wake-up, the timer or an end
-	limited     <-chan struct{} // the limit refused permits: closed at the next release
-	demand      bool            // the queue may have tasks for more permits: a wake-up, or the last take filled its permits
-	stopping    <-chan struct{} // s.stopping, nil once it closed (or the server drained)
-	open        bool            // s.outcomes is open
-	batch       []outcomeReq    // ends to record
+	outstanding int // taken, their end not recorded yet
+	// Per shard: look is false after a take that got fewer than asked
+	// or failed, until a wake-up of the shard or its due time (due,
+	// zero while look); takes go round the shards that look, from next.
+	shards   []layout
+	look     []bool
+	due      []time.Time
+	next     int
+	limited  <-chan struct{} // the limit refused permits: closed at the next release
+	demand   bool            // the queue may have tasks for more permits: a wake-up, or the last take filled its permits
+	stopping <-chan struct{} // s.stopping, nil once it closed (or the server drained)
+	open     bool            // s.outcomes is open
+	batch    []outcomeReq    // ends to record
 }
 
 // round is what one round of feed asked for and got.
 type round struct {
+	shard int           // the shard taken from
 	n     int           // tasks asked for: the workers' want, or the permits the limit gave
 	toks  []limit.Token // the permits, with a limit
 	tasks []*Task       // taken
@@ -73,19 +81,78 @@ type round struct {
 }
 
 func (s *Server) newFeeder() *feeder {
+	all := s.q.known()
 	f := &feeder{
 		s:        s,
 		ctx:      s.q.tasks.Context(),
 		timer:    time.NewTimer(time.Hour),
 		bo:       backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second},
-		canTake:  true,
+		shards:   all,
+		look:     make([]bool, len(all)),
+		due:      make([]time.Time, len(all)),
 		demand:   true,
 		stopping: s.stopping,
 		open:     true,
 		batch:    make([]outcomeReq, 0, maxRecordBatch),
 	}
+	for i := range f.look {
+		f.look[i] = true
+	}
 	f.timer.Stop()
 	return f
+}
+
+// canTake tells whether a shard may have tasks for this server.
+func (f *feeder) canTake() bool {
+	for _, ok := range f.look {
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// lookAll makes every shard worth a take.
+func (f *feeder) lookAll() {
+	for i := range f.look {
+		f.look[i], f.due[i] = true, time.Time{}
+	}
+}
+
+// absorbWakes makes the shards woken since the last round worth a take.
+func (f *feeder) absorbWakes() {
+	for i := range f.look {
+		if f.s.q.woken[i].Swap(false) {
+			f.look[i], f.due[i], f.demand = true, time.Time{}, true
+		}
+	}
+}
+
+// lookDue makes the shards whose due time passed worth a take.
+func (f *feeder) lookDue() {
+	now := time.Now()
+	for i, d := range f.due {
+		if !d.IsZero() && !now.Before(d) {
+			f.look[i], f.due[i] = true, time.Time{}
+		}
+	}
+}
+
+// takeShard picks the shard to take from: the next one round the shards
+// that may have tasks (none may: the shard of the first end, whose take
+// goes with it at no extra call, or the home shard).
+func (f *feeder) takeShard(ends []outcomeReq) int {
+	for k := range f.look {
+		i := (f.next + k) % len(f.look)
+		if f.look[i] {
+			f.next = (i + 1) % len(f.look)
+			return i
+		}
+	}
+	if len(ends) > 0 {
+		return ends[0].t.shard
+	}
+	return 0
 }
 
 // want is how many tasks to take: for the workers with an open resource
@@ -123,14 +190,16 @@ func (f *feeder) wait() bool {
 		f.batch = append(f.batch, o)
 		return true
 	case <-wake:
-		f.canTake, f.demand = true, true
+		f.absorbWakes()
+		f.demand = true
 	case <-tick:
-		f.canTake = true
+		f.lookDue()
 	case <-f.limited:
-		f.limited, f.canTake = nil, true
+		f.limited = nil
+		f.lookAll()
 	case <-s.availed:
 	case <-s.modeSet:
-		f.canTake = true // a server switched to drain looks once more, then stops
+		f.lookAll() // a server switched to drain looks once more, then stops
 	case <-f.stopping:
 		f.stopping = nil
 	}
@@ -199,18 +268,41 @@ func (f *feeder) permits(n int) round {
 	return round{n: len(toks), toks: toks}
 }
 
-// exchange records ends and takes r.n tasks, in one script call
-// (Server.record); with neither, it calls nothing.
+// exchange records ends and takes r.n tasks from one shard, with the
+// ends of that shard in one script call (Server.record), the ends of
+// each other shard in a call of their own; with neither, it calls
+// nothing.
 func (f *feeder) exchange(r *round, ends []outcomeReq) {
+	r.shard = f.takeShard(ends)
 	if r.n > 0 {
-		// A wake-up that came before this take is answered by it.
-		select {
-		case <-f.s.q.wake:
-		default:
+		// A wake-up of the shard that came before this take is
+		// answered by it.
+		f.s.q.woken[r.shard].Store(false)
+	}
+	var mine []outcomeReq
+	if len(f.shards) == 1 {
+		mine = ends
+	} else {
+		byShard := make(map[int][]outcomeReq)
+		for _, o := range ends {
+			if o.t.shard == r.shard {
+				mine = append(mine, o)
+			} else {
+				byShard[o.t.shard] = append(byShard[o.t.shard], o)
+			}
+		}
+		for i, batch := range byShard {
+			if _, _, err := f.s.record(f.ctx, f.shards[i], batch, 0); err != nil && r.err == nil {
+				r.err = err
+			}
 		}
 	}
-	if len(ends) > 0 || r.n > 0 {
-		r.tasks, r.next, r.err = f.s.record(f.ctx, ends, r.n)
+	if len(mine) > 0 || r.n > 0 {
+		var err error
+		r.tasks, r.next, err = f.s.record(f.ctx, f.shards[r.shard], mine, r.n)
+		if err != nil {
+			r.err = err
+		}
 	}
 }
 
@@ -268,7 +360,7 @@ func (f *feeder) handOut(tasks []*Task) {
 // it asked for and none of its tasks is in flight.
 func (f *feeder) stopIfDrained(r round) {
 	s := f.s
-	if r.err == nil && r.n > 0 && len(r.tasks) < r.n && f.outstanding == 0 && f.stopping != nil && s.Mode() == ModeDrain {
+	if r.err == nil && r.n > 0 && len(r.tasks) < r.n && !f.canTake() && f.outstanding == 0 && f.stopping != nil && s.Mode() == ModeDrain {
 		// Drained: nothing it may run now, nothing in flight.
 		f.stopping = nil
 		s.stopOnce.Do(func() { close(s.stopping) }) // SetMode says ErrStopped from now on
@@ -290,17 +382,18 @@ func (f *feeder) schedule(r round) {
 		// The limit is the bottleneck: take again at the next release
 		// (or a wake-up; the timer in case a partition's reserved
 		// share, not a task, stands in the way).
-		f.canTake = false
-		f.timer.Reset(limitPoll)
+		for i := range f.look {
+			f.look[i], f.due[i] = false, time.Now().Add(limitPoll)
+		}
+		f.resetTimer()
 		return
 	}
 	if len(r.tasks) == r.n {
 		if r.n > 0 {
-			f.canTake = true // there may be more
+			f.look[r.shard], f.due[r.shard] = true, time.Time{} // there may be more
 		}
 		return
 	}
-	f.canTake = false
 	wait := safetyPoll
 	switch {
 	case r.err != nil:
@@ -316,7 +409,34 @@ func (f *feeder) schedule(r round) {
 	case r.next >= 0 && r.next < wait:
 		wait = r.next
 	}
-	f.timer.Reset(wait)
+	if r.err != nil {
+		// A failed call says nothing of one shard: all wait.
+		for i := range f.look {
+			f.look[i], f.due[i] = false, time.Now().Add(wait)
+		}
+	} else {
+		f.look[r.shard], f.due[r.shard] = false, time.Now().Add(wait)
+	}
+	f.resetTimer()
+}
+
+// resetTimer sets the timer to the earliest due time of the shards not
+// looked at; stopped when every shard is.
+func (f *feeder) resetTimer() {
+	var first time.Time
+	for i, d := range f.due {
+		if !f.look[i] && !d.IsZero() && (first.IsZero() || d.Before(first)) {
+			first = d
+		}
+	}
+	f.timer.Stop()
+	select {
+	case <-f.timer.C:
+	default:
+	}
+	if !first.IsZero() {
+		f.timer.Reset(max(time.Until(first), 0))
+	}
 }
 
 // limitPoll is how often a server whose limit refused permits looks

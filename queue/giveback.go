@@ -2,23 +2,41 @@ package queue
 
 import (
 	"context"
+	"errors"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
-// giveBack runs deregisterScript: see there.
-func (q *Queue) giveBack(ctx context.Context, remove bool, ids ...string) (int64, error) {
+// giveBack runs deregisterScript on every shard (see there): it gives
+// back all the tasks the process does not run, and deregisters it with
+// remove.
+func (q *Queue) giveBack(ctx context.Context, remove bool) (int64, error) {
+	var sum int64
+	var errs []error
+	for _, l := range q.known() {
+		n, err := q.giveBackShard(ctx, l, remove)
+		sum += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return sum, errors.Join(errs...)
+}
+
+// giveBackShard runs deregisterScript on shard l: with ids, it gives
+// back those only.
+func (q *Queue) giveBackShard(ctx context.Context, l layout, remove bool, ids ...string) (int64, error) {
 	flag := "0"
 	if remove {
 		flag = "1"
 	}
-	args := q.lay.commonArgs(q.proc, flag)
+	args := l.commonArgs(q.proc, flag)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	res, err := script.Run(ctx, q.rdb, deregisterScript, "queue: give back tasks", q.lay.common(q.lay.inflight(q.proc), q.lay.drains), args...)
+	res, err := script.Run(ctx, q.rdb, deregisterScript, "queue: give back tasks", l.common(l.inflight(q.proc), l.drains), args...)
 	n, _ := res.(int64)
 	return n, err
 }
@@ -30,8 +48,15 @@ func (q *Queue) giveBack(ctx context.Context, remove bool, ids ...string) (int64
 // checks in a row (TTL/3 apart), so that a dequeue whose reply is on
 // its way is not taken for one.
 func (s *Server) checkOrphans(ctx context.Context) {
+	for _, l := range s.q.known() {
+		s.checkShardOrphans(ctx, l)
+	}
+}
+
+// checkShardOrphans is checkOrphans in shard l.
+func (s *Server) checkShardOrphans(ctx context.Context, l layout) {
 	q := s.q
-	ids, err := q.rdb.SMembers(ctx, q.lay.inflight(q.proc)).Result()
+	ids, err := q.rdb.SMembers(ctx, l.inflight(q.proc)).Result()
 	if err != nil {
 		return
 	}
@@ -42,18 +67,18 @@ func (s *Server) checkOrphans(ctx context.Context) {
 		if s.running[id] != nil {
 			continue
 		}
-		if s.suspect[id] {
+		if s.suspect[l.shard][id] {
 			orphans = append(orphans, id)
 		} else {
 			next[id] = true
 		}
 	}
-	s.suspect = next
+	s.suspect[l.shard] = next
 	s.mu.Unlock()
 	if len(orphans) == 0 {
 		return
 	}
-	n, err := q.giveBack(ctx, false, orphans...)
+	n, err := q.giveBackShard(ctx, l, false, orphans...)
 	if err != nil {
 		q.logger.Warn("giving back tasks this process does not run failed", "error", err)
 		return

@@ -19,6 +19,7 @@ type Task struct {
 	trace   string      // the Submit's span context (trace.go), "" when not traced
 	q       *Queue      // the queue that gave it (Progress)
 	tok     limit.Token // its permit of the server's concurrency limit
+	shard   int         // the shard it was taken from
 }
 
 // Handler runs a task and returns its result (at most MaxPayloadSize

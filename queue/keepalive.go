@@ -35,13 +35,29 @@ func (q *Queue) keepAlive(ctx context.Context) {
 	if s != nil {
 		serial = s.serial
 	}
-	res, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", q.lay.common(q.lay.drains),
-		q.lay.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), q.record(s), serial, q.drained)...)
-	if err != nil {
-		if ctx.Err() == nil {
-			q.logger.Warn("keep-alive failed", "error", err)
+	// The home shard holds the record and the drain requests; every
+	// other shard the keep-alive only. Gone from any, the process
+	// registers again in all.
+	var res any
+	for i, l := range q.known() {
+		record := ""
+		if i == 0 {
+			record = q.record(s)
 		}
-		return
+		r, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", l.common(l.drains),
+			l.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), record, serial, q.drained)...)
+		if err != nil {
+			if ctx.Err() == nil {
+				q.logger.Warn("keep-alive failed", "error", err, "shard", i)
+			}
+			return
+		}
+		if i == 0 || r == "GONE" {
+			res = r
+		}
+		if r == "GONE" {
+			break
+		}
 	}
 	if res != "GONE" {
 		q.leaseFrom.Store(int64(sent))
@@ -153,7 +169,8 @@ func (s *Server) abandon() int {
 // does not lose it.
 //
 //	KEYS[17] drains
-//	ARGV[4] process, ARGV[5] ttl (ms), ARGV[6] record (JSON), ARGV[7]
+//	ARGV[4] process, ARGV[5] ttl (ms), ARGV[6] record (JSON; "" in a
+//	shard other than the home one: it keeps none), ARGV[7]
 //	the serial of the process's server ("0": none), ARGV[8] the serial
 //	whose drain request it applied last ("0": none)
 //
@@ -161,7 +178,7 @@ func (s *Server) abandon() int {
 var keepAliveScript = redis.NewScript(member.LuaKeepAlive + prelude + `
 -- Without its settings the queue's state is gone (Redis lost it): join again.
 if redis.call('EXISTS', K_SETTINGS) == 0 or not renew(K_ALIVE, ARGV[4], now()) then return 'GONE' end
-redis.call('HSET', K_PROCS, ARGV[4], ARGV[6])
+if ARGV[6] ~= '' then redis.call('HSET', K_PROCS, ARGV[4], ARGV[6]) end
 local d = redis.call('HGET', KEYS[17], ARGV[4])
 if d then
   if d == ARGV[7] and d ~= ARGV[8] then return 'DRAIN' end

@@ -53,12 +53,23 @@ func (q *Client) setPaused(ctx context.Context, tenant string, paused bool) erro
 	if !paused {
 		what = "queue: resume"
 	}
-	res, err := script.Run(ctx, q.rdb, pauseScript, what, q.lay.common(), q.lay.commonArgs(tenant, arg)...)
+	all, err := q.layouts(ctx)
 	if err != nil {
 		return err
 	}
-	if res == "UNKNOWN" {
-		return fmt.Errorf("%w: %q", ErrUnknownTenant, tenant)
+	if tenant != "" {
+		all = []layout{tenantLayout(all, tenant)}
+	}
+	// The queue's pause is in every shard: each one's takes stop as it
+	// is written there.
+	for _, l := range all {
+		res, err := script.Run(ctx, q.rdb, pauseScript, what, l.common(), l.commonArgs(tenant, arg)...)
+		if err != nil {
+			return err
+		}
+		if res == "UNKNOWN" {
+			return fmt.Errorf("%w: %q", ErrUnknownTenant, tenant)
+		}
 	}
 	return nil
 }

@@ -36,7 +36,10 @@ type Queue struct {
 
 	pubsub *redis.PubSub
 	wake   chan struct{} // a task may be available: capacity 1
-	kick   chan struct{} // keep alive now (a script found the process gone)
+	woken  []atomic.Bool // per shard: woken since the feed last took from it
+
+	roundRobin atomic.Uint64 // the shard of the last task placed by none of its own (placeTask)
+	kick       chan struct{} // keep alive now (a script found the process gone)
 
 	started time.Time
 	// leaseFrom is when (time since started) the last keep-alive or
@@ -121,6 +124,21 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 		_ = q.pubsub.Close()
 		return nil, err
 	}
+	all := q.known()
+	q.woken = make([]atomic.Bool, len(all))
+	if len(all) > 1 {
+		// The other shards' channels, now that their number is known (a
+		// wake-up missed meanwhile is made up for: a server's first
+		// round takes from every shard).
+		var more []string
+		for _, l := range all[1:] {
+			more = append(more, l.wakeChannel(), l.doneChannel(q.proc), l.cancelChannel(q.proc), l.schedulesChannel())
+		}
+		if err := q.pubsub.Subscribe(ctx, more...); err != nil {
+			_ = q.pubsub.Close()
+			return nil, fmt.Errorf("queue: open %q: subscribe: %w", name, err)
+		}
+	}
 	q.tasks = group.New(context.Background())
 	q.withdrawals = group.New(context.Background())
 	for range submitters {
@@ -163,7 +181,21 @@ const loopCallTimeout = 5 * time.Second
 // process's next keep-alive, and the scheduler reads the schedules every
 // 5s.
 func (q *Queue) listen(msgs <-chan *redis.Message) {
-	done, cancel, drain, sched := q.lay.doneChannel(q.proc), q.lay.cancelChannel(q.proc), q.lay.drainChannel(), q.lay.schedulesChannel()
+	const (
+		done = iota
+		cancel
+		sched
+		wake
+		drain
+	)
+	type route struct{ kind, shard int }
+	routes := map[string]route{q.lay.drainChannel(): {kind: drain}}
+	for i, l := range q.known() {
+		routes[l.doneChannel(q.proc)] = route{done, i}
+		routes[l.cancelChannel(q.proc)] = route{cancel, i}
+		routes[l.schedulesChannel()] = route{sched, i}
+		routes[l.wakeChannel()] = route{wake, i}
+	}
 	for {
 		select {
 		case <-q.tasks.Context().Done():
@@ -172,7 +204,11 @@ func (q *Queue) listen(msgs <-chan *redis.Message) {
 			if !ok {
 				return
 			}
-			switch m.Channel {
+			r, ok := routes[m.Channel]
+			if !ok {
+				continue
+			}
+			switch r.kind {
 			case done:
 				q.outcomeMessage(m.Payload)
 			case cancel:
@@ -188,7 +224,8 @@ func (q *Queue) listen(msgs <-chan *redis.Message) {
 				if s := q.current(); s != nil {
 					s.sched.notify()
 				}
-			default:
+			case wake:
+				q.woken[r.shard].Store(true)
 				q.signalWake()
 			}
 		}

@@ -150,8 +150,26 @@ func (q *Client) SetRate(ctx context.Context, r Rate) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
-	_, err := script.Run(ctx, q.rdb, setRateScript, "queue: set rate", q.lay.common(), q.lay.commonArgs("", r.spec())...)
-	return err
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range all {
+		if _, err := script.Run(ctx, q.rdb, setRateScript, "queue: set rate", l.common(), l.commonArgs("", r.shardSpec(len(all)), r.spec())...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shardSpec is the spec of each shard's part of the queue's rate r on n
+// shards: N per n×Per (the shards' starts add up to N per Per), with the
+// burst split likewise (at least 1 a shard).
+func (r Rate) shardSpec(n int) string {
+	if r.IsZero() || n == 1 {
+		return r.spec()
+	}
+	return fmt.Sprintf("%d/%d/%d", r.N, r.Per.Milliseconds()*int64(n), max((r.EffectiveBurst()+n-1)/n, 1))
 }
 
 // SetTenantRate limits the starts of a registered tenant's tasks to r
@@ -165,7 +183,12 @@ func (q *Client) SetTenantRate(ctx context.Context, tenant string, r Rate) error
 	if err := r.validate(); err != nil {
 		return err
 	}
-	res, err := script.Run(ctx, q.rdb, setRateScript, "queue: set tenant rate", q.lay.common(), q.lay.commonArgs(tenant, r.spec())...)
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return err
+	}
+	l := tenantLayout(all, tenant)
+	res, err := script.Run(ctx, q.rdb, setRateScript, "queue: set tenant rate", l.common(), l.commonArgs(tenant, r.spec(), r.spec())...)
 	if err != nil {
 		return err
 	}
@@ -179,7 +202,9 @@ func (q *Client) SetTenantRate(ctx context.Context, tenant string, r Rate) error
 // settings hash, "r" and its state "rt") or a tenant's (in the tenants
 // hash).
 //
-//	ARGV[4] tenant ("" for the queue), ARGV[5] the spec ("" for none)
+//	ARGV[4] tenant ("" for the queue), ARGV[5] the spec ("" for none),
+//	ARGV[6] the queue's rate as set (on a queue of n shards, each shard
+//	applies its part, ARGV[5], and keeps the whole in "rq", for readers)
 //
 // Returns "OK" or "UNKNOWN" (the tenant is not registered).
 var setRateScript = redis.NewScript(prelude + `
@@ -193,6 +218,11 @@ if spec == '' then
   redis.call('HDEL', h, f, tf)
 else
   redis.call('HSET', h, f, spec)
+end
+if ten == '' and ARGV[6] ~= spec then
+  redis.call('HSET', h, 'rq', ARGV[6])
+elseif ten == '' then
+  redis.call('HDEL', h, 'rq')
 end
 if ten ~= '' and redis.call('ZREM', K_RATED, ten) == 1 then redis.call('RPUSH', K_TURNS, ten) end
 wake()

@@ -25,37 +25,53 @@ func (q *Queue) reapLoop() {
 	ctx := q.tasks.Context()
 	t := time.NewTicker(q.reapEvery())
 	defer t.Stop()
-	lease := member.NewLease(q.rdb, q.lay.janitor, q.proc)
+	all := q.known()
+	leases := make([]*member.Lease, len(all))
+	for i, l := range all {
+		leases[i] = member.NewLease(q.rdb, l.janitor, q.proc)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		held, err := lease.Hold(cctx, 4*q.reapEvery())
+		for i, l := range all {
+			q.reapShard(ctx, l, leases[i])
+		}
+	}
+}
+
+// reapShard reaps one shard, if this process holds its janitor lease
+// (the home shard's also makes it the one that samples the depth).
+func (q *Queue) reapShard(ctx context.Context, l layout, lease *member.Lease) {
+	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+	defer cancel()
+	held, err := lease.Hold(cctx, 4*q.reapEvery())
+	if l.shard == 0 {
 		q.janitor.Store(err == nil && held)
-		var res any
-		if err == nil && held {
-			res, err = script.Run(cctx, q.rdb, reapScript, "queue: reap", q.lay.common(), q.lay.commonArgs(16)...)
+	}
+	var res any
+	if err == nil && held {
+		res, err = script.Run(cctx, q.rdb, reapScript, "queue: reap", l.common(), l.commonArgs(16)...)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			q.logger.Warn("looking for dead processes failed", "error", err, "shard", l.shard)
 		}
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				q.logger.Warn("looking for dead processes failed", "error", err)
-			}
-			continue
-		}
-		out, _ := res.([]any)
-		if len(out) == 4 && out[0] != int64(0) {
-			q.logger.Warn("declared processes dead; their tasks in flight go to others",
-				"processes", out[0], "requeued", out[1], "finished", out[2])
+		return
+	}
+	out, _ := res.([]any)
+	if len(out) == 4 && out[0] != int64(0) {
+		q.logger.Warn("declared processes dead; their tasks in flight go to others",
+			"processes", out[0], "requeued", out[1], "finished", out[2], "shard", l.shard)
+		if l.shard == 0 { // a process is declared dead in every shard: counted once
 			q.m.procsDead.Add(ctx, out[0].(int64), q.m.attrs)
-			q.m.requeued.Add(ctx, out[1].(int64), q.m.attrs)
 		}
-		if len(out) == 4 && out[3] != int64(0) {
-			q.droppedDead(ctx, out[3].(int64))
-		}
+		q.m.requeued.Add(ctx, out[1].(int64), q.m.attrs)
+	}
+	if len(out) == 4 && out[3] != int64(0) {
+		q.droppedDead(ctx, out[3].(int64))
 	}
 }
 

@@ -45,9 +45,9 @@ type Server struct {
 	took     durations  // recent handler run times, for the keep-alive's percentiles
 
 	mu      sync.Mutex
-	running map[string]*run      // by task id, from hand-out to outcome
-	early   map[string]time.Time // cancels of tasks not handed out yet, by task id → when (see cancelTask)
-	suspect map[string]bool      // in the inflight set but not running, last check
+	running map[string]*run         // by task id, from hand-out to outcome
+	early   map[string]time.Time    // cancels of tasks not handed out yet, by task id → when (see cancelTask)
+	suspect map[int]map[string]bool // per shard: in the inflight set but not running, last check
 }
 
 // run is one attempt in progress.
@@ -100,7 +100,7 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		loops:    group.New(context.Background()),
 		stopping: make(chan struct{}),
 		running:  make(map[string]*run),
-		suspect:  make(map[string]bool),
+		suspect:  make(map[int]map[string]bool),
 		outcomes: make(chan outcomeReq, 4*cfg.workers+cfg.prefetch),
 		fed:      make(chan struct{}),
 		modeSet:  make(chan struct{}, 1),

@@ -45,15 +45,22 @@ func settingLabel(name any) string {
 // both find the queue dormant. Another process is live while its
 // keep-alive is within the stored TTL.
 //
-//	ARGV[4] process, ARGV[5] record (JSON), then per setting (ttl_ms,
+// The shard count is settled apart: it is fixed when the queue is made
+// (a queue stored without one has 1), and a process that sets another
+// explicitly is refused, live processes or not: the queue's tasks and
+// tenants are placed by it.
+//
+//	ARGV[4] process, ARGV[5] record (JSON), ARGV[6] the process's shard
+//	count, ARGV[7] "1" if it set it explicitly, then per setting (ttl_ms,
 //	max_queued, max_dead): name, the process's value, "1" if it set it
 //	explicitly
 //
-// Returns {"OK", fresh, name, value, ...} (fresh is 1 when the queue had
-// no settings: new, or Redis lost them) or {"MISMATCH", name, stored,
-// the process's value}, when the process set a setting explicitly to
-// another value than the stored one while another process is live
-// (nothing is written then).
+// Returns {"OK", fresh, name, value, ..., "shards", n} (fresh is 1 when
+// the queue had no settings: new, or Redis lost them), {"MISMATCH",
+// name, stored, the process's value}, when the process set a setting
+// explicitly to another value than the stored one while another process
+// is live, or {"SHARDS", stored, the process's}, when it set another
+// shard count (nothing is written then).
 var registerScript = redis.NewScript(member.LuaKeepAlive + member.LuaSettings + prelude + `
 local t = now()
 local fresh = redis.call('EXISTS', K_SETTINGS) == 0
@@ -65,9 +72,16 @@ if ttl then
     if all[i] ~= ARGV[4] and not lapsed(all[i + 1], t, ttl) then live = true end
   end
 end
-local out = settle_settings(K_SETTINGS, live, false, 6)
+local shards = redis.call('HGET', K_SETTINGS, '` + settingShards + `')
+if not shards and not fresh then shards = '1' end -- stored before shards were
+if shards and shards ~= ARGV[6] and ARGV[7] == '1' then return {'SHARDS', shards, ARGV[6]} end
+shards = shards or ARGV[6]
+local out = settle_settings(K_SETTINGS, live, false, 8)
 if out[1] ~= 'OK' then return out end
+redis.call('HSET', K_SETTINGS, '` + settingShards + `', shards)
 table.insert(out, 2, fresh and 1 or 0)
+out[#out + 1] = '` + settingShards + `'
+out[#out + 1] = shards
 seen(K_ALIVE, ARGV[4], t)
 redis.call('HSET', K_PROCS, ARGV[4], ARGV[5])
 return out
@@ -84,7 +98,11 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 	setting := func(name string, v int64, explicit bool) member.Setting {
 		return member.Setting{Name: name, Value: strconv.FormatInt(v, 10), Explicit: explicit}
 	}
-	args := member.SettleArgs(q.lay.commonArgs(q.proc, q.record(q.current())),
+	explicitShards := "0"
+	if q.cfg.set.shards || rejoin {
+		explicitShards = "1" // a process that joined keeps its shards
+	}
+	args := member.SettleArgs(q.lay.commonArgs(q.proc, q.record(q.current()), q.cfg.shards, explicitShards),
 		setting(settingTTL, q.cfg.ttl.Milliseconds(), q.cfg.set.ttl),
 		setting(settingMaxQueued, int64(q.cfg.maxQueued), q.cfg.set.maxQueued),
 		setting(settingMaxDead, int64(q.cfg.maxDead), q.cfg.set.maxDead))
@@ -94,6 +112,10 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
 	}
 	out, _ := res.([]any)
+	if len(out) == 3 && out[0] == "SHARDS" {
+		return false, invalid("the queue %q has %v shards, this process sets %v (the shard count is fixed when the queue is made: see WithShards)",
+			q.name, out[1], out[2])
+	}
 	if len(out) >= 2 && out[0] == "OK" {
 		fresh = out[1] == int64(1)
 		out = append([]any{"OK"}, out[2:]...) // settle's reply, without fresh
@@ -117,10 +139,22 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 			cfg.maxQueued = int(v)
 		case settingMaxDead:
 			cfg.maxDead = int(v)
+		case settingShards:
+			cfg.shards = int(v)
 		}
 	}
 	if !rejoin {
+		all, err := makeLayouts(q.name, cfg.shards)
+		if err != nil {
+			return false, err
+		}
 		q.cfg = cfg
+		q.setLayouts(all)
+	}
+	if err := q.joinShards(ctx); err != nil {
+		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
+	}
+	if !rejoin {
 		return fresh, nil
 	}
 	if cfg.ttl != q.cfg.ttl || cfg.maxQueued != q.cfg.maxQueued || cfg.maxDead != q.cfg.maxDead {
@@ -130,3 +164,32 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 	}
 	return fresh, nil
 }
+
+// joinShards registers the process in every shard but the home one (which
+// register settled), copying the queue-wide settings there: each shard's
+// scripts judge leases and apply bounds by its own copy.
+func (q *Queue) joinShards(ctx context.Context) error {
+	all := q.known()
+	for _, l := range all[1:] {
+		_, err := script.Run(ctx, q.rdb, joinShardScript, "queue: join shard", l.common(), l.commonArgs(q.proc,
+			settingTTL, q.cfg.ttl.Milliseconds(), settingMaxQueued, q.cfg.maxQueued, settingMaxDead, q.cfg.maxDead,
+			settingShards, len(all))...)
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", l.shard, err)
+		}
+	}
+	return nil
+}
+
+// joinShardScript registers a process in a shard other than the home one
+// (its keep-alive; its record stays in the home shard), with a copy of
+// the queue-wide settings.
+//
+//	ARGV[4] process, ARGV[5...] the settings: name, value, ...
+var joinShardScript = redis.NewScript(member.LuaKeepAlive + prelude + `
+local kv = {}
+for i = 5, #ARGV do kv[#kv + 1] = ARGV[i] end
+redis.call('HSET', K_SETTINGS, unpack(kv))
+seen(K_ALIVE, ARGV[4], now())
+return 'OK'
+`)

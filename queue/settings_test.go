@@ -60,6 +60,6 @@ func TestQueueWideSettingsAreStoredWithTheQueue(t *testing.T) {
 	assert.Equal(t, [3]int64{2000, 50, 7}, settingsOf(changer), "what the changer did not set stays")
 	stored, err := srv.Client().HGetAll(ctx, changer.lay.settings).Result()
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{settingTTL: "2000", settingMaxQueued: "50", settingMaxDead: "7"}, stored)
+	assert.Equal(t, map[string]string{settingTTL: "2000", settingMaxQueued: "50", settingMaxDead: "7", settingShards: "1"}, stored)
 	require.NoError(t, changer.Close(context.Background()))
 }

@@ -80,9 +80,13 @@ func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption
 	if !sc.dueAt.IsZero() {
 		delay = max(time.Until(sc.dueAt), 0)
 	}
+	shard, err := q.placeTask(sc)
+	if err != nil {
+		return nil, err
+	}
 	id := sc.id
 	if id == "" {
-		id = randomID(12)
+		id = shardIDPrefix(shard, len(q.known())) + randomID(12)
 	}
 	f := newFuture(q, id)
 	q.mu.Lock()
@@ -100,7 +104,7 @@ func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption
 	q.mu.Unlock()
 
 	start := time.Now()
-	r := &submitReq{f: f, payload: payload, sc: sc, delay: delay, nonce: randomID(8), done: make(chan error, 1)}
+	r := &submitReq{f: f, payload: payload, sc: sc, delay: delay, nonce: randomID(8), shard: shard, done: make(chan error, 1)}
 	if q.cfg.tracer != nil {
 		r.trace = tracectx.Inject(ctx)
 	}
@@ -113,7 +117,6 @@ func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption
 		q.forget(f)
 		return nil, ErrClosed
 	}
-	var err error
 	answered := false
 	select {
 	case err = <-r.done:
@@ -158,6 +161,7 @@ type submitReq struct {
 	sc      submitConfig
 	delay   time.Duration
 	nonce   string       // tells this Submit from another of the same id
+	shard   int          // the shard it goes to (placeTask)
 	firstOf string       // the task id holding its deduplication key, when it is a duplicate
 	trace   string       // its span context (trace.go), "" when not traced
 	state   atomic.Int32 // reqPending → reqTaken → reqAnswered, or → reqAbandoned
@@ -206,8 +210,24 @@ func (q *Queue) submitLoop() {
 }
 
 // submitBatch queues the Submits of batch that still wait (their callers
-// did not give up) in one submitScript call, and answers each.
+// did not give up) in one submitScript call per shard, and answers each.
 func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
+	all := q.known()
+	if len(all) == 1 {
+		q.submitShard(ctx, all[0], batch)
+		return
+	}
+	byShard := make(map[int][]*submitReq)
+	for _, r := range batch {
+		byShard[r.shard] = append(byShard[r.shard], r)
+	}
+	for i, part := range byShard {
+		q.submitShard(ctx, all[i], part)
+	}
+}
+
+// submitShard is submitBatch for the Submits of one shard, l.
+func (q *Queue) submitShard(ctx context.Context, l layout, batch []*submitReq) {
 	taken := batch[:0]
 	for _, r := range batch {
 		if r.state.CompareAndSwap(reqPending, reqTaken) {
@@ -217,7 +237,7 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	if len(taken) == 0 {
 		return
 	}
-	args := q.lay.commonArgs(q.proc, q.cfg.maxQueued)
+	args := l.commonArgs(q.proc, q.cfg.maxQueued)
 	for _, r := range taken {
 		args = append(args, r.f.id, r.payload, r.sc.maxAttempts, r.sc.timeout.Milliseconds(),
 			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce, r.sc.tenant, r.sc.batch, r.sc.policy.code(),
@@ -227,7 +247,7 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 	// WithCallTimeout bounds it, and a Submit whose ctx ends first stops
 	// waiting on its own (and withdraws its task).
 	cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
-	res, err := script.Run(cctx, q.rdb, submitScript, "queue: submit", q.lay.common(), args...)
+	res, err := script.Run(cctx, q.rdb, submitScript, "queue: submit", l.common(), args...)
 	err = q.redisTimeout(cctx, "submit", err)
 	cancel()
 	out, _ := res.([]any)
@@ -242,6 +262,8 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 		case out[i] == "OK":
 		case out[i] == "DUP":
 			rerr = fmt.Errorf("%w: %q", ErrDuplicateTask, r.f.id)
+		case out[i] == "FULL" && len(q.known()) > 1:
+			rerr = fmt.Errorf("%w: %d unfinished tasks in its shard (%d)", ErrQueueFull, q.cfg.maxQueued, l.shard)
 		case out[i] == "FULL":
 			rerr = fmt.Errorf("%w: %d unfinished tasks", ErrQueueFull, q.cfg.maxQueued)
 		case out[i] == "BATCHFAILED":
@@ -382,3 +404,31 @@ end
 queued()
 return out
 `)
+
+// placeTask is the shard of a task to submit (shard.go): its tenant's,
+// else its batch's, else its deduplication key's, else its caller's
+// id's, else the next one round the shards. A batch's tasks share a
+// shard: a task of a tenant on another shard than its batch's is
+// refused.
+func (q *Queue) placeTask(sc submitConfig) (int, error) {
+	n := len(q.known())
+	if n == 1 {
+		return 0, nil
+	}
+	shard := -1
+	switch {
+	case sc.tenant != "":
+		shard = shardOfKey(sc.tenant, n)
+	case sc.dedupKey != "" && sc.batchOf == nil:
+		shard = shardOfKey(sc.dedupKey, n)
+	case sc.id != "" && sc.batchOf == nil:
+		shard = shardOfKey(sc.id, n)
+	}
+	if sc.batchOf != nil {
+		return sc.batchOf.place(shard, sc.tenant)
+	}
+	if shard < 0 {
+		shard = int(q.roundRobin.Add(1) % uint64(n))
+	}
+	return shard, nil
+}

@@ -10,6 +10,7 @@ type submitConfig struct {
 	tenant      string
 	batch       string // set by Batch.Submit
 	policy      Policy
+	batchOf     *Batch // set by Batch.Submit: it keeps the batch's shard
 	delay       time.Duration
 	dueAt       time.Time
 	maxAttempts int

@@ -21,25 +21,25 @@ var (
 // promoteLimit bounds how many due tasks one dequeue moves to ready.
 const promoteLimit = 500
 
-// dequeue takes up to n tasks; next is when the next delayed task is due
-// (-1: none).
-func (s *Server) dequeue(ctx context.Context, n int) ([]*Task, time.Duration, error) {
+// dequeue takes up to n tasks from shard l; next is when the shard's
+// next delayed task is due (-1: none).
+func (s *Server) dequeue(ctx context.Context, l layout, n int) ([]*Task, time.Duration, error) {
 	q := s.q
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
-	res, err := script.Run(cctx, q.rdb, dequeueScript, "queue: dequeue", q.lay.common(q.lay.inflight(q.proc)),
-		q.lay.commonArgs(q.proc, n, promoteLimit)...)
+	res, err := script.Run(cctx, q.rdb, dequeueScript, "queue: dequeue", l.common(l.inflight(q.proc)),
+		l.commonArgs(q.proc, n, promoteLimit)...)
 	if err != nil {
 		return nil, -1, err
 	}
 	out, _ := res.([]any)
-	return s.taken(ctx, out)
+	return s.taken(ctx, l, out)
 }
 
 // taken reads the reply of take (dequeueScript, or the end of
 // completeScript's): the tasks, now marked as running here, and when the
 // next delayed task is due.
-func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, error) {
+func (s *Server) taken(ctx context.Context, l layout, out []any) ([]*Task, time.Duration, error) {
 	q := s.q
 	if len(out) < 1 {
 		return nil, -1, fmt.Errorf("queue: take: unexpected reply %v", out)
@@ -67,7 +67,7 @@ func (s *Server) taken(ctx context.Context, out []any) ([]*Task, time.Duration, 
 		tenant, _ := out[i+6].(string)
 		tc, _ := out[i+7].(string)
 		tasks = append(tasks, &Task{ID: id, Payload: []byte(payload), Attempt: int(att), MaxAttempts: int(maxAtt), Tenant: tenant,
-			timeout: time.Duration(timeout) * time.Millisecond, trace: tc, q: q})
+			timeout: time.Duration(timeout) * time.Millisecond, trace: tc, q: q, shard: l.shard})
 		r := &run{cancel: func() {}}
 		s.mu.Lock()
 		if _, ok := s.early[id]; ok {

@@ -61,7 +61,12 @@ func (q *Client) SetTenant(ctx context.Context, id string, capacity int) error {
 	if capacity < 0 || capacity > MaxCapacity {
 		return invalid("capacity must be 0 to %d, got %d", MaxCapacity, capacity)
 	}
-	_, err := script.Run(ctx, q.rdb, setTenantScript, "queue: set tenant", q.lay.common(), q.lay.commonArgs(id, capacity)...)
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return err
+	}
+	l := tenantLayout(all, id)
+	_, err = script.Run(ctx, q.rdb, setTenantScript, "queue: set tenant", l.common(), l.commonArgs(id, capacity)...)
 	return err
 }
 
@@ -82,17 +87,42 @@ return 'OK'
 // SetUntenantedCapacity caps the tasks submitted without a tenant like a
 // tenant's: at most capacity of them in flight at once across the
 // cluster (0 holds them), taking turns with the tenants. A negative
-// capacity removes the cap (the default).
+// capacity removes the cap (the default). On a queue of n shards the
+// untenanted tasks are spread over the shards, and so is the cap: each
+// shard gets capacity/n (the first capacity%n one more), so a capacity
+// from 1 to n-1 is refused (a shard of share 0 would hold its tasks).
 func (q *Client) SetUntenantedCapacity(ctx context.Context, capacity int) error {
 	if capacity > MaxCapacity {
 		return invalid("capacity must be at most %d, got %d", MaxCapacity, capacity)
 	}
-	arg := ""
-	if capacity >= 0 {
-		arg = strconv.Itoa(capacity)
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return err
 	}
-	_, err := script.Run(ctx, q.rdb, setUntenantedScript, "queue: set untenanted capacity", q.lay.common(), q.lay.commonArgs(arg)...)
-	return err
+	n := len(all)
+	if capacity > 0 && capacity < n {
+		return invalid("capacity %d is below the queue's %d shards: each shard needs a share of at least 1 (or 0 to hold them)", capacity, n)
+	}
+	for i, l := range all {
+		arg := ""
+		if capacity >= 0 {
+			arg = strconv.Itoa(share(capacity, i, n))
+		}
+		if _, err := script.Run(ctx, q.rdb, setUntenantedScript, "queue: set untenanted capacity", l.common(), l.commonArgs(arg)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// share is shard i's share of v split over n shards: v/n, and one more for
+// the first v%n shards.
+func share(v, i, n int) int {
+	s := v / n
+	if i < v%n {
+		s++
+	}
+	return s
 }
 
 // setUntenantedScript sets the untenanted tasks' capacity (ARGV[4], or
@@ -148,7 +178,12 @@ func (q *Client) RemoveTenant(ctx context.Context, id string) error {
 	if err := validTenant(id); err != nil {
 		return err
 	}
-	res, err := script.Run(ctx, q.rdb, removeTenantScript, "queue: remove tenant", q.lay.common(), q.lay.commonArgs(id)...)
+	all, err := q.layouts(ctx)
+	if err != nil {
+		return err
+	}
+	l := tenantLayout(all, id)
+	res, err := script.Run(ctx, q.rdb, removeTenantScript, "queue: remove tenant", l.common(), l.commonArgs(id)...)
 	if err != nil {
 		return err
 	}

@@ -21,14 +21,15 @@ const withdrawnTTL = member.WithdrawnTTL
 // until Redis answers or the Queue closes (member.Withdraw).
 func (q *Queue) withdraw(r *submitReq) {
 	f := r.f
+	l := q.known()[r.shard]
 	q.noteWithdrawal(r.nonce, f.id, time.Time{})
 	started := q.withdrawals.Go(func() {
 		var res any
 		// member.Withdraw bounds each try by the call timeout.
 		_, err := member.Withdraw(q.withdrawals.Context(), q.cfg.callTimeout, func(ctx context.Context) error {
 			var err error
-			res, err = script.Run(ctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", q.lay.common(),
-				q.lay.commonArgs(f.id, r.nonce, withdrawnTTL.Milliseconds())...)
+			res, err = script.Run(ctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", l.common(),
+				l.commonArgs(f.id, r.nonce, withdrawnTTL.Milliseconds())...)
 			return err
 		}, func(tries int, err error) {
 			if tries == 1 {
@@ -147,7 +148,7 @@ func (q *Queue) noteWithdrawal(nonce, id string, until time.Time) {
 // reply is already on its way. Without failed Submits of id, it asks
 // Redis nothing; with some, it reads the task's nonce (the Submit that
 // queued it), and says no when Redis does not answer.
-func (q *Queue) maybeWithdrawn(ctx context.Context, id string) bool {
+func (q *Queue) maybeWithdrawn(ctx context.Context, shard int, id string) bool {
 	if q.nWithdrawing.Load() == 0 {
 		return false
 	}
@@ -164,6 +165,6 @@ func (q *Queue) maybeWithdrawn(ctx context.Context, id string) bool {
 	}
 	cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
 	defer cancel()
-	nonce, err := q.rdb.HGet(cctx, q.lay.task(id), fieldNonce).Result()
+	nonce, err := q.rdb.HGet(cctx, q.known()[shard].task(id), fieldNonce).Result()
 	return err == nil && slices.Contains(nonces, nonce)
 }

@@ -83,7 +83,7 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 			return true
 		}
 	}
-	if q.maybeWithdrawn(s.hard, t.ID) {
+	if q.maybeWithdrawn(s.hard, t.shard, t.ID) {
 		// A failed Submit of this process: its withdrawal cancels it.
 		s.outcomes <- outcomeReq{t: t, kind: "fail", data: "cancelled before it started"}
 		return true

@@ -1,0 +1,369 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+// tenantsByShard returns, for each of n shards, a tenant id that lives
+// there.
+func tenantsByShard(t *testing.T, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	found := 0
+	for i := 0; found < n && i < 10_000; i++ {
+		id := fmt.Sprintf("ten-%d", i)
+		if s := shardOfKey(id, n); out[s] == "" {
+			out[s] = id
+			found++
+		}
+	}
+	require.Equal(t, n, found)
+	return out
+}
+
+// shardHolding returns the shards of q whose task key of id Redis holds.
+func shardHolding(t *testing.T, q *Queue, id string) []int {
+	t.Helper()
+	var in []int
+	for _, l := range q.known() {
+		n, err := srv.Client().Exists(context.Background(), l.task(id)).Result()
+		require.NoError(t, err)
+		if n == 1 {
+			in = append(in, l.shard)
+		}
+	}
+	return in
+}
+
+func TestShardedQueueSpreadsItsTasksAndRunsThem(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	require.Len(t, q.known(), 3)
+	for i, l := range q.known() {
+		assert.Equal(t, i, l.shard)
+		v, err := srv.Client().HMGet(ctx, l.settings, settingShards, settingTTL).Result()
+		require.NoError(t, err)
+		assert.Equal(t, []any{"3", "10000"}, v, "shard %d has a copy of the settings", i)
+		alive, err := srv.Client().HExists(ctx, l.alive, q.Process()).Result()
+		require.NoError(t, err)
+		assert.True(t, alive, "the process keeps alive in shard %d", i)
+	}
+	assert.Contains(t, q.known()[1].settings, "{"+name+"#1}")
+
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 2))
+	}
+	var futures []*Future
+	want := map[string]int{} // task → its shard
+	for i := range 30 {
+		var opts []SubmitOption
+		shard := -1
+		if i%2 == 0 {
+			ten := tenants[i%3]
+			opts = append(opts, WithTenant(ten))
+			shard = shardOfKey(ten, 3)
+		}
+		f, err := q.Submit(ctx, []byte(fmt.Sprint(i)), opts...)
+		require.NoError(t, err)
+		carried := carriedShard(f.ID(), 3)
+		require.GreaterOrEqual(t, carried, 0, "id %s carries its shard", f.ID())
+		if shard >= 0 {
+			assert.Equal(t, shard, carried, "a tenant's task is on its tenant's shard")
+		}
+		want[f.ID()] = carried
+		futures = append(futures, f)
+	}
+	perShard := map[int]int{}
+	for id, s := range want {
+		assert.Equal(t, []int{s}, shardHolding(t, q, id), "task %s", id)
+		perShard[s]++
+	}
+	assert.Len(t, perShard, 3, "the tasks are spread over every shard: %v", perShard)
+
+	other := open(t, name) // adopts the shard count
+	assert.Len(t, other.known(), 3)
+	serve(t, q, echo, WithWorkers(2))
+	serve(t, other, echo, WithWorkers(2))
+	for _, f := range futures {
+		res, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+		assert.NotEmpty(t, res)
+	}
+
+	_, err := Open(ctx, srv.Client(), name, WithShards(2))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	assert.Contains(t, err.Error(), "has 3 shards, this process sets 2")
+	_, err = Open(ctx, srv.Client(), name+"#1")
+	require.ErrorIs(t, err, ErrInvalidOption, "'#' names the shards")
+}
+
+// An unsharded queue keeps the layout, the ids and the settings' shape it
+// had (n = 1 is today's layout), and a process that sets more shards on
+// it is refused, live processes or not.
+func TestOneShardKeepsTheLayoutAndTheShardCountIsFixed(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	name := redistest.Name(t)
+	q, err := Open(ctx, srv.Client(), name)
+	require.NoError(t, err)
+	f, err := q.Submit(ctx, []byte("x"))
+	require.NoError(t, err)
+	assert.NotContains(t, f.ID(), shardSep)
+	assert.Equal(t, "shepherd:{"+name+"}:queue:task:"+f.ID(), q.lay.task(f.ID()))
+	require.NoError(t, q.Close(ctx))
+	_, err = Open(ctx, srv.Client(), name, WithShards(3))
+	require.ErrorIs(t, err, ErrInvalidOption, "dormant, the queue still has 1 shard")
+	keys, err := srv.Client().Keys(ctx, "shepherd:{"+name+"#*").Result()
+	require.NoError(t, err)
+	assert.Empty(t, keys, "the refused process wrote nothing")
+}
+
+// Invariant 15: with every worker busy on one shard's tasks, a task that
+// comes on another shard starts at the next take, not after the backlog.
+func TestNoShardStarves(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	q := open(t, redistest.Name(t), WithShards(3))
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 100))
+	}
+	var busy []*Future
+	for range 60 {
+		f, err := q.Submit(ctx, []byte("busy"), WithTenant(tenants[0]))
+		require.NoError(t, err)
+		busy = append(busy, f)
+	}
+	var mu sync.Mutex
+	var order []string
+	started := make(chan struct{}, 100)
+	serve(t, q, func(_ context.Context, t *Task) ([]byte, error) {
+		mu.Lock()
+		order = append(order, string(t.Payload))
+		mu.Unlock()
+		started <- struct{}{}
+		time.Sleep(2 * time.Millisecond)
+		return nil, nil
+	}, WithWorkers(1))
+	for range 5 {
+		<-started
+	}
+	late, err := q.Submit(ctx, []byte("late"), WithTenant(tenants[2]))
+	require.NoError(t, err)
+	mu.Lock()
+	before := len(order)
+	mu.Unlock()
+	_, err = wait(t, late, 20*time.Second)
+	require.NoError(t, err)
+	mu.Lock()
+	at := strings.Join(order, ",")
+	pos := len(order) - 1
+	mu.Unlock()
+	assert.LessOrEqual(t, pos-before, 3, "the other shard's task waited behind the backlog: %s", at)
+	for _, f := range busy {
+		_, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+	}
+}
+
+// Caps stay exact per tenant, each tenant on its shard, with processes
+// taking from every shard at once.
+func TestShardedCapsHold(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	other := open(t, name)
+	tenants := tenantsByShard(t, 3)
+	var mu sync.Mutex
+	running, peak := map[string]int{}, map[string]int{}
+	h := func(_ context.Context, t *Task) ([]byte, error) {
+		mu.Lock()
+		running[t.Tenant]++
+		peak[t.Tenant] = max(peak[t.Tenant], running[t.Tenant])
+		mu.Unlock()
+		time.Sleep(3 * time.Millisecond)
+		mu.Lock()
+		running[t.Tenant]--
+		mu.Unlock()
+		return nil, nil
+	}
+	for i, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, i+1))
+	}
+	var futures []*Future
+	for i := range 90 {
+		f, err := q.Submit(ctx, nil, WithTenant(tenants[i%3]))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	serve(t, q, h, WithWorkers(4))
+	serve(t, other, h, WithWorkers(4))
+	for _, f := range futures {
+		_, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, ten := range tenants {
+		assert.LessOrEqual(t, peak[ten], i+1, "tenant %s on shard %d", ten, i)
+		assert.Positive(t, peak[ten])
+	}
+}
+
+// A process killed with tasks of every shard in flight: each shard's
+// reaper gives its tasks back, and they run again elsewhere.
+func TestShardedKilledProcessTasksComeBack(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Second
+	name := redistest.Name(t)
+	q := open(t, name, WithTTL(ttl), WithShards(3))
+	c := startChild(t, name, ttl, 6, time.Minute)
+	ctx := testCtx(t, 30*time.Second)
+	var futures []*Future
+	shards := map[int]bool{}
+	for range 6 {
+		f, err := q.Submit(ctx, []byte("x"), WithMaxAttempts(3))
+		require.NoError(t, err)
+		futures = append(futures, f)
+		shards[carriedShard(f.ID(), 3)] = true
+	}
+	require.Len(t, shards, 3)
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, l := range q.known() {
+			k, err := srv.Client().HLen(ctx, l.active).Result()
+			if err != nil {
+				return false
+			}
+			n += int(k)
+		}
+		return n == 6
+	}, 10*time.Second, 5*time.Millisecond, "the child never took its tasks")
+	require.NoError(t, c.cmd.Process.Kill())
+	var attempts atomic.Int64
+	serve(t, q, func(_ context.Context, t *Task) ([]byte, error) {
+		attempts.Add(int64(t.Attempt))
+		return []byte("ok"), nil
+	}, WithWorkers(2))
+	for _, f := range futures {
+		res, err := wait(t, f, 15*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, "ok", string(res))
+	}
+	assert.Equal(t, int64(12), attempts.Load(), "each task ran a second attempt here")
+}
+
+// A delayed task on a shard other than the home one wakes the servers at
+// its due time (each shard's take says when its next task is due).
+func TestShardedDelayedTaskRunsWhenDue(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	q := open(t, redistest.Name(t), WithShards(3))
+	tenants := tenantsByShard(t, 3)
+	require.NoError(t, q.SetTenant(ctx, tenants[2], 1))
+	ran := make(chan time.Time, 1)
+	serve(t, q, func(_ context.Context, t *Task) ([]byte, error) {
+		ran <- time.Now()
+		return nil, nil
+	}, WithWorkers(1))
+	time.Sleep(50 * time.Millisecond) // the server's first takes found nothing: it waits
+	sent := time.Now()
+	f, err := q.Submit(ctx, nil, WithTenant(tenants[2]), WithDelay(300*time.Millisecond))
+	require.NoError(t, err)
+	_, err = wait(t, f, 10*time.Second)
+	require.NoError(t, err)
+	at := <-ran
+	assert.GreaterOrEqual(t, at.Sub(sent), 300*time.Millisecond, "it ran before it was due")
+	assert.Less(t, at.Sub(sent), 900*time.Millisecond, "it waited for the safety poll, not its due time")
+}
+
+// A batch lives in one shard: its untenanted tasks follow it, a tenant's
+// task on another shard is refused, and WaitBatch finds it from another
+// process.
+func TestShardedBatch(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 5))
+	}
+	b := q.NewBatch(CollectAll)
+	first, err := b.Submit(ctx, nil, WithTenant(tenants[1]))
+	require.NoError(t, err)
+	for range 4 {
+		f, err := b.Submit(ctx, nil)
+		require.NoError(t, err)
+		assert.Equal(t, 1, carriedShard(f.ID(), 3), "a batch's task follows its first")
+	}
+	_, err = b.Submit(ctx, nil, WithTenant(tenants[2]))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	assert.Equal(t, 1, carriedShard(first.ID(), 3))
+	serve(t, q, echo, WithWorkers(2))
+	other := open(t, name)
+	require.NoError(t, other.WaitBatch(ctx, b.ID()))
+}
+
+// The untenanted capacity is split over the shards: below the shard count
+// a shard would get none, so it is refused.
+func TestShardedUntenantedCapacityIsSplit(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	q := open(t, redistest.Name(t), WithShards(3))
+	require.ErrorIs(t, q.SetUntenantedCapacity(ctx, 2), ErrInvalidOption)
+	require.NoError(t, q.SetUntenantedCapacity(ctx, 4))
+	var got []string
+	for _, l := range q.known() {
+		v, err := srv.Client().HGet(ctx, l.tenants, "u").Result()
+		require.NoError(t, err)
+		got = append(got, v)
+	}
+	assert.Equal(t, []string{"2", "1", "1"}, got)
+	require.NoError(t, q.SetUntenantedCapacity(ctx, 0), "0 holds them all")
+	require.NoError(t, q.SetUntenantedCapacity(ctx, -1))
+}
+
+// The queue's pause is written to every shard, and its rate split.
+func TestShardedPauseAndRate(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	q := open(t, redistest.Name(t), WithShards(3))
+	require.NoError(t, q.Pause(ctx))
+	require.NoError(t, q.SetRate(ctx, Rate{N: 300, Per: time.Second, Burst: 6}))
+	for _, l := range q.known() {
+		v, err := srv.Client().HMGet(ctx, l.settings, "P", "r", "rq").Result()
+		require.NoError(t, err)
+		assert.Equal(t, []any{"1", "300/3000/2", "300/1000/6"}, v, "shard %d", l.shard)
+	}
+	var ran atomic.Int64
+	serve(t, q, func(context.Context, *Task) ([]byte, error) { ran.Add(1); return nil, nil }, WithWorkers(2))
+	var futures []*Future
+	for range 6 {
+		f, err := q.Submit(ctx, nil)
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	time.Sleep(200 * time.Millisecond) // long enough for a take of every shard
+	assert.Zero(t, ran.Load(), "a task started on a paused queue")
+	require.NoError(t, q.Resume(ctx))
+	for _, f := range futures {
+		_, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err)
+	}
+}
