@@ -68,11 +68,14 @@ type schedState struct {
 	next          time.Time // spec.next(last); zero when none
 }
 
-func startScheduler(q *Queue) *scheduler {
-	sc := &scheduler{q: q, changed: make(chan struct{}, 1), grp: group.New(context.Background()), scheds: map[schedKey]*schedState{}}
-	sc.grp.Go(sc.run)
-	return sc
+// newScheduler makes the scheduler of a server, not started yet: a notice
+// (notify) that comes before start is kept.
+func newScheduler(q *Queue) *scheduler {
+	return &scheduler{q: q, changed: make(chan struct{}, 1), grp: group.New(context.Background()), scheds: map[schedKey]*schedState{}}
 }
+
+// start starts the scheduler's loop.
+func (sc *scheduler) start() { sc.grp.Go(sc.run) }
 
 // stop stops the scheduler and waits for it. It is idempotent.
 func (sc *scheduler) stop() {

@@ -106,6 +106,9 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		modeSet:  make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
+	// Made before the server is published (q.server): the listener
+	// notifies it as soon as it finds the server.
+	s.sched = newScheduler(q)
 	s.lim, s.part = lim, part
 	s.mode.Store(int32(cfg.mode))
 	s.hard, s.halt = context.WithCancel(context.Background())
@@ -129,7 +132,7 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 	q.server = s
 	q.mu.Unlock()
 	go s.feed() // owned by the server: Stop closes its input and waits for it
-	s.sched = startScheduler(q)
+	s.sched.start()
 	for _, w := range s.workers {
 		s.loops.Go(func() { s.work(w) })
 	}
