@@ -79,7 +79,7 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	}
 	procs := pipe.HGetAll(ctx, q.lay.procs)
 	alive := pipe.HGetAll(ctx, q.lay.alive)
-	settings := pipe.HMGet(ctx, q.lay.settings, settingTTL, "P", "r")
+	settings := pipe.HMGet(ctx, q.lay.settings, settingTTL, "P", "r", "rq")
 	now := pipe.Time(ctx)
 	for i, l := range all {
 		per[i].tenantHash = pipe.HGetAll(ctx, l.tenants)
@@ -111,11 +111,14 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 		st.Available += t.Waiting
 	}
 	sv := settings.Val()
-	if len(sv) != 3 {
-		sv = make([]any, 3)
+	if len(sv) != 4 {
+		sv = make([]any, 4)
 	}
 	st.Paused = sv[1] != nil
 	st.Rate = parseRate(str(sv[2]))
+	if rq := str(sv[3]); rq != "" {
+		st.Rate = parseRate(rq) // the rate as set: "r" is the home shard's part of it
+	}
 	st.Tenants = tenants
 	nowMs := now.Val().UnixMilli()
 	ttlMs, _ := strconv.ParseInt(str(sv[0]), 10, 64)
