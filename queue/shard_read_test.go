@@ -1,0 +1,520 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+// Tests of the read side of a sharded queue (shard_read.go): every reader
+// adds up or merges the shards, and every call by id finds its task in
+// whichever shard holds it.
+
+// idAwayFrom returns a caller's task id, starting with prefix, whose own
+// shard (shardOfKey) is not shard: a tenant's task of that id is in its
+// tenant's shard, so finding it takes a search.
+func idAwayFrom(t *testing.T, prefix string, shard, n int) string {
+	t.Helper()
+	for i := range 1000 {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		if shardOfKey(id, n) != shard {
+			return id
+		}
+	}
+	t.Fatal("no id away from the shard")
+	return ""
+}
+
+// A Client (which reads the shard count from Redis) sees the sum of
+// every shard: depths, tenants, the untenanted capacity; one process,
+// not one per shard; and the rate as set, not a shard's part of it.
+func TestShardedStatsAddUpEveryShard(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	c, err := NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	tenants := tenantsByShard(t, 3)
+	for i, ten := range tenants {
+		require.NoError(t, c.SetTenant(ctx, ten, 1+i))
+	}
+	for i, ten := range tenants {
+		for range i + 1 { // 1, 2 and 3 waiting tasks
+			_, err := q.Submit(ctx, nil, WithTenant(ten))
+			require.NoError(t, err)
+		}
+		_, err := q.Submit(ctx, nil, WithTenant(ten), WithDelay(time.Hour))
+		require.NoError(t, err)
+		_, err = q.Submit(ctx, nil, WithTenant(ten), WithPriority(2))
+		require.NoError(t, err)
+	}
+	perShard := map[int]bool{}
+	for range 6 { // untenanted, round the shards
+		f, err := q.Submit(ctx, nil)
+		require.NoError(t, err)
+		perShard[carriedShard(f.ID(), 3)] = true
+	}
+	require.Len(t, perShard, 3, "the untenanted tasks are in every shard")
+	require.NoError(t, c.SetUntenantedCapacity(ctx, 7))
+	require.NoError(t, c.SetRate(ctx, Rate{N: 300, Per: time.Second}))
+
+	st, err := c.Stats(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1+2+3+3+6, st.Available, "waiting tasks of every shard, priorities included")
+	assert.EqualValues(t, 3, st.Delayed)
+	require.Len(t, st.Processes, 1, "a process keeps alive in every shard but is one process")
+	assert.Equal(t, q.Process(), st.Processes[0].ID)
+	assert.Equal(t, 300, st.Rate.N, "the rate as set, not a shard's part")
+	assert.Equal(t, time.Second, st.Rate.Per)
+	require.Len(t, st.Tenants, 3)
+	for i, ten := range tenants {
+		var ti TenantInfo
+		for _, x := range st.Tenants {
+			if x.ID == ten {
+				ti = x
+			}
+		}
+		require.Equal(t, ten, ti.ID, "tenant %s listed", ten)
+		assert.EqualValues(t, i+1, ti.Capacity)
+		assert.EqualValues(t, i+2, ti.Waiting, "tenant %s", ti.ID)
+		assert.EqualValues(t, i+3, ti.Unfinished, "tenant %s", ti.ID)
+	}
+	assert.True(t, sort.SliceIsSorted(st.Tenants, func(i, j int) bool { return st.Tenants[i].ID < st.Tenants[j].ID }))
+	listed, err := c.Tenants(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, st.Tenants, listed)
+	capacity, load, err := c.Untenanted(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 7, capacity, "the shards' shares add up")
+	assert.Zero(t, load)
+}
+
+// Tasks merges the shards' lists, each in its own order, and pages
+// through them without losing or repeating a task.
+func TestShardedTasksMergeEveryShard(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	c, err := NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 1))
+	}
+	// Delayed tasks, due in the order submitted, round the shards.
+	var delayed []string
+	for i := range 9 {
+		f, err := q.Submit(ctx, nil, WithTenant(tenants[i%3]), WithDueAt(time.Now().Add(time.Hour+time.Duration(i)*time.Second)))
+		require.NoError(t, err)
+		delayed = append(delayed, f.ID())
+	}
+	// Waiting ones: untenanted (shard by shard), then each tenant's.
+	var untenanted []string
+	for range 3 {
+		f, err := q.Submit(ctx, nil)
+		require.NoError(t, err)
+		untenanted = append(untenanted, f.ID())
+	}
+	sort.SliceStable(untenanted, func(i, j int) bool {
+		return carriedShard(untenanted[i], 3) < carriedShard(untenanted[j], 3)
+	})
+	byTenant := map[string][]string{}
+	for _, ten := range tenants {
+		for range 2 {
+			f, err := q.Submit(ctx, nil, WithTenant(ten))
+			require.NoError(t, err)
+			byTenant[ten] = append(byTenant[ten], f.ID())
+		}
+	}
+	waiting := append([]string(nil), untenanted...)
+	sorted := append([]string(nil), tenants...)
+	sort.Strings(sorted)
+	for _, ten := range sorted {
+		waiting = append(waiting, byTenant[ten]...)
+	}
+
+	pages := func(state State, size int) []string {
+		t.Helper()
+		var ids []string
+		for offset := 0; ; offset += size {
+			page, err := c.Tasks(ctx, state, offset, size)
+			require.NoError(t, err)
+			for _, ti := range page {
+				assert.Equal(t, state, ti.State)
+				ids = append(ids, ti.ID)
+			}
+			if len(page) < size {
+				return ids
+			}
+		}
+	}
+	assert.Equal(t, delayed, pages(StateDelayed, 100), "soonest due first, across the shards")
+	assert.Equal(t, delayed, pages(StateDelayed, 2))
+	assert.Equal(t, waiting, pages(StateWaiting, 100))
+	assert.Equal(t, waiting, pages(StateWaiting, 4))
+}
+
+// Dead letters of every shard are listed newest first, and a dead letter
+// of any shard is inspected, replayed and deleted by id (a caller's id
+// too, found in its tenant's shard); PurgeDead empties every shard.
+func TestShardedDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	c, err := NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 1))
+	}
+	serve(t, q, func(context.Context, *Task) ([]byte, error) {
+		return nil, Permanent(errors.New("no"))
+	}, WithWorkers(2))
+	// Six letters, one after the other, round the shards; the caller's
+	// ids are not in their own shard.
+	var died []string // oldest first
+	for i := range 6 {
+		ten := tenants[i%3]
+		id := idAwayFrom(t, fmt.Sprintf("dl%d", i), shardOfKey(ten, 3), 3)
+		f, err := q.Submit(ctx, []byte("die"), WithTenant(ten), WithTaskID(id))
+		require.NoError(t, err)
+		_, err = wait(t, f, 10*time.Second)
+		require.ErrorIs(t, err, ErrFailed)
+		assert.Equal(t, []int{shardOfKey(ten, 3)}, shardHolding(t, q, id))
+		died = append(died, id)
+		time.Sleep(2 * time.Millisecond) // distinct times of death: the shards merge by them
+	}
+	newest := make([]string, len(died))
+	for i, id := range died {
+		newest[len(died)-1-i] = id
+	}
+	list, err := c.DeadLetters(ctx, 0, 10)
+	require.NoError(t, err)
+	assert.Equal(t, newest, ids(list))
+	list, err = c.DeadLetters(ctx, 2, 3)
+	require.NoError(t, err)
+	assert.Equal(t, newest[2:5], ids(list))
+	list, err = c.Tasks(ctx, StateDead, 1, 2)
+	require.NoError(t, err)
+	assert.Equal(t, newest[1:3], ids(list))
+	st, err := c.Stats(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 6, st.Dead)
+
+	for _, id := range died {
+		info, err := c.Inspect(ctx, id)
+		require.NoError(t, err, id)
+		assert.Equal(t, StateDead, info.State)
+		_, err = c.Result(ctx, id)
+		require.ErrorIs(t, err, ErrFailed, id)
+	}
+	_, err = c.Inspect(ctx, "nowhere")
+	require.ErrorIs(t, err, ErrTaskNotFound)
+	_, err = c.Result(ctx, "nowhere")
+	require.ErrorIs(t, err, ErrTaskNotFound)
+
+	// Replayed, it runs again, and dies again, in its own shard.
+	before, err := c.Inspect(ctx, died[4])
+	require.NoError(t, err)
+	require.NoError(t, c.Replay(ctx, died[4]))
+	require.Eventually(t, func() bool {
+		info, err := c.Inspect(ctx, died[4])
+		return err == nil && info.State == StateDead && info.Submitted.After(before.Submitted)
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []int{shardOfKey(tenants[1], 3)}, shardHolding(t, q, died[4]), "replayed in its shard")
+	require.ErrorIs(t, c.Replay(ctx, "nowhere"), ErrTaskNotFound)
+
+	require.NoError(t, c.DeleteDead(ctx, died[2]))
+	_, err = c.Inspect(ctx, died[2])
+	require.ErrorIs(t, err, ErrTaskNotFound)
+	require.ErrorIs(t, c.DeleteDead(ctx, died[2]), ErrTaskNotFound)
+
+	n, err := c.PurgeDead(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 5, n, "every shard's letters")
+	st, err = c.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Dead)
+}
+
+func ids(ts []TaskInfo) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.ID
+	}
+	return out
+}
+
+// Cancel finds a task of any shard, by an id the package made or a
+// caller's; its future completes through its shard's done channel, and
+// the cancelled tasks of every shard are listed newest first.
+func TestShardedCancelResultAndFinishedList(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	c, err := NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 1))
+	}
+	var futures []*Future
+	for i, ten := range tenants {
+		f, err := q.Submit(ctx, nil, WithTenant(ten), WithTaskID(idAwayFrom(t, fmt.Sprint("c", i), i, 3)))
+		require.NoError(t, err)
+		futures = append(futures, f)
+		f, err = q.Submit(ctx, nil, WithTenant(ten))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	var order []string // newest first
+	for _, f := range futures {
+		require.NoError(t, c.Cancel(ctx, f.ID()))
+		_, err := wait(t, f, 5*time.Second)
+		require.ErrorIs(t, err, ErrCancelled, f.ID())
+		_, err = c.Result(ctx, f.ID())
+		require.ErrorIs(t, err, ErrCancelled, f.ID())
+		order = append([]string{f.ID()}, order...)
+		time.Sleep(2 * time.Millisecond) // distinct finish times: the merge goes by them
+	}
+	require.ErrorIs(t, c.Cancel(ctx, "nowhere"), ErrTaskNotFound)
+	list, err := c.Tasks(ctx, StateCancelled, 0, 10)
+	require.NoError(t, err)
+	assert.Equal(t, order, ids(list))
+	list, err = c.Tasks(ctx, StateCancelled, 1, 3)
+	require.NoError(t, err)
+	assert.Equal(t, order[1:4], ids(list))
+}
+
+// The outcome poll (for lost pub/sub messages) reads each future's task
+// in the shard that holds it, a caller's id in its tenant's shard too,
+// and calls lost only a task no shard holds.
+func TestShardedPollFindsOutcomesInEveryShard(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	other := open(t, name)
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 1))
+	}
+	serve(t, other, echo, WithWorkers(2))
+	var done []string
+	for i, ten := range tenants {
+		f, err := other.Submit(ctx, []byte(ten), WithTenant(ten), WithTaskID(idAwayFrom(t, fmt.Sprint("p", i), i, 3)))
+		require.NoError(t, err)
+		_, err = wait(t, f, 5*time.Second)
+		require.NoError(t, err)
+		done = append(done, f.ID())
+	}
+	// q waits for them as if it had submitted them and missed the
+	// messages.
+	var pending []*Future
+	for _, id := range append(done, "lost-one") {
+		f := newFuture(q, id)
+		f.submitted.Store(true)
+		pending = append(pending, f)
+	}
+	q.pollOutcomes(ctx, pending)
+	for i, f := range pending[:3] {
+		require.True(t, f.isDone(), f.ID())
+		res, err := f.Wait(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, tenants[i]+"#1", string(res))
+	}
+	require.True(t, pending[3].isDone())
+	_, err := pending[3].Wait(ctx)
+	require.ErrorIs(t, err, ErrOutcomeLost)
+}
+
+// A handler's progress is recorded in its task's shard and read from
+// there by Future.Progress and Inspect.
+func TestShardedProgress(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 1))
+	}
+	reported := make(chan struct{})
+	release := make(chan struct{})
+	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
+		if err := task.Progress(ctx, 42, "half"); err != nil {
+			return nil, err
+		}
+		reported <- struct{}{}
+		<-release
+		return nil, nil
+	}, WithWorkers(1))
+	ten := tenants[2]
+	f, err := q.Submit(ctx, nil, WithTenant(ten), WithTaskID(idAwayFrom(t, "prog", 2, 3)))
+	require.NoError(t, err)
+	select {
+	case <-reported:
+	case <-ctx.Done():
+		t.Fatal("the handler did not report")
+	}
+	p, err := f.Progress(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, p)
+	assert.Equal(t, 42.0, p.Value)
+	info, err := q.Inspect(ctx, f.ID())
+	require.NoError(t, err)
+	require.NotNil(t, info.Progress)
+	assert.Equal(t, "half", info.Progress.Message)
+	close(release)
+	_, err = wait(t, f, 5*time.Second)
+	require.NoError(t, err)
+}
+
+// The history's buckets of every shard add up.
+func TestShardedHistoryAddsUpEveryShard(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	for i, l := range q.known() {
+		args := l.commonArgs(int64(HistoryFine/time.Second), HistoryFineSpan.Milliseconds(),
+			int64(HistoryCoarse/time.Second), HistoryCoarseSpan.Milliseconds(), "done", i+1, "h10", 1)
+		_, err := historyScript.Run(ctx, srv.Client(), l.common(), args...).Result()
+		require.NoError(t, err)
+	}
+	c, err := NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	h, err := c.History(ctx, HistoryCoarse, 2) // the minute may turn between the writes
+	require.NoError(t, err)
+	assert.EqualValues(t, 1+2+3, h[0].Done+h[1].Done)
+	for _, p := range h {
+		if p.Done > 0 {
+			assert.Equal(t, binTop(10), p.HandlerP50, "the bins add up")
+		}
+	}
+}
+
+// A schedule lives in the shard of its tasks (its tenant's, else its
+// name's) and moves with its tenant; it is listed, run and removed from
+// any process; its ticks' tasks carry the shard, and TickOf reads them.
+func TestShardedSchedules(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	c, err := NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 5))
+	}
+	holding := func(sched string) []int {
+		t.Helper()
+		var in []int
+		for _, l := range q.known() {
+			ok, err := srv.Client().HExists(ctx, l.schedules, sched).Result()
+			require.NoError(t, err)
+			if ok {
+				in = append(in, l.shard)
+			}
+		}
+		return in
+	}
+	plain := "plain"
+	require.NoError(t, c.SetSchedule(ctx, plain, "@yearly", nil))
+	assert.Equal(t, []int{shardOfKey(plain, 3)}, holding(plain), "its name's shard")
+	moved := "" // a name of shard 0: RunSchedule looks for it there first
+	for i := 0; moved == ""; i++ {
+		if name := fmt.Sprint("moved-", i); shardOfKey(name, 3) == 0 {
+			moved = name
+		}
+	}
+	require.NoError(t, c.SetSchedule(ctx, moved, "@yearly", nil, WithTaskOptions(WithTenant(tenants[2]))))
+	assert.Equal(t, []int{2}, holding(moved), "its tenant's shard")
+	require.NoError(t, c.SetSchedule(ctx, moved, "@yearly", nil, WithTaskOptions(WithTenant(tenants[1]))))
+	assert.Equal(t, []int{1}, holding(moved), "it moves with its tenant")
+	require.ErrorIs(t, c.SetSchedule(ctx, moved, "@yearly", nil, WithTaskOptions(WithTenant("unknown"))), ErrUnknownTenant)
+	assert.Equal(t, []int{1}, holding(moved), "a refused set changes nothing")
+
+	list, err := c.Schedules(ctx)
+	require.NoError(t, err)
+	var names []string
+	for _, s := range list {
+		names = append(names, s.Name)
+	}
+	want := []string{moved, plain}
+	sort.Strings(want)
+	assert.Equal(t, want, names)
+
+	id, err := c.RunSchedule(ctx, moved)
+	require.NoError(t, err)
+	assert.Equal(t, 1, carriedShard(id, 3), "the id %s names the shard", id)
+	info, err := c.Inspect(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, tenants[1], info.Tenant)
+	_, err = c.RunSchedule(ctx, "absent")
+	require.ErrorIs(t, err, ErrScheduleNotFound)
+
+	require.NoError(t, c.RemoveSchedule(ctx, moved))
+	assert.Empty(t, holding(moved))
+	require.ErrorIs(t, c.RemoveSchedule(ctx, moved), ErrScheduleNotFound)
+
+	// Its ticks: a schedule of shard 2's tenant ticks in shard 2.
+	ticked := make(chan string, 10)
+	serve(t, q, func(_ context.Context, task *Task) ([]byte, error) {
+		select {
+		case ticked <- task.ID:
+		default:
+		}
+		return nil, nil
+	}, WithWorkers(1))
+	require.NoError(t, c.SetSchedule(ctx, "every", "@every 1s", nil, WithTaskOptions(WithTenant(tenants[2]))))
+	var tick string
+	for tick == "" {
+		select {
+		case id := <-ticked:
+			if _, _, ok := TickOf(id); ok {
+				tick = id
+			}
+		case <-ctx.Done():
+			t.Fatal("no tick ran")
+		}
+	}
+	assert.Equal(t, 2, carriedShard(tick, 3), "tick %s", tick)
+	sched, at, ok := TickOf(tick)
+	require.True(t, ok)
+	assert.Equal(t, "every", sched)
+	assert.Equal(t, tick, "2~"+tickID("every", at))
+	assert.Equal(t, []int{2}, shardHolding(t, q, tick))
+}
+
+// TickOf reads a sharded queue's tick ids, and a schedule's name may not
+// start as they do.
+func TestTickOfAShardedTick(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
+	for _, id := range []string{tickID("a~b", at), "0~" + tickID("a~b", at), "17~" + tickID("a~b", at)} {
+		name, tick, ok := TickOf(id)
+		require.True(t, ok, id)
+		assert.Equal(t, "a~b", name, id)
+		assert.True(t, at.Equal(tick), id)
+	}
+	for _, name := range []string{"1~x", "0~", "255~y"} {
+		require.ErrorIs(t, CheckSchedule(name, "@daily", nil), ErrInvalidOption, name)
+	}
+	for _, name := range []string{"x~1", "01~x", "256~x", "1000~x", "~x"} {
+		require.NoError(t, CheckSchedule(name, "@daily", nil), name)
+	}
+}
