@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -351,14 +352,19 @@ func TestShardedProgress(t *testing.T) {
 	for _, ten := range tenants {
 		require.NoError(t, q.SetTenant(ctx, ten, 1))
 	}
-	reported := make(chan struct{})
+	reported := make(chan struct{}, 1)
 	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before the Queue's Close, if the test fails
 	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
 		if err := task.Progress(ctx, 42, "half"); err != nil {
 			return nil, err
 		}
 		reported <- struct{}{}
-		<-release
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
 		return nil, nil
 	}, WithWorkers(1))
 	ten := tenants[2]
@@ -377,7 +383,7 @@ func TestShardedProgress(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, info.Progress)
 	assert.Equal(t, "half", info.Progress.Message)
-	close(release)
+	once.Do(func() { close(release) })
 	_, err = wait(t, f, 5*time.Second)
 	require.NoError(t, err)
 }
