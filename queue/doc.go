@@ -42,8 +42,10 @@
 // D", with its payload and task options) is stored with the queue, so
 // any process adds, lists (Schedules) or removes one. Every serving
 // process runs the scheduler, inside its Server; each tick is enqueued
-// exactly once across the cluster, as a task of id "NAME@TIME" (TickOf),
-// by one Lua script that also advances the schedule's last tick, checks
+// exactly once across the cluster, as a task of id "NAME@TIME" (TickOf;
+// on a queue of many shards "2~NAME@TIME", the schedule's shard first:
+// a schedule lives in the shard of its tenant, else of its name), by one
+// Lua script that also advances the schedule's last tick, checks
 // the schedule's version (a replaced definition's ticks are refused) and
 // refuses a tick not yet due by Redis's clock. A tick not enqueued
 // within 5s of its time is missed: skipped, or, with WithCatchUp(n), the
