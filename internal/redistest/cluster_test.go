@@ -59,7 +59,7 @@ func TestClusterServesAKeyOnEachMasterAndSurvivesARestart(t *testing.T) {
 		assert.Equal(t, "no", cfg["appendonly"])
 		assert.Equal(t, "", c.Node(i).ConfigGet(ctx, "save").Val()["save"])
 		// Other nodes redirect rather than serve it.
-		other := c.Node((i + 1) % 3).Get(ctx, key).Err()
+		other := c.Node((i+1)%3).Get(ctx, key).Err()
 		require.Error(t, other)
 		assert.Contains(t, other.Error(), "MOVED")
 	}
