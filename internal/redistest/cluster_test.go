@@ -16,15 +16,15 @@ import (
 )
 
 // keyOnEachNode returns, for each node of c, a key whose slot that node
-// serves.
-func keyOnEachNode(t *testing.T, c *Cluster) []string {
+// serves, all named PREFIX-i.
+func keyOnEachNode(t *testing.T, c *Cluster) (prefix string, keys []string) {
 	t.Helper()
 	ctx := ctxT(t)
 	out := make([]string, c.Masters())
-	found := 0
+	prefix, found := Name(t), 0
 	for i := 0; found < len(out); i++ {
 		require.Less(t, i, 10000, "no key found for some node: %v", out)
-		key := fmt.Sprintf("%s-%d", Name(t), i)
+		key := fmt.Sprintf("%s-%d", prefix, i)
 		n, err := c.NodeOf(ctx, key)
 		require.NoError(t, err)
 		if out[n] == "" {
@@ -32,7 +32,7 @@ func keyOnEachNode(t *testing.T, c *Cluster) []string {
 			found++
 		}
 	}
-	return out
+	return prefix, out
 }
 
 // A 3-master cluster serves a key on each master, through the cluster
@@ -44,7 +44,7 @@ func TestClusterServesAKeyOnEachMasterAndSurvivesARestart(t *testing.T) {
 	c := StartCluster(t, 3)
 	require.Equal(t, 3, c.Masters())
 	require.Len(t, c.Addrs(), 3)
-	keys := keyOnEachNode(t, c)
+	prefix, keys := keyOnEachNode(t, c)
 	for i, key := range keys {
 		require.NoError(t, c.Client().Set(ctx, key, fmt.Sprint(i), 0).Err())
 		v, err := c.Node(i).Get(ctx, key).Result()
@@ -63,6 +63,8 @@ func TestClusterServesAKeyOnEachMasterAndSurvivesARestart(t *testing.T) {
 		require.Error(t, other)
 		assert.Contains(t, other.Error(), "MOVED")
 	}
+
+	assert.ElementsMatch(t, keys, Keys(t, c.Client(), prefix+"-*"), "Keys scans every master")
 
 	require.NoError(t, c.Kill(1))
 	assert.Zero(t, c.Pids()[1])
