@@ -17,8 +17,9 @@ import (
 
 // A queue of one shard works on a Redis Cluster client: submit and serve
 // from two handles, a tenant's task, a delayed task, a dead letter and its
-// replay, Stats and Inspect, and every key of the queue in one slot, on
-// one master.
+// replay, a batch, a schedule, pause, Stats, Inspect and History; Acquire,
+// a rate, deduplication, Cancel, WaitBatch, PurgeDead and Drain; and
+// every key of the queue in one slot, on one master.
 func TestQueueOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3)
@@ -32,7 +33,7 @@ func TestQueueOnRedisCluster(t *testing.T) {
 	}
 	server, submitter := openOn(), openOn()
 	var failed atomic.Int64
-	serve(t, server, func(ctx context.Context, task *Task) ([]byte, error) {
+	served := serve(t, server, func(ctx context.Context, task *Task) ([]byte, error) {
 		if string(task.Payload) == "fail" {
 			failed.Add(1)
 			return nil, Permanent(errors.New("refused"))
@@ -144,6 +145,38 @@ func TestQueueOnRedisCluster(t *testing.T) {
 	}
 	assert.EqualValues(t, 20+1+1+5+1, done, "history: 20 tasks, the tenant's, the delayed, the batch's 5 and the schedule's")
 	assert.EqualValues(t, 2, died, "history: the dead letter, twice")
+
+	// Capacity outside the queue, a rate, deduplication, cancellation, a
+	// batch waited for by id, dead letters purged, the servers drained.
+	slot, err := submitter.Acquire(ctx, "acme")
+	require.NoError(t, err)
+	require.NoError(t, slot.Release(ctx))
+	require.NoError(t, submitter.SetRate(ctx, Rate{N: 1000, Per: time.Second}))
+	first, err := submitter.Submit(ctx, []byte("x"), WithDedup("k", time.Minute))
+	require.NoError(t, err)
+	again, err := submitter.Submit(ctx, []byte("x"), WithDedup("k", time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, first.ID(), again.ID(), "deduplicated")
+	later, err := submitter.Submit(ctx, []byte("later"), WithDelay(time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, submitter.Cancel(ctx, later.ID()))
+	_, err = wait(t, later, 10*time.Second)
+	assert.ErrorIs(t, err, ErrCancelled)
+	batch = submitter.NewBatch(FailFast)
+	_, err = batch.Submit(ctx, []byte("b"))
+	require.NoError(t, err)
+	require.NoError(t, submitter.WaitBatch(ctx, batch.ID()))
+	purged, err := submitter.PurgeDead(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, purged)
+	asked, err := submitter.Drain(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, asked)
+	select {
+	case <-served.Done():
+	case <-ctx.Done():
+		t.Fatal("the drained server did not stop")
+	}
 
 	// Every key of the queue is on one master, in one slot.
 	var holders []int
