@@ -20,6 +20,13 @@ const MinMasters = 3
 // Slots is the number of hash slots of a Redis Cluster.
 const Slots = 16384
 
+// createTimeout bounds redis-cli --cluster create, and waitOK bounds the
+// wait for every node to report cluster_state:ok.
+const (
+	createTimeout = 30 * time.Second
+	okTimeout     = 30 * time.Second
+)
+
 // ErrNotInstalled is returned (wrapped, with what to install) when
 // redis-server or redis-cli cannot be found.
 var ErrNotInstalled = errors.New("rediscluster: redis-server and redis-cli are needed")
@@ -42,7 +49,9 @@ type Cluster struct {
 // 0`, which spreads the slots evenly, and waits until every node reports
 // cluster_state:ok with all 16384 slots served. masters must be at least
 // MinMasters (3). The caller must Close the cluster. It takes about two
-// seconds, most of it redis-cli waiting for the nodes to agree.
+// seconds, most of it redis-cli waiting for the nodes to agree; each step
+// has a deadline of its own (a node's first PING 15 s, redis-cli 30 s,
+// cluster_state:ok 30 s) besides ctx's.
 func Start(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -80,7 +89,9 @@ func Start(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, createTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(cctx, cli, args...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("rediscluster: redis-cli --cluster create: %w: %s", err, out)
 	}
 	if err := c.waitOK(ctx); err != nil {
@@ -217,7 +228,7 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 // waitOK polls CLUSTER INFO on every node until each reports
 // cluster_state:ok, all slots assigned and served, and knows every node.
 func (c *Cluster) waitOK(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, okTimeout)
 	defer cancel()
 	want := []string{
 		"cluster_state:ok",

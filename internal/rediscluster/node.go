@@ -94,8 +94,14 @@ func (n *node) startOnce(ctx context.Context) error {
 	return nil
 }
 
-// waitPing polls the node until it answers PING, it exits or ctx ends.
+// readyTimeout bounds how long a node may take to answer its first PING.
+const readyTimeout = 15 * time.Second
+
+// waitPing polls the node until it answers PING, it exits, ctx ends or
+// readyTimeout passes.
 func (n *node) waitPing(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
 	var last error
 	for {
 		// A plain dial first: a client would log every refused dial.
