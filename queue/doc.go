@@ -52,6 +52,23 @@
 // n most recent missed ticks run once a process comes back.
 // WithNoOverlap skips a tick while the previous task is unfinished.
 //
+// # Sharding
+//
+// A queue's keys share one hash tag, so on Redis Cluster it lives in one
+// slot. WithShards(n) spreads it over n hash tags ("NAME", "NAME#1",
+// ...): n copies of its key layout, each a shard; every script runs on
+// one shard. A task's shard follows its tenant (caps, rates, fairness and
+// pause stay exact per tenant), else its batch (a batch lives in one
+// shard), else its deduplication key, else its caller's id (WithTaskID),
+// else round the shards; the ids the queue makes carry their shard
+// ("2~9f1c..."). Serving processes take from every shard in turn and are
+// woken per shard; Stats and the listings add up over the shards. The
+// queue-wide settings live in the home shard ("NAME"), copied to every
+// shard; the queue's pause is in every shard, its rate and untenanted
+// capacity split between them. The count is set when the queue is made;
+// Client.Reshard changes it while the queue is idle. shard.go says where
+// each thing lives.
+//
 // # Guarantees
 //
 //   - At least once, one outcome. A task whose Submit returned nil runs
@@ -110,6 +127,8 @@ package queue
 //	                   the functions the scripts share (finish, cancelOne,
 //	                   pushReady, unload...)
 //	layout.go          every key and channel name
+//	shard.go           shards: where a task, a tenant, a setting lives
+//	reshard.go         Client.Reshard
 //	settings.go        queue-wide settings; registering (registerScript)
 //	keepalive.go       keep-alives, the process record, abandoning the
 //	                   attempts of a process declared dead

@@ -58,11 +58,13 @@ type feeder struct {
 	outstanding int // taken, their end not recorded yet
 	// Per shard: look is false after a take that got fewer than asked
 	// or failed, until a wake-up of the shard or its due time (due,
-	// zero while look); takes go round the shards that look, from next.
+	// zero while look); takes stay on cur for shardTurnEvery rounds,
+	// then go round the shards that look.
 	shards   []layout
 	look     []bool
 	due      []time.Time
-	next     int
+	cur      int
+	rounds   int             // rounds since the feed began
 	limited  <-chan struct{} // the limit refused permits: closed at the next release
 	demand   bool            // the queue may have tasks for more permits: a wake-up, or the last take filled its permits
 	stopping <-chan struct{} // s.stopping, nil once it closed (or the server drained)
@@ -72,12 +74,18 @@ type feeder struct {
 
 // round is what one round of feed asked for and got.
 type round struct {
-	shard int           // the shard taken from
+	takes []shardTake   // per shard called
 	n     int           // tasks asked for: the workers' want, or the permits the limit gave
 	toks  []limit.Token // the permits, with a limit
 	tasks []*Task       // taken
-	next  time.Duration // when the next delayed task is due (-1: none)
-	err   error         // the call failed
+	err   error         // a call failed
+}
+
+// shardTake is what one shard's call of a round asked for and got.
+type shardTake struct {
+	shard, n, got int
+	next          time.Duration // when the shard's next delayed task is due (-1: none)
+	err           error
 }
 
 func (s *Server) newFeeder() *feeder {
@@ -98,6 +106,7 @@ func (s *Server) newFeeder() *feeder {
 	for i := range f.look {
 		f.look[i] = true
 	}
+	f.cur = shardOfKey(s.q.proc, len(all)) // processes start on different shards
 	f.timer.Stop()
 	return f
 }
@@ -138,21 +147,23 @@ func (f *feeder) lookDue() {
 	}
 }
 
-// takeShard picks the shard to take from: the next one round the shards
-// that may have tasks (none may: the shard of the first end, whose take
-// goes with it at no extra call, or the home shard).
-func (f *feeder) takeShard(ends []outcomeReq) int {
-	for k := range f.look {
-		i := (f.next + k) % len(f.look)
-		if f.look[i] {
-			f.next = (i + 1) % len(f.look)
+// takeShard is the shard to take from this round: the current one while
+// it may have tasks, for shardTurnEvery rounds, then the next one round
+// the shards that may (-1: none may). Taking from one shard at a time
+// keeps a round's ends in one shard, and so its calls to one.
+func (f *feeder) takeShard() int {
+	n := len(f.look)
+	f.rounds++
+	if f.look[f.cur] && (n == 1 || f.rounds%shardTurnEvery != 0) {
+		return f.cur
+	}
+	for k := 1; k <= n; k++ {
+		if i := (f.cur + k) % n; f.look[i] {
+			f.cur = i
 			return i
 		}
 	}
-	if len(ends) > 0 {
-		return ends[0].t.shard
-	}
-	return 0
+	return -1
 }
 
 // want is how many tasks to take: for the workers with an open resource
@@ -268,41 +279,45 @@ func (f *feeder) permits(n int) round {
 	return round{n: len(toks), toks: toks}
 }
 
-// exchange records ends and takes r.n tasks from one shard, with the
-// ends of that shard in one script call (Server.record), the ends of
-// each other shard in a call of their own; with neither, it calls
-// nothing.
+// exchange records ends and takes r.n tasks, with one script call per
+// shard (Server.record): the take goes with the ends of its shard
+// (takeShard; when no shard may have tasks, the first end's shard, or the
+// home shard), the ends of each other shard in a call of their own. With
+// neither ends nor tasks to take, it calls nothing.
 func (f *feeder) exchange(r *round, ends []outcomeReq) {
-	r.shard = f.takeShard(ends)
-	if r.n > 0 {
-		// A wake-up of the shard that came before this take is
-		// answered by it.
-		f.s.q.woken[r.shard].Store(false)
+	t := f.takeShard()
+	if t < 0 && len(ends) > 0 {
+		t = ends[0].t.shard
+	} else if t < 0 {
+		t = 0
 	}
-	var mine []outcomeReq
-	if len(f.shards) == 1 {
-		mine = ends
-	} else {
-		byShard := make(map[int][]outcomeReq)
-		for _, o := range ends {
-			if o.t.shard == r.shard {
-				mine = append(mine, o)
-			} else {
-				byShard[o.t.shard] = append(byShard[o.t.shard], o)
-			}
+	byShard := make(map[int][]outcomeReq)
+	var order []int
+	for _, o := range ends {
+		if _, ok := byShard[o.t.shard]; !ok {
+			order = append(order, o.t.shard)
 		}
-		for i, batch := range byShard {
-			if _, _, err := f.s.record(f.ctx, f.shards[i], batch, 0); err != nil && r.err == nil {
-				r.err = err
-			}
-		}
+		byShard[o.t.shard] = append(byShard[o.t.shard], o)
 	}
-	if len(mine) > 0 || r.n > 0 {
-		var err error
-		r.tasks, r.next, err = f.s.record(f.ctx, f.shards[r.shard], mine, r.n)
-		if err != nil {
+	if _, ok := byShard[t]; !ok && r.n > 0 {
+		order = append(order, t)
+	}
+	for _, i := range order {
+		n := 0
+		if i == t {
+			n = r.n
+		}
+		if n > 0 {
+			// A wake-up of the shard that came before this take is
+			// answered by it.
+			f.s.q.woken[i].Store(false)
+		}
+		tasks, next, err := f.s.record(f.ctx, f.shards[i], byShard[i], n)
+		if err != nil && r.err == nil {
 			r.err = err
 		}
+		r.tasks = append(r.tasks, tasks...)
+		r.takes = append(r.takes, shardTake{shard: i, n: n, got: len(tasks), next: next, err: err})
 	}
 }
 
@@ -388,15 +403,8 @@ func (f *feeder) schedule(r round) {
 		f.resetTimer()
 		return
 	}
-	if len(r.tasks) == r.n {
-		if r.n > 0 {
-			f.look[r.shard], f.due[r.shard] = true, time.Time{} // there may be more
-		}
-		return
-	}
 	wait := safetyPoll
-	switch {
-	case r.err != nil:
+	if r.err != nil {
 		f.fails++
 		wait = f.bo.Next()
 		switch {
@@ -406,16 +414,25 @@ func (f *feeder) schedule(r round) {
 		case f.ctx.Err() == nil && f.fails <= 3 || f.fails%20 == 0:
 			f.s.q.logger.Warn("taking tasks failed", "error", r.err, "failures", f.fails)
 		}
-	case r.next >= 0 && r.next < wait:
-		wait = r.next
-	}
-	if r.err != nil {
 		// A failed call says nothing of one shard: all wait.
 		for i := range f.look {
 			f.look[i], f.due[i] = false, time.Now().Add(wait)
 		}
-	} else {
-		f.look[r.shard], f.due[r.shard] = false, time.Now().Add(wait)
+		f.resetTimer()
+		return
+	}
+	for _, tk := range r.takes {
+		switch {
+		case tk.n == 0:
+		case tk.got == tk.n:
+			f.look[tk.shard], f.due[tk.shard] = true, time.Time{} // there may be more
+		default:
+			w := wait
+			if tk.next >= 0 && tk.next < w {
+				w = tk.next
+			}
+			f.look[tk.shard], f.due[tk.shard] = false, time.Now().Add(w)
+		}
 	}
 	f.resetTimer()
 }
@@ -438,6 +455,11 @@ func (f *feeder) resetTimer() {
 		f.timer.Reset(max(time.Until(first), 0))
 	}
 }
+
+// shardTurnEvery is how many rounds a server takes from one shard before
+// it moves on to the next shard that may have tasks: another shard's
+// tasks wait that many of its rounds at most (invariant 15).
+const shardTurnEvery = 8
 
 // limitPoll is how often a server whose limit refused permits looks
 // again without a release (a partition's reserved share expires without

@@ -129,8 +129,10 @@ func WithMaxDeadLetters(n int) Option {
 // Redis Cluster the queue's work is spread over up to n masters instead
 // of one. A task's shard follows its tenant, else its batch, else its
 // deduplication key, else its id (see the package's Sharding). It is a
-// queue-wide setting, fixed when the queue is made: see Open for changing
-// it. Defaults to 1, the layout of an unsharded queue.
+// queue-wide setting, set when the queue is made: a process that sets
+// another count on an existing queue is refused (ErrInvalidOption), live
+// processes or not; Client.Reshard changes it while the queue is idle.
+// Defaults to 1, the layout of an unsharded queue.
 func WithShards(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > MaxShards {

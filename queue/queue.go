@@ -38,7 +38,7 @@ type Queue struct {
 	wake   chan struct{} // a task may be available: capacity 1
 	woken  []atomic.Bool // per shard: woken since the feed last took from it
 
-	roundRobin atomic.Uint64 // the shard of the last task placed by none of its own (placeTask)
+	roundRobin atomic.Uint64 // the shard of the tasks placed by none of their own, mod the shards (placeTask)
 	kick       chan struct{} // keep alive now (a script found the process gone)
 
 	started time.Time

@@ -113,7 +113,7 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 	}
 	out, _ := res.([]any)
 	if len(out) == 3 && out[0] == "SHARDS" {
-		return false, invalid("the queue %q has %v shards, this process sets %v (the shard count is fixed when the queue is made: see WithShards)",
+		return false, invalid("the queue %q has %v shards, this process sets %v (the shard count is set when the queue is made; Client.Reshard changes it while the queue is idle)",
 			q.name, out[1], out[2])
 	}
 	if len(out) >= 2 && out[0] == "OK" {

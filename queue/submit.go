@@ -217,6 +217,7 @@ func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
 		q.submitShard(ctx, all[0], batch)
 		return
 	}
+	q.roundRobin.Add(1) // the next Submits placed by none of their own go to the next shard
 	byShard := make(map[int][]*submitReq)
 	for _, r := range batch {
 		byShard[r.shard] = append(byShard[r.shard], r)
@@ -407,7 +408,7 @@ return out
 
 // placeTask is the shard of a task to submit (shard.go): its tenant's,
 // else its batch's, else its deduplication key's, else its caller's
-// id's, else the next one round the shards. A batch's tasks share a
+// id's, else round the shards (a submitScript call at a time). A batch's tasks share a
 // shard: a task of a tenant on another shard than its batch's is
 // refused.
 func (q *Queue) placeTask(sc submitConfig) (int, error) {
@@ -428,7 +429,10 @@ func (q *Queue) placeTask(sc submitConfig) (int, error) {
 		return sc.batchOf.place(shard, sc.tenant)
 	}
 	if shard < 0 {
-		shard = int(q.roundRobin.Add(1) % uint64(n))
+		// Round the shards a submitScript call at a time (submitBatch
+		// moves on): the Submits waiting for one call share a shard, and
+		// so that call, as on an unsharded queue.
+		shard = int(q.roundRobin.Load() % uint64(n))
 	}
 	return shard, nil
 }

@@ -43,12 +43,13 @@ var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (re
 	"TM":  scenarioQueueMemory,     // bench_queue.go
 	"TP":  scenarioPeriodic,        // bench_periodic.go
 	"TR":  scenarioRateLimit,       // bench_rate.go
+	"TS":  scenarioShards,          // bench_cluster.go
 }
 
 // The scenarios -scenario pool, queue and all run, in order.
 var (
 	poolScenarios  = []string{"A", "B", "C", "D", "E"}
-	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM", "TP", "TR"}
+	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM", "TP", "TR", "TS"}
 )
 
 // bench is one invocation of the bench command: its Redis, config and
@@ -76,7 +77,7 @@ func benchCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.addr, "redis", "", "Redis address to use (default: start a private redis-server on a free port)")
-	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR (queue), pool, queue or all")
+	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR, TS (queue; TS starts a 3-master Redis Cluster of its own), pool, queue or all")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs per scenario")
 	fs.Float64Var(&cfg.scale, "scale", 1, "multiplies every job count (0.01 for a smoke run)")
 	fs.StringVar(&cfg.raw, "raw", "auto", "raw XADD measurement: auto, go or redis-benchmark")
@@ -142,22 +143,25 @@ func benchMain(ctx context.Context, cfg benchConfig, stdout, stderr io.Writer) e
 	for _, s := range cfg.scenarios {
 		for run := 1; run <= cfg.runs; run++ {
 			start := time.Now()
-			r, err := benchScenarios[s](ctx, b, run)
+			first, err := benchScenarios[s](ctx, b, run)
 			if err != nil {
 				return fmt.Errorf("scenario %s run %d: %w", s, run, err)
 			}
-			r.Scenario, r.Run = s, run
-			r.set("raw_xadd_per_s", b.rawRate)
-			if v, ok := r.Metrics["jobs_per_s"]; ok {
-				r.set("jobs_per_raw_xadd", v/b.rawRate)
+			variants := append([]result{first}, first.more...)
+			for _, r := range variants {
+				r.Scenario, r.Run, r.more = s, run, nil
+				r.set("raw_xadd_per_s", b.rawRate)
+				if v, ok := r.Metrics["jobs_per_s"]; ok {
+					r.set("jobs_per_raw_xadd", v/b.rawRate)
+				}
+				line, err := r.MarshalJSON()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout, string(line))
+				all = append(all, r)
 			}
-			line, err := r.MarshalJSON()
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(stdout, string(line))
 			fmt.Fprintf(stderr, "scenario %s run %d done in %v\n", s, run, time.Since(start).Round(time.Millisecond))
-			all = append(all, r)
 		}
 	}
 	fmt.Fprintln(stdout)

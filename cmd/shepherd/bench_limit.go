@@ -282,6 +282,9 @@ func scenarioLimitFollows(ctx context.Context, b *bench, _ int) (result, error) 
 	res := newResult()
 	phase := time.Duration(b.scaled(20000, 300)) * time.Millisecond
 	fixedPhase := phase / 4
+	var cpuUsed float64 // over the adaptive phases' second halves
+	var cpuTasks int
+	cpuOK := true
 	for _, c := range []int{8, 32} {
 		p := fmt.Sprintf("c%d_", c)
 		best, noLoadP99 := 0.0, time.Duration(0)
@@ -318,7 +321,15 @@ func scenarioLimitFollows(ctx context.Context, b *bench, _ int) (result, error) 
 		sctx, stopSampling := context.WithCancel(ctx)
 		samples := sampleLimit(sctx, s)
 		t0 := time.Now()
-		err = sleepCtx(ctx, phase)
+		// Redis's CPU over the phase's second half, where the backlog
+		// stays 1,024 deep: as many tasks are submitted and taken as
+		// finish, so CPU ÷ tasks finished is the cost of a whole task.
+		err = sleepCtx(ctx, phase/2)
+		cpu, cpuFrom := b.startCPU(ctx), time.Now()
+		if err == nil {
+			err = sleepCtx(ctx, phase-phase/2)
+		}
+		used, cpuErr := cpu.used(ctx)
 		t1 := time.Now()
 		d.capacity.Store(int64(c / 2))
 		if err == nil {
@@ -354,11 +365,20 @@ func scenarioLimitFollows(ctx context.Context, b *bench, _ int) (result, error) 
 		res.set(p+"throughput_of_best_fixed", rate(w, mid, t1)/best)
 		res.set(p+"p99_of_noload", float64(w.pct(99))/float64(noLoadP99))
 		res.set(p+"limit_median", float64(medianLimit(first, mid)))
+		if n := len(d.window(cpuFrom, t1, "")); cpuErr == nil && n > 0 {
+			res.set(p+"redis_cpu_us_per_task", used*1e6/float64(n))
+			cpuUsed, cpuTasks = cpuUsed+used, cpuTasks+n
+		} else {
+			cpuOK = false
+		}
 		mid2 := t1.Add(phase / 2)
 		w2 := d.window(mid2, t2, "")
 		res.set(p+"halved_throughput_of_capacity", rate(w2, mid2, t2)/(float64(c/2)/t6Base.Seconds()))
 		res.set(p+"halved_p99_of_noload", float64(w2.pct(99))/float64(noLoadP99))
 		res.set(p+"halved_limit_median", float64(medianLimit(second, mid2)))
+	}
+	if cpuOK {
+		res.set("redis_cpu_us_per_task", cpuUsed*1e6/float64(cpuTasks))
 	}
 	return res, nil
 }
@@ -425,7 +445,17 @@ func scenarioLimitPartitions(ctx context.Context, b *bench, _ int) (result, erro
 	liveErr := make(chan error, 1)
 	go func() { liveErr <- offer(lctx, bq.submit, "live", asked) }()
 	t0 := time.Now()
-	err = sleepCtx(ctx, phase)
+	// Redis's CPU over the first phase's second half: live's rate and
+	// batch's backlog are steady, so as many tasks are submitted and
+	// taken as finish, and CPU ÷ tasks finished is the cost of a whole
+	// task.
+	err = sleepCtx(ctx, phase/2)
+	cpu, cpuFrom := b.startCPU(ctx), time.Now()
+	if err == nil {
+		err = sleepCtx(ctx, phase-phase/2)
+	}
+	used, cpuErr := cpu.used(ctx)
+	cpuTo := time.Now()
 	stopLive()
 	err = errors.Join(err, <-liveErr)
 	t1 := time.Now()
@@ -446,6 +476,9 @@ func scenarioLimitPartitions(ctx context.Context, b *bench, _ int) (result, erro
 	mid2 := t1.Add(phase / 2)
 	alone := d.window(mid2, t2, "batch")
 	res.set("batch_alone_of_capacity", rate(alone, mid2, t2)/capacity)
+	if n := len(d.window(cpuFrom, cpuTo, "")); cpuErr == nil && n > 0 {
+		res.set("redis_cpu_us_per_task", used*1e6/float64(n))
+	}
 	all := samples()
 	res.set("limit_median_with_live", float64(medianLimit(all, mid)))
 	res.set("limit_median_alone", float64(medianLimit(all, mid2)))

@@ -35,7 +35,7 @@ type benchQueue struct {
 	name    string
 	submit  *queue.Queue
 	handles []*queue.Queue
-	clients []*redis.Client
+	clients []redis.UniversalClient
 }
 
 func (b *bench) newQueue(ctx context.Context, scenario string, procs, workers int, h queue.Handler, opts ...queue.Option) (*benchQueue, error) {
@@ -44,9 +44,20 @@ func (b *bench) newQueue(ctx context.Context, scenario string, procs, workers in
 
 // newQueueServing is newQueue with serve options.
 func (b *bench) newQueueServing(ctx context.Context, scenario string, procs int, h queue.Handler, opts []queue.Option, serve ...queue.ServeOption) (*benchQueue, error) {
-	bq := &benchQueue{name: fmt.Sprintf("bench-%s-%d-%d", scenario, time.Now().UnixNano(), queueSeq.Add(1))}
+	return openBenchQueue(ctx, benchQueueName(scenario), procs, func() redis.UniversalClient { return b.client(128) }, h, opts, serve...)
+}
+
+// benchQueueName returns a new queue name for scenario, unique to the run.
+func benchQueueName(scenario string) string {
+	return fmt.Sprintf("bench-%s-%d-%d", scenario, time.Now().UnixNano(), queueSeq.Add(1))
+}
+
+// openBenchQueue opens the queue name: procs serving handles and a
+// submit-only one, each on a client of its own from newClient.
+func openBenchQueue(ctx context.Context, name string, procs int, newClient func() redis.UniversalClient, h queue.Handler, opts []queue.Option, serve ...queue.ServeOption) (*benchQueue, error) {
+	bq := &benchQueue{name: name}
 	openOne := func() (*queue.Queue, error) {
-		c := b.client(128)
+		c := newClient()
 		bq.clients = append(bq.clients, c)
 		q, err := queue.Open(ctx, c, bq.name, opts...)
 		if err != nil {
@@ -75,30 +86,47 @@ func (b *bench) newQueueServing(ctx context.Context, scenario string, procs int,
 	return bq, nil
 }
 
-// close closes every handle and deletes the queue's keys.
+// close closes every handle and deletes the queue's keys: those of its
+// first hash tag and of its shards' (NAME#1, NAME#2...), on every master
+// of a cluster.
 func (bq *benchQueue) close() {
 	ctx := context.Background()
 	for _, q := range bq.handles {
 		_ = q.Close(ctx)
 	}
 	if len(bq.clients) > 0 {
-		c := bq.clients[0]
-		var batch []string
-		for _, pattern := range queueKeyPatterns(bq.name) {
-			iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
-			for iter.Next(ctx) {
-				if batch = append(batch, iter.Val()); len(batch) == 1000 {
-					_ = c.Unlink(ctx, batch...).Err()
-					batch = batch[:0]
-				}
-			}
-		}
-		if len(batch) > 0 {
-			_ = c.Unlink(ctx, batch...).Err()
-		}
+		unlinkMatching(ctx, bq.clients[0], queueKeyPatterns(bq.name)...)
 	}
 	for _, c := range bq.clients {
 		_ = c.Close()
+	}
+}
+
+// unlinkMatching unlinks the keys that match patterns, on every master of
+// a cluster (through a cluster client a SCAN sees one node). Errors are
+// ignored: it cleans up after a measurement.
+func unlinkMatching(ctx context.Context, rdb redis.UniversalClient, patterns ...string) {
+	del := func(ctx context.Context, c *redis.Client) error {
+		for _, pattern := range patterns {
+			// One UNLINK a key, pipelined: a pattern may match keys of
+			// several hash tags (the shards), which one UNLINK of a
+			// cluster's node refuses (CROSSSLOT).
+			pipe := c.Pipeline()
+			iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+			for iter.Next(ctx) {
+				if pipe.Unlink(ctx, iter.Val()); pipe.Len() == 1000 {
+					_, _ = pipe.Exec(ctx)
+				}
+			}
+			_, _ = pipe.Exec(ctx)
+		}
+		return nil
+	}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		_ = del(ctx, c)
 	}
 }
 
@@ -118,8 +146,29 @@ func scenarioQueueThroughput(ctx context.Context, b *bench, name string, serve .
 		return r, err
 	}
 	defer bq.close()
-	const submitters = 64
 	cpu := b.startCPU(ctx)
+	run := runThroughput(ctx, bq.submit, tasks)
+	cpu.perTask(ctx, r, tasks)
+	run.record(b, r, strings.ToUpper(name))
+	return r, nil
+}
+
+// throughputSubmitters is T1's number of submitting goroutines.
+const throughputSubmitters = 64
+
+// throughputRun is what runThroughput saw.
+type throughputRun struct {
+	tasks     int
+	elapsed   time.Duration // from the first Submit until the last future completed
+	lat       latencies     // Submit → result
+	submitLat latencies     // Submit's own
+	errs      int64
+	firstErr  error
+}
+
+// runThroughput is T1's measured part: 64 goroutines submit tasks tasks
+// of 64 bytes to q, each waiting for its futures.
+func runThroughput(ctx context.Context, q *queue.Queue, tasks int) throughputRun {
 	var (
 		mu        sync.Mutex
 		lat       latencies
@@ -129,8 +178,12 @@ func scenarioQueueThroughput(ctx context.Context, b *bench, name string, serve .
 		wg        sync.WaitGroup
 		next      atomic.Int64
 	)
+	fail := func(err error) {
+		errs.Add(1)
+		firstErr.CompareAndSwap(nil, err)
+	}
 	start := time.Now()
-	for range submitters {
+	for range throughputSubmitters {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -139,19 +192,17 @@ func scenarioQueueThroughput(ctx context.Context, b *bench, name string, serve .
 			var lmu sync.Mutex
 			for next.Add(1) <= int64(tasks) {
 				t0 := time.Now()
-				f, err := bq.submit.Submit(ctx, payload64)
+				f, err := q.Submit(ctx, payload64)
 				mineSubmit = append(mineSubmit, time.Since(t0))
 				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					fail(err)
 					continue
 				}
 				waits.Add(1)
 				go func() {
 					defer waits.Done()
 					if _, err := f.Wait(ctx); err != nil {
-						errs.Add(1)
-						firstErr.CompareAndSwap(nil, err)
+						fail(err)
 						return
 					}
 					lmu.Lock()
@@ -167,20 +218,26 @@ func scenarioQueueThroughput(ctx context.Context, b *bench, name string, serve .
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	cpu.perTask(ctx, r, tasks)
-	if e := firstErr.Load(); e != nil {
-		fmt.Fprintf(b.stderr, "scenario %s: %d errors, first: %v\n", strings.ToUpper(name), errs.Load(), e)
+	run := throughputRun{tasks: tasks, elapsed: time.Since(start), lat: lat, submitLat: submitLat, errs: errs.Load()}
+	if e, ok := firstErr.Load().(error); ok {
+		run.firstErr = e
 	}
-	r.set("tasks", float64(tasks))
-	r.set("tasks_per_s", float64(tasks-int(errs.Load()))/elapsed.Seconds())
+	return run
+}
+
+// record sets T1's metrics in r, and reports errors on stderr.
+func (run throughputRun) record(b *bench, r result, scenario string) {
+	if run.firstErr != nil {
+		fmt.Fprintf(b.stderr, "scenario %s: %d errors, first: %v\n", scenario, run.errs, run.firstErr)
+	}
+	r.set("tasks", float64(run.tasks))
+	r.set("tasks_per_s", float64(run.tasks-int(run.errs))/run.elapsed.Seconds())
 	r.set("tasks_per_raw_xadd", r.Metrics["tasks_per_s"]/b.rawRate)
-	r.setMs("submit_p50_ms", submitLat.pct(50))
-	r.setMs("submit_p99_ms", submitLat.pct(99))
-	r.setMs("result_p50_ms", lat.pct(50))
-	r.setMs("result_p99_ms", lat.pct(99))
-	r.set("errors", float64(errs.Load()))
-	return r, nil
+	r.setMs("submit_p50_ms", run.submitLat.pct(50))
+	r.setMs("submit_p99_ms", run.submitLat.pct(99))
+	r.setMs("result_p50_ms", run.lat.pct(50))
+	r.setMs("result_p99_ms", run.lat.pct(99))
+	r.set("errors", float64(run.errs))
 }
 
 // submitAll submits n tasks of 64 bytes from as many goroutines, and

@@ -196,9 +196,21 @@ func (m *cpuMeter) perTask(ctx context.Context, r result, tasks int) {
 // per records field in r: the CPU Redis used since startCPU, in µs,
 // divided by n.
 func (m *cpuMeter) per(ctx context.Context, r result, field string, n int) {
-	end, err := m.b.redisCPU(ctx)
-	if m.err != nil || err != nil || n <= 0 {
+	used, err := m.used(ctx)
+	if err != nil || n <= 0 {
 		return
 	}
-	r.set(field, (end-m.start)*1e6/float64(n))
+	r.set(field, used*1e6/float64(n))
+}
+
+// used returns the CPU Redis used since startCPU, in seconds.
+func (m *cpuMeter) used(ctx context.Context) (float64, error) {
+	if m.err != nil {
+		return 0, m.err
+	}
+	end, err := m.b.redisCPU(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return end - m.start, nil
 }

@@ -15,7 +15,13 @@ import (
 type result struct {
 	Scenario string
 	Run      int
-	Metrics  map[string]float64
+	// Variant names one of several results a scenario measures in one
+	// run ("shards=3" for TS), "" for most; the summary keeps variants
+	// apart. The JSON line carries what tells them apart as metrics.
+	Variant string
+	Metrics map[string]float64
+	// more are the run's further variants, printed after this result.
+	more []result
 }
 
 func newResult() result { return result{Metrics: map[string]float64{}} }
@@ -60,10 +66,14 @@ func writeSummary(w io.Writer, all []result) {
 	var order []string
 	byScenario := map[string][]result{}
 	for _, r := range all {
-		if _, ok := byScenario[r.Scenario]; !ok {
-			order = append(order, r.Scenario)
+		key := r.Scenario
+		if r.Variant != "" {
+			key += " " + r.Variant
 		}
-		byScenario[r.Scenario] = append(byScenario[r.Scenario], r)
+		if _, ok := byScenario[key]; !ok {
+			order = append(order, key)
+		}
+		byScenario[key] = append(byScenario[key], r)
 	}
 	for _, s := range order {
 		runs := byScenario[s]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shepherd-go/shepherd/queue"
@@ -35,10 +36,14 @@ func scenarioTenantFairness(ctx context.Context, b *bench, _ int) (result, error
 			return r, err
 		}
 	}
+	submitCPU := b.startCPU(ctx)
 	if _, err := submitAll(ctx, bq.submit, backlog, 16, queue.WithTenant("a")); err != nil {
 		return r, err
 	}
+	submitUsed, submitErr := submitCPU.used(ctx)
+	var ran atomic.Int64 // handlers returned, a's and b's
 	h := func(ctx context.Context, t *queue.Task) ([]byte, error) {
+		defer ran.Add(1)
 		if string(t.Payload) == "b" {
 			mu.Lock()
 			starts[t.ID] = time.Now()
@@ -47,6 +52,7 @@ func scenarioTenantFairness(ctx context.Context, b *bench, _ int) (result, error
 		time.Sleep(t5RunTime)
 		return nil, nil
 	}
+	runCPU := b.startCPU(ctx)
 	for range 2 {
 		q, err := queue.Open(ctx, b.client(64), bq.name)
 		if err != nil {
@@ -100,6 +106,9 @@ func scenarioTenantFairness(ctx context.Context, b *bench, _ int) (result, error
 	if left <= 0 {
 		return r, fmt.Errorf("tenant a's backlog was gone before b was done: the scenario measured nothing")
 	}
+	if err := b.t5CPU(ctx, r, bq.submit, backlog, few, &ran, submitUsed, submitErr, runCPU); err != nil {
+		return r, err
+	}
 	var wait latencies
 	mu.Lock()
 	for id, t0 := range submitted {
@@ -113,6 +122,43 @@ func scenarioTenantFairness(ctx context.Context, b *bench, _ int) (result, error
 	r.setMs("b_wait_p99_ms", wait.pct(99))
 	r.set("a_waiting_when_b_done", float64(left))
 	return r, nil
+}
+
+// t5CPU records T5's redis_cpu_us_per_task, over whole tasks: it pauses
+// the queue and waits until nothing runs, so that every task begun has
+// finished; the CPU of serving (from the first serving handle until then,
+// b's submits included) plus a's submits' CPU for the share of a's
+// backlog that ran, divided by the tasks that ran.
+func (b *bench) t5CPU(ctx context.Context, r result, q *queue.Queue, backlog, few int, ran *atomic.Int64,
+	submitUsed float64, submitErr error, runCPU *cpuMeter) error {
+	if err := q.Pause(ctx); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if st.InFlight == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d tasks still running 30s after Pause", st.InFlight)
+		}
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil { // polling Redis for the last tasks
+			return err
+		}
+	}
+	runUsed, err := runCPU.used(ctx)
+	tasks := ran.Load()
+	if err != nil || submitErr != nil || tasks <= int64(few) {
+		return nil
+	}
+	ranA := float64(tasks - int64(few))
+	used := runUsed + submitUsed*ranA/float64(backlog)
+	r.set("redis_cpu_us_per_task", used*1e6/float64(tasks))
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

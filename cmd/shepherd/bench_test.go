@@ -30,15 +30,24 @@ func TestBenchSmoke(t *testing.T) {
 		"T2":  {"result_p50_ms", "result_p99_ms"},
 		"T3":  {"first_start_late_ms", "start_late_p99_ms"},
 		"T4":  {"recovery_ms"},
-		"T5":  {"b_wait_p50_ms", "b_wait_p99_ms", "run_ms", "a_waiting_when_b_done"},
+		"T5":  {"b_wait_p50_ms", "b_wait_p99_ms", "run_ms", "a_waiting_when_b_done", "redis_cpu_us_per_task"},
 		"T6": {"c8_settle_s", "c8_in_band_after_settle", "c8_throughput_of_best_fixed", "c8_p99_of_noload", "c8_halved_settle_s",
-			"c32_settle_s", "c32_throughput_of_best_fixed", "c32_p99_of_noload", "c32_halved_settle_s", "c32_halved_in_band_after_settle"},
-		"T6P": {"live_share_of_asked", "batch_alone_of_capacity", "live_p99_ms"},
+			"c32_settle_s", "c32_throughput_of_best_fixed", "c32_p99_of_noload", "c32_halved_settle_s", "c32_halved_in_band_after_settle",
+			"c8_redis_cpu_us_per_task", "c32_redis_cpu_us_per_task", "redis_cpu_us_per_task"},
+		"T6P": {"live_share_of_asked", "batch_alone_of_capacity", "live_p99_ms", "redis_cpu_us_per_task"},
 		"TM":  {"bytes_per_waiting_task_1000", "bytes_per_outcome_1000"},
 		"TP":  {"ticks_expected", "ticks_missed", "ticks_twice", "tick_late_p99_ms", "redis_cpu_us_per_task"},
 		"TR":  {"rate_per_s", "max_window_per_s", "redis_cpu_us_per_task", "burst"},
+		"TS": {"shards", "shard_masters", "tasks_per_s", "redis_cpu_us_per_task", "max_master_task_share",
+			"busiest_master_cpu_us_per_task", "result_p99_ms", "errors"},
+	}
+	for _, s := range queueScenarios {
+		if s != "TM" { // TM has one per size
+			want[s] = append(want[s], "redis_cpu_us_per_task")
+		}
 	}
 	seen := map[string]bool{}
+	var tsShards []float64
 	lines := strings.Split(out.String(), "\n")
 	for _, line := range lines {
 		if !strings.HasPrefix(line, "{") {
@@ -48,6 +57,12 @@ func TestBenchSmoke(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
 		s, _ := m["scenario"].(string)
 		seen[s] = true
+		if s == "TS" {
+			tsShards = append(tsShards, m["shards"].(float64))
+			assert.Equal(t, m["shards"], m["shard_masters"], "TS: the shards' tags land on as many masters: %s", line)
+			share := m["max_master_task_share"].(float64)
+			assert.True(t, share > 0.3 && share <= 1, "TS: max_master_task_share %v", share)
+		}
 		assert.EqualValues(t, 1, m["run"], line)
 		for _, f := range want[s] {
 			assert.Contains(t, m, f, "scenario %s", s)
@@ -65,6 +80,8 @@ func TestBenchSmoke(t *testing.T) {
 	for s := range want {
 		assert.True(t, seen[s], "no JSON line for scenario %s in:\n%s", s, out.String())
 	}
+	assert.Equal(t, []float64{1, 3}, tsShards, "TS: one line per shard count")
+	assert.Contains(t, out.String(), "| TS shards=3 | tasks_per_s |")
 	assert.Contains(t, out.String(), "| scenario | metric | min | median | max |")
 	assert.Contains(t, out.String(), "| C | survivor_restarts |")
 }

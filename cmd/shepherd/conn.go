@@ -39,9 +39,19 @@ func redisOptions(addr string) (*redis.Options, error) {
 	return &redis.Options{Addr: addr}, nil
 }
 
+// redisAddr is the address a -redis value names, for messages.
+func redisAddr(addr string) string {
+	opt, err := redisOptions(addr)
+	if err != nil {
+		return addr
+	}
+	return opt.Addr
+}
+
 // connect opens a client for the -redis value and checks that Redis
-// answers.
-func connect(ctx context.Context, addr string) (*redis.Client, error) {
+// answers. A node of a Redis Cluster gives a cluster client, which finds
+// the other nodes from it.
+func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	opt, err := redisOptions(addr)
 	if err != nil {
 		return nil, err
@@ -53,7 +63,19 @@ func connect(ctx context.Context, addr string) (*redis.Client, error) {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
 	}
-	return rdb, nil
+	info, err := rdb.Info(pctx, "cluster").Result()
+	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
+		return rdb, nil
+	}
+	_ = rdb.Close()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{opt.Addr}, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig,
+	})
+	if err := cc.Ping(pctx).Err(); err != nil {
+		_ = cc.Close()
+		return nil, fmt.Errorf("redis cluster at %s: %w", opt.Addr, err)
+	}
+	return cc, nil
 }
 
 // interruptible returns a context cancelled by Ctrl-C.

@@ -172,7 +172,7 @@ func (p *poolFlags) check() error {
 
 // client is a client-only node of a pool and its Redis client.
 type client struct {
-	rdb  *redis.Client
+	rdb  redis.UniversalClient
 	node *pool.Node
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,7 +47,7 @@ func queueCmd() *cobra.Command {
 	o := &queueOpts{}
 	cmd := &cobra.Command{
 		Use:     "queue",
-		Short:   "inspect a queue: stats, ls, inspect, dead, replay, cancel, delete-dead, purge-dead, drain, pause, resume, rate",
+		Short:   "inspect a queue: stats, ls, inspect, dead, replay, cancel, delete-dead, purge-dead, drain, pause, resume, rate, reshard",
 		GroupID: groupQueue,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    requireSubcommand,
@@ -72,6 +73,8 @@ func queueCmd() *cobra.Command {
 		onQueue(o, "resume --queue NAME", "resume a paused queue", noArgs, queueResume),
 		onQueue(o, "rate --queue NAME [RATE]", "show the queue's rate limit, or set it: N/DURATION[+BURST] (500/1s, 500/1s+25), none removes it",
 			rateArgs(0, ""), queueRate),
+		onQueue(o, "reshard --queue NAME N", "change an idle queue's shard count (no process open, nothing unfinished, no dead letter)",
+			shardsArg, queueReshard),
 	)
 	return cmd
 }
@@ -301,6 +304,33 @@ func queuePurge(ctx context.Context, c *queue.Client, o queueOpts) error {
 
 // queueDrain switches every serving process of the queue to drain mode
 // (queue.Client.Drain), after a confirmation unless -yes.
+// shardsArg checks reshard's argument: one shard count.
+func shardsArg(cmd *cobra.Command, args []string) error {
+	if err := rangeArgs(1, 1, "want the new shard count")(cmd, args); err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(args[0]); err != nil || n < 1 || n > queue.MaxShards {
+		return usagef("shard count %q: want 1 to %d", args[0], queue.MaxShards)
+	}
+	return nil
+}
+
+// queueReshard changes the queue's shard count (queue.Client.Reshard).
+func queueReshard(ctx context.Context, c *queue.Client, o queueOpts) error {
+	n, _ := strconv.Atoi(o.ids[0])
+	if err := c.Reshard(ctx, n); err != nil {
+		return err
+	}
+	if o.json {
+		return printJSON(o.stdout, struct {
+			Queue  string `json:"queue"`
+			Shards int    `json:"shards"`
+		}{c.Name(), n})
+	}
+	fmt.Fprintf(o.stdout, "queue %s has %d shards; open its processes without -shards, or with %d\n", c.Name(), n, n)
+	return nil
+}
+
 func queueDrain(ctx context.Context, c *queue.Client, o queueOpts) error {
 	if !confirmed(o, fmt.Sprintf("Switch every serving process of queue %q to drain mode (each stops once nothing is left for it)?", c.Name())) {
 		return fmt.Errorf("%w: not confirmed", errUsage)

@@ -88,7 +88,7 @@ func runWeb(cmd *cobra.Command, o webOpts) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	url, elsewhere := browseURLs(ln.Addr().String())
-	fmt.Fprintf(stdout, "shepherd web: serving %s (Redis %s)", url, rdb.Options().Addr)
+	fmt.Fprintf(stdout, "shepherd web: serving %s (Redis %s)", url, redisAddr(o.addr))
 	if elsewhere != "" {
 		fmt.Fprintf(stdout, "; from another machine: %s", elsewhere)
 	}

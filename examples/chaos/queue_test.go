@@ -46,7 +46,7 @@ type queueProc struct {
 	stderr *lockedBuffer
 }
 
-func newQueueCluster(t *testing.T, n int) *queueCluster {
+func newQueueCluster(t *testing.T, n int, opts ...queue.Option) *queueCluster {
 	t.Helper()
 	c := &queueCluster{t: t, srv: redistest.Start(t, redistest.WithAOF()), name: redistest.Name(t), procs: map[string]*queueProc{}}
 	var err error
@@ -54,7 +54,8 @@ func newQueueCluster(t *testing.T, n int) *queueCluster {
 	require.NoError(t, err)
 	rdb := redis0(t, c.srv.Addr())
 	c.log = NewLog(rdb, c.key)
-	c.sub, err = queue.Open(ctxFor(t, 20*time.Second), rdb, c.name, queue.WithTTL(queueTTL))
+	// The processes adopt the submitter's settings (WithShards among them).
+	c.sub, err = queue.Open(ctxFor(t, 20*time.Second), rdb, c.name, append([]queue.Option{queue.WithTTL(queueTTL)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.sub.Close(context.Background()) })
 	t.Cleanup(c.killAll)
@@ -210,7 +211,18 @@ func (c *queueCluster) submitter(ctx context.Context, stop <-chan struct{}, id i
 // how long a killed or paused process's tasks took to start elsewhere.
 func TestChaosQueue(t *testing.T) {
 	t.Parallel()
-	c := newQueueCluster(t, 3)
+	chaosQueue(t)
+}
+
+// TestChaosQueueSharded is TestChaosQueue on a queue of 3 shards (the
+// tasks, by their ids, spread over them).
+func TestChaosQueueSharded(t *testing.T) {
+	t.Parallel()
+	chaosQueue(t, queue.WithShards(3))
+}
+
+func chaosQueue(t *testing.T, opts ...queue.Option) {
+	c := newQueueCluster(t, 3, opts...)
 	ctx := ctxFor(t, 5*time.Minute)
 	var acked, failed sync.Map
 	var redisDown atomic.Bool

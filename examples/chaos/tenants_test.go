@@ -25,7 +25,18 @@ var chaosCapacities = map[string]int{"c1": 1, "c3": 3, "c10": 10}
 // every task completed.
 func TestChaosTenantCaps(t *testing.T) {
 	t.Parallel()
-	c := newQueueCluster(t, 3)
+	chaosTenantCaps(t)
+}
+
+// TestChaosTenantCapsSharded is TestChaosTenantCaps on a queue of 3
+// shards (c10 on shard 0, c1 and c3 on shard 1).
+func TestChaosTenantCapsSharded(t *testing.T) {
+	t.Parallel()
+	chaosTenantCaps(t, queue.WithShards(3))
+}
+
+func chaosTenantCaps(t *testing.T, opts ...queue.Option) {
+	c := newQueueCluster(t, 3, opts...)
 	ctx := ctxFor(t, 5*time.Minute)
 	for ten, capacity := range chaosCapacities {
 		require.NoError(t, c.sub.SetTenant(ctx, ten, capacity))

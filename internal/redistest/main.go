@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,17 +71,31 @@ func Name(tb testing.TB) string {
 }
 
 // Keys lists the keys of rdb that match pattern, with SCAN, sorted: for
-// tests that check what a call left behind.
+// tests that check what a call left behind. On a *redis.ClusterClient it
+// scans every master (a SCAN through the cluster client would see one
+// node's keys only).
 func Keys(tb testing.TB, rdb redis.UniversalClient, pattern string) []string {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var mu sync.Mutex
 	var out []string
-	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) {
-		out = append(out, iter.Val())
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			out = append(out, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
 	}
-	if err := iter.Err(); err != nil {
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, rdb)
+	}
+	if err != nil {
 		tb.Fatalf("redistest: scan %q: %v", pattern, err)
 	}
 	sort.Strings(out)
