@@ -524,3 +524,107 @@ func TestTickOfAShardedTick(t *testing.T) {
 		require.NoError(t, CheckSchedule(name, "@daily", nil), name)
 	}
 }
+
+// On a Redis Cluster, where a sharded queue's shards are slots of their
+// own (on different masters), every reader and call by id works: no
+// pipeline or script of theirs mixes shards where Cluster refuses it.
+func TestShardedReadsOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	name := "" // one whose three shards are on three masters
+	for i := 0; name == ""; i++ {
+		try := fmt.Sprint(redistest.Name(t), "-", i)
+		nodes := map[int]bool{}
+		for s := range 3 {
+			n, err := c.NodeOf(ctx, "shepherd:{"+shardName(try, s)+"}:queue:settings")
+			require.NoError(t, err)
+			nodes[n] = true
+		}
+		if len(nodes) == 3 {
+			name = try
+		}
+	}
+	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, q.Close(context.Background())) })
+	cl, err := NewClient(c.NewClient(0), name)
+	require.NoError(t, err)
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, cl.SetTenant(ctx, ten, 2))
+	}
+	var waiting []*Future
+	for i, ten := range tenants {
+		f, err := q.Submit(ctx, []byte("wait"), WithTenant(ten), WithTaskID(idAwayFrom(t, fmt.Sprint("w", i), i, 3)))
+		require.NoError(t, err)
+		waiting = append(waiting, f)
+		_, err = q.Submit(ctx, []byte("later"), WithTenant(ten), WithDelay(time.Hour))
+		require.NoError(t, err)
+	}
+	st, err := cl.Stats(ctx)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, st.Available)
+	assert.EqualValues(t, 3, st.Delayed)
+	assert.Len(t, st.Tenants, 3)
+	list, err := cl.Tasks(ctx, StateWaiting, 0, 10)
+	require.NoError(t, err)
+	assert.Len(t, list, 3)
+	list, err = cl.Tasks(ctx, StateDelayed, 1, 10)
+	require.NoError(t, err)
+	assert.Len(t, list, 2)
+	for _, f := range waiting {
+		require.NoError(t, cl.Cancel(ctx, f.ID()))
+		_, err := wait(t, f, 10*time.Second)
+		require.ErrorIs(t, err, ErrCancelled)
+	}
+	list, err = cl.Tasks(ctx, StateCancelled, 0, 10)
+	require.NoError(t, err)
+	assert.Len(t, list, 3)
+
+	serve(t, q, func(context.Context, *Task) ([]byte, error) { return nil, Permanent(errors.New("no")) }, WithWorkers(2))
+	var dead []string
+	for i, ten := range tenants {
+		f, err := q.Submit(ctx, []byte("die"), WithTenant(ten), WithTaskID(idAwayFrom(t, fmt.Sprint("d", i), i, 3)))
+		require.NoError(t, err)
+		_, err = wait(t, f, 10*time.Second)
+		require.ErrorIs(t, err, ErrFailed)
+		dead = append(dead, f.ID())
+	}
+	letters, err := cl.DeadLetters(ctx, 0, 10)
+	require.NoError(t, err)
+	assert.Len(t, letters, 3)
+	for _, id := range dead {
+		_, err := cl.Result(ctx, id)
+		require.ErrorIs(t, err, ErrFailed)
+	}
+	require.NoError(t, cl.Replay(ctx, dead[2]))
+	require.NoError(t, cl.DeleteDead(ctx, dead[1]))
+
+	require.NoError(t, cl.SetSchedule(ctx, "every", "@every 1s", nil, WithTaskOptions(WithTenant(tenants[2]))))
+	require.NoError(t, cl.SetSchedule(ctx, "every", "@every 1s", nil, WithTaskOptions(WithTenant(tenants[1]))))
+	schedules, err := cl.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, schedules, 1)
+	id, err := cl.RunSchedule(ctx, "every")
+	require.NoError(t, err)
+	assert.Equal(t, 1, carriedShard(id, 3))
+	require.Eventually(t, func() bool {
+		s, err := cl.Schedules(ctx)
+		return err == nil && len(s) == 1 && s[0].LastResult == TickQueued
+	}, 10*time.Second, 20*time.Millisecond, "the schedule did not tick")
+	require.NoError(t, cl.RemoveSchedule(ctx, "every"))
+
+	q.flushHistory(ctx, true)
+	_, err = cl.History(ctx, HistoryFine, 3)
+	require.NoError(t, err)
+	_, _, err = cl.Untenanted(ctx)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cl.Inspect(ctx, dead[2])
+		return err == nil && info.State == StateDead && info.Attempt == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	purged, err := cl.PurgeDead(ctx)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, purged, 2) // the schedule's failed tasks may be dead letters too
+}
