@@ -7,6 +7,9 @@ package queue
 //	ACL SETUSER shepherd on >PASSWORD resetkeys resetchannels
 //	  ~shepherd:{QUEUE}:* &shepherd:{QUEUE}:* -@all <ACLCommands>
 //
+// A queue of several shards (WithShards) has the keys and channels of its
+// other shards too: add ~shepherd:{QUEUE#*}:* &shepherd:{QUEUE#*}:*.
+//
 // A client that selects a database other than 0 needs +select, and
 // go-redis on Redis 7.2 or newer sends CLIENT SETINFO when it connects
 // (+client|setinfo).

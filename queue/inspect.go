@@ -168,7 +168,8 @@ func (q *Client) active(ctx context.Context, all []layout, offset, limit int) ([
 
 // waiting lists waiting tasks: the untenanted ones (shard by shard), then
 // each tenant's (by tenant id, in its shard), each in the order it is
-// taken (by priority, then in order).
+// taken (by priority, then in order). Besides the tenants, it costs two
+// round trips: the lists' lengths, then the parts it lists.
 func (q *Client) waiting(ctx context.Context, all []layout, offset, limit int) ([]located, error) {
 	tenants, err := q.tenantsOf(ctx, all)
 	if err != nil {
@@ -190,28 +191,55 @@ func (q *Client) waiting(ctx context.Context, all []layout, offset, limit int) (
 	for _, ten := range tenantIDs(tenants) {
 		add(tenantLayout(all, ten), ten)
 	}
-	var ids []located
-	for _, li := range lists {
-		n, err := q.rdb.LLen(ctx, li.key).Result()
-		if err != nil {
-			return nil, err
+	// The lists' lengths in one round trip, then the parts of those the
+	// window covers in another.
+	pipe := q.rdb.Pipeline()
+	lens := make([]*redis.IntCmd, len(lists))
+	for i, li := range lists {
+		lens[i] = pipe.LLen(ctx, li.key)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	pipe = q.rdb.Pipeline()
+	type part struct {
+		lay  layout
+		cmds *redis.StringSliceCmd
+	}
+	var parts []part
+	want := limit
+	for i, li := range lists {
+		n := lens[i].Val()
+		if n == 0 {
+			continue
 		}
 		if int64(offset) >= n {
 			offset -= int(n)
 			continue
 		}
 		// Taken from the right: the oldest is last.
-		part, err := q.rdb.LRange(ctx, li.key, -int64(offset)-int64(limit-len(ids)), -int64(offset)-1).Result()
-		if err != nil {
-			return nil, err
-		}
-		for i := len(part) - 1; i >= 0; i-- {
-			ids = append(ids, located{part[i], li.lay})
-		}
+		take := min(int64(want), n-int64(offset))
+		parts = append(parts, part{li.lay, pipe.LRange(ctx, li.key, -int64(offset)-take, -int64(offset)-1)})
 		offset = 0
-		if len(ids) >= limit {
+		if want -= int(take); want == 0 {
 			break
 		}
+	}
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var ids []located
+	for _, p := range parts {
+		v := p.cmds.Val()
+		for i := len(v) - 1; i >= 0; i-- {
+			ids = append(ids, located{v[i], p.lay})
+		}
+	}
+	if len(ids) > limit { // a list grew between the two round trips
+		ids = ids[:limit]
 	}
 	return ids, nil
 }
