@@ -15,6 +15,11 @@ import (
 // Client reads and manages a queue without joining it: it registers no
 // process and runs nothing in the background, which suits operators'
 // tools. A Queue is a Client too. A Client is safe for concurrent use.
+//
+// On a queue of several shards (WithShards) a Client reads the shard
+// count from Redis at its first call and keeps it; its readers (Stats,
+// Tasks, DeadLetters, History...) read every shard and add up or merge,
+// and its calls by id act in the shard that holds the task.
 type Client struct {
 	rdb  redis.UniversalClient
 	name string
