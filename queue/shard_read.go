@@ -85,10 +85,7 @@ func onShards(ls []layout, missing any, call func(l layout) (any, error)) (any, 
 // scheduleLayout is the shard of the schedule name whose tasks have the
 // tenant ten ("" for none): the tenant's, else the name's.
 func scheduleLayout(all []layout, name, ten string) layout {
-	if ten != "" {
-		return tenantLayout(all, ten)
-	}
-	return all[shardOfKey(name, len(all))]
+	return all[scheduleShard(name, ten, len(all))]
 }
 
 // nameLayouts lists where the schedule name may be, most likely first:

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -627,4 +629,81 @@ func TestShardedReadsOnRedisCluster(t *testing.T) {
 	purged, err := cl.PurgeDead(ctx)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, purged, 2) // the schedule's failed tasks may be dead letters too
+}
+
+// roundTrips counts the round trips to Redis (a command or a pipeline
+// each) of the calls made with a ctx it marked: not the process's own
+// loops.
+type roundTrips struct{ n atomic.Int64 }
+
+type countedKey struct{}
+
+func (r *roundTrips) mark(ctx context.Context) context.Context {
+	return context.WithValue(ctx, countedKey{}, true)
+}
+func (r *roundTrips) count(ctx context.Context) {
+	if ctx.Value(countedKey{}) != nil {
+		r.n.Add(1)
+	}
+}
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.count(ctx)
+		return next(ctx, cmd)
+	}
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.count(ctx)
+		return next(ctx, cmds)
+	}
+}
+
+// The readers and the calls by id cost on a queue of one shard what they
+// did before sharding (its layouts are known to a Queue), and a call by
+// an id the package made costs one read on a queue of many.
+func TestReadersCostNoMoreOnOneShard(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	for _, n := range []int{1, 3} {
+		rdb := srv.NewClient()
+		t.Cleanup(func() { _ = rdb.Close() })
+		q, err := Open(ctx, rdb, redistest.Name(t), WithShards(n))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, q.Close(context.Background())) })
+		f, err := q.Submit(ctx, []byte("x"), WithDelay(time.Hour))
+		require.NoError(t, err)
+		warm, err := q.Submit(ctx, []byte("x"), WithDelay(time.Hour))
+		require.NoError(t, err)
+		require.NoError(t, q.Cancel(ctx, warm.ID())) // the script loaded: EVALSHA alone from now on
+		trips := &roundTrips{}
+		rdb.AddHook(trips)
+		cost := func(call func(ctx context.Context) error) int64 {
+			t.Helper()
+			before := trips.n.Load()
+			require.NoError(t, call(trips.mark(ctx)))
+			return trips.n.Load() - before
+		}
+		byID := map[string]func(context.Context) error{
+			"Inspect": func(ctx context.Context) error { _, err := q.Inspect(ctx, f.ID()); return err },
+			"Result": func(ctx context.Context) error {
+				if _, err := q.Result(ctx, f.ID()); !errors.Is(err, ErrNotFinished) {
+					return err
+				}
+				return nil
+			},
+			"Future.Progress": func(ctx context.Context) error { _, err := f.Progress(ctx); return err },
+		}
+		for call, fn := range byID {
+			assert.EqualValues(t, 1, cost(fn), "%s on %d shards", call, n)
+		}
+		if n == 1 {
+			assert.EqualValues(t, 1, cost(func(ctx context.Context) error { _, err := q.Stats(ctx); return err }), "Stats")
+			assert.EqualValues(t, 2, cost(func(ctx context.Context) error { _, err := q.Tasks(ctx, StateDelayed, 0, 10); return err }), "Tasks")
+			assert.EqualValues(t, 1, cost(func(ctx context.Context) error { _, err := q.DeadLetters(ctx, 0, 10); return err }), "DeadLetters (none)")
+			assert.EqualValues(t, 2, cost(func(ctx context.Context) error { _, err := q.History(ctx, HistoryFine, 6); return err }), "History")
+		}
+		assert.EqualValues(t, 1, cost(func(ctx context.Context) error { return q.Cancel(ctx, f.ID()) }), "Cancel on %d shards", n)
+	}
 }
