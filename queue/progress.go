@@ -32,7 +32,9 @@ var ErrNotRunning = errors.New("queue: attempt not running")
 // Progress records the handler's progress on its task: a number (a
 // percentage, the items done...) and a short message, which Inspect,
 // Future.Progress, the CLI and the dashboard read from any process. Each
-// call is one Redis call, so report a few times a second at most. Only
+// call is one Redis call (on a queue of n shards, up to n for a task of
+// a caller's id, WithTaskID, not in its id's own shard), so report a few
+// times a second at most. Only
 // the running attempt records: a late one gets ErrNotRunning. The last
 // report stays with the task (a retry's first report replaces it) until
 // the task's outcome expires. Errors: ErrInvalidOption (NaN or infinite
