@@ -32,9 +32,8 @@ var ErrNotRunning = errors.New("queue: attempt not running")
 // Progress records the handler's progress on its task: a number (a
 // percentage, the items done...) and a short message, which Inspect,
 // Future.Progress, the CLI and the dashboard read from any process. Each
-// call is one Redis call (on a queue of n shards, up to n for a task of
-// a caller's id, WithTaskID, not in its id's own shard), so report a few
-// times a second at most. Only
+// call is one Redis call (in the task's shard), so report a few times a
+// second at most. Only
 // the running attempt records: a late one gets ErrNotRunning. The last
 // report stays with the task (a retry's first report replaces it) until
 // the task's outcome expires. Errors: ErrInvalidOption (NaN or infinite
@@ -55,12 +54,9 @@ func (t *Task) Progress(ctx context.Context, value float64, message string) erro
 	if err != nil {
 		return err
 	}
-	// The task's shard: the one its id names; a caller's id on a queue of
-	// n shards is tried in each where it may be until one records it.
-	res, err := onShards(idLayouts(q.known(), t.ID), "STALE", func(l layout) (any, error) {
-		return script.Run(ctx, q.rdb, progressScript, "queue: progress", l.common(l.task(t.ID)),
-			l.commonArgs(q.proc, t.Attempt, string(rec))...)
-	})
+	l := q.known()[t.shard] // the shard the task was taken from
+	res, err := script.Run(ctx, q.rdb, progressScript, "queue: progress", l.common(l.task(t.ID)),
+		l.commonArgs(q.proc, t.Attempt, string(rec))...)
 	if err != nil {
 		return err
 	}
