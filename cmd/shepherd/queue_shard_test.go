@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/queue"
+)
+
+// The queue commands show and act on every shard of a sharded queue:
+// stats add up, the dead letters of every shard are listed, replayed and
+// purged, and a task of any shard is cancelled by id.
+func TestQueueCommandsOnAShardedQueue(t *testing.T) {
+	t.Parallel()
+	name, ctx, q := openQueue(t, queue.WithShards(3))
+	_, err := q.Serve(func(_ context.Context, t *queue.Task) ([]byte, error) {
+		return nil, queue.Permanent(errors.New("bad"))
+	}, queue.WithWorkers(1))
+	require.NoError(t, err)
+	var dead, delayed []string
+	shards := map[string]bool{}
+	for i := range 3 {
+		f, err := q.Submit(ctx, []byte("x"))
+		require.NoError(t, err)
+		_, err = f.Wait(ctx)
+		require.ErrorIs(t, err, queue.ErrFailed)
+		dead = append(dead, f.ID())
+		g, err := q.Submit(ctx, []byte("later"), queue.WithTaskID(fmt.Sprint("later-", i)), queue.WithDelay(time.Hour))
+		require.NoError(t, err)
+		delayed = append(delayed, g.ID())
+		shards[f.ID()[:2]] = true
+	}
+	require.Len(t, shards, 3, "the dead letters are in three shards: %v", dead)
+
+	code, out, errOut := runCmd("queue", "stats", "-queue", name, "-redis", srv.Addr())
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "0 available, 3 delayed, 0 retrying, 0 in flight, 3 dead")
+	assert.Contains(t, out, "in 1 processes")
+
+	code, out, errOut = runCmd("queue", "dead", "-queue", name, "-redis", srv.Addr(), "-json")
+	require.Equal(t, exitOK, code, errOut)
+	var rows []taskRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Len(t, rows, 3)
+	assert.Equal(t, []string{dead[2], dead[1], dead[0]}, []string{rows[0].ID, rows[1].ID, rows[2].ID}, "newest first")
+
+	code, out, errOut = runCmd(append([]string{"queue", "cancel", "-queue", name, "-redis", srv.Addr()}, delayed...)...)
+	require.Equal(t, exitOK, code, errOut)
+	for _, id := range delayed {
+		assert.Contains(t, out, id+": cancelled")
+	}
+	code, out, errOut = runCmd(append([]string{"queue", "replay", "-queue", name, "-redis", srv.Addr()}, dead...)...)
+	require.Equal(t, exitOK, code, errOut)
+	for _, id := range dead {
+		assert.Contains(t, out, id+": replayed")
+	}
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.Dead == 3 && st.Available == 0 && st.InFlight == 0 && st.Delayed == 0
+	}, 5*time.Second, 10*time.Millisecond, "the replayed tasks did not fail again")
+	code, out, errOut = runCmd("queue", "purge-dead", "-queue", name, "-redis", srv.Addr(), "-yes")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "deleted 3 dead letters")
+}
