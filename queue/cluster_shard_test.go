@@ -1,0 +1,104 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/rediscluster"
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+// spreadQueueName returns a new queue name whose 3 shards' hash tags land
+// on the cluster's 3 masters, one each, and the master of each shard.
+func spreadQueueName(t *testing.T, ctx context.Context, c *redistest.Cluster) (string, []int) {
+	t.Helper()
+	for i := range 1000 {
+		name := fmt.Sprintf("%s-%d", redistest.Name(t), i)
+		masters := make([]int, 3)
+		seen := map[int]bool{}
+		for s := range 3 {
+			n, err := c.NodeOf(ctx, "shepherd:{"+shardName(name, s)+"}:queue:settings")
+			require.NoError(t, err)
+			masters[s] = n
+			seen[n] = true
+		}
+		if len(seen) == 3 {
+			return name, masters
+		}
+	}
+	t.Fatal("no queue name puts 3 shards on 3 masters")
+	return "", nil
+}
+
+// A queue of 3 shards on a 3-master Redis Cluster: its shards on three
+// masters, each master running its shard's scripts; tenants' tasks on
+// their shards, the rest spread; and when one master is killed and
+// restarted (AOF), every acknowledged task still completes once.
+func TestShardedQueueOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, rediscluster.WithAOF())
+	ctx := testCtx(t, 60*time.Second)
+	name, masters := spreadQueueName(t, ctx, c)
+	openOn := func(opts ...Option) *Queue {
+		q, err := Open(ctx, c.NewClient(0), name, append([]Option{WithTTL(2 * time.Second)}, opts...)...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = q.Close(context.Background()) })
+		return q
+	}
+	submitter := openOn(WithShards(3))
+	a, b := openOn(), openOn()
+	require.Len(t, a.known(), 3, "the servers adopt the shard count")
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, submitter.SetTenant(ctx, ten, 3))
+	}
+	serve(t, a, echo, WithWorkers(3))
+	serve(t, b, echo, WithWorkers(3))
+
+	submit := func(n int, tag string) []*Future {
+		var out []*Future
+		for i := range n {
+			var opts []SubmitOption
+			if i%2 == 0 {
+				opts = append(opts, WithTenant(tenants[i%3]))
+			}
+			f, err := submitter.Submit(ctx, []byte(fmt.Sprint(tag, i)), opts...)
+			require.NoError(t, err)
+			out = append(out, f)
+		}
+		return out
+	}
+	check := func(fs []*Future, tag string) {
+		for i, f := range fs {
+			res, err := wait(t, f, 30*time.Second)
+			require.NoError(t, err, "task %s", f.ID())
+			assert.Equal(t, fmt.Sprintf("%s%d#", tag, i), string(res[:len(res)-1]))
+		}
+	}
+	before := submit(300, "a")
+	check(before, "a")
+	for s, m := range masters {
+		st, err := c.Node(m).Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		assert.Contains(t, st, "cmdstat_evalsha", "shard %d's master %d ran no script", s, m)
+	}
+	st, err := submitter.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.Available+st.Delayed+st.Retrying+st.InFlight)
+	assert.Len(t, st.Processes, 3)
+
+	// Shard 1's master dies and comes back with its AOF: the tasks of
+	// every shard complete, those of shard 1 once it is back.
+	during := submit(60, "b")
+	require.NoError(t, c.Kill(masters[1]))
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, c.Restart(ctx, masters[1]))
+	after := submit(60, "c")
+	check(during, "b")
+	check(after, "c")
+}
