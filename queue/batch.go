@@ -59,7 +59,7 @@ func (q *Queue) NewBatch(policy Policy) *Batch {
 	if policy != CollectAll {
 		policy = FailFast
 	}
-	return &Batch{q: q, id: randomID(12), policy: policy}
+	return &Batch{q: q, id: newTaskID(), policy: policy}
 }
 
 // ID returns the batch's id, for WaitBatch from any process.

@@ -257,7 +257,8 @@ func TestCostComplete(t *testing.T) {
 	q, err := Open(ctx, srv.NewClient(), "costcomplete")
 	require.NoError(t, err)
 	defer func() { _ = q.Close(context.Background()) }()
-	k := 4
+	k, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST_K"))
+	k = max(k, 1)
 	n, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST"))
 	n = max(n, 8000)
 	_, err = submitMany(ctx, q, n)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -191,4 +192,12 @@ local F_TRACE = 'tc'
 local F_PROGRESS = 'pg'
 `, fieldLocals())
 	assert.Equal(t, 1, strings.Count(prelude, fieldLocals()), "the prelude does not bind the fields")
+}
+
+// TestFieldDefaults ties the defaults the scripts leave out of the task
+// hash to the package's.
+func TestFieldDefaults(t *testing.T) {
+	assert.Equal(t, strconv.Itoa(DefaultMaxAttempts), defaultMaxField)
+	assert.Equal(t, strconv.FormatInt(DefaultTimeout.Milliseconds(), 10), defaultTimeoutField)
+	assert.Equal(t, strconv.FormatInt(DefaultRetention.Milliseconds(), 10), defaultRetentionField)
 }

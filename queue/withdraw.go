@@ -71,7 +71,7 @@ local t = now()
 withdraw_call(K_WITHDRAWN, nonce, t, ARGV[6])
 local tk = P_TASK .. id
 local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten', 'b', 'ret', 'pri', 'dk')
-if not f[1] or f[2] ~= nonce then return 'ABSENT' end
+if not f[1] or (f[2] or id) ~= nonce then return 'ABSENT' end
 if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
   local ten = f[4] or ''
   if f[1] == 'waiting' then unready(ten, id, tonumber(f[7] or '0')) end
@@ -88,8 +88,8 @@ if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
     if n <= 0 then
       redis.call('DEL', bk, bt)
     elseif tonumber(redis.call('HGET', bk, 'done') or '0') >= n then
-      redis.call('PEXPIRE', bk, f[6] or ARGV[6])
-      redis.call('PEXPIRE', bt, f[6] or ARGV[6])
+      redis.call('PEXPIRE', bk, f[6] or '` + defaultRetentionField + `')
+      redis.call('PEXPIRE', bt, f[6] or '` + defaultRetentionField + `')
     end
   end
   redis.call('ZREM', K_DELAYED, id)
@@ -164,6 +164,13 @@ func (q *Queue) maybeWithdrawn(ctx context.Context, id string) bool {
 	}
 	cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
 	defer cancel()
-	nonce, err := q.rdb.HGet(cctx, q.lay.task(id), fieldNonce).Result()
-	return err == nil && slices.Contains(nonces, nonce)
+	v, err := q.rdb.HMGet(cctx, q.lay.task(id), fieldState, fieldNonce).Result()
+	if err != nil || len(v) != 2 || v[0] == nil {
+		return false
+	}
+	nonce, ok := v[1].(string)
+	if !ok {
+		nonce = id // absent: the id is the nonce (wire.go)
+	}
+	return slices.Contains(nonces, nonce)
 }
