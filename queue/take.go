@@ -199,8 +199,14 @@ local function take(proc, ik, n, promote, t)
           above = above - popped
         end
       end
+      -- more: whether its list of priority 0 may hold more (false once a
+      -- pop came back short: it is empty).
+      local more = true
       if #ids < room then
-        for _, id in ipairs(redis.call('RPOP', readyKey(ten), room - #ids) or {}) do ids[#ids + 1] = id end
+        local want0 = room - #ids
+        local got0 = redis.call('RPOP', readyKey(ten), want0) or {}
+        for _, id in ipairs(got0) do ids[#ids + 1] = id end
+        more = #got0 == want0
       end
       local took = 0
       for _, id in ipairs(ids) do
@@ -208,9 +214,13 @@ local function take(proc, ik, n, promote, t)
         local f = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE, F_TRACE)
         if f[1] == 'waiting' then
           -- Absent fields are their defaults (wire.go).
-          local att = tonumber(f[3] or '0') + 1
+          local att, atts = 1, '1' -- a first attempt: no number to format
+          if f[3] then
+            att = tonumber(f[3]) + 1
+            atts = tostring(att)
+          end
           ts = ts or tostring(t)
-          redis.call('HSET', tk, F_STATE, 'active', F_ATTEMPTS, att, F_OWNER, proc, F_BEGAN, ts)
+          redis.call('HSET', tk, F_STATE, 'active', F_ATTEMPTS, atts, F_OWNER, proc, F_BEGAN, ts)
           took = took + 1
           mine[#mine + 1] = id
           owners[#owners + 1] = id
@@ -232,7 +242,7 @@ local function take(proc, ik, n, promote, t)
         redis.call('HINCRBY', K_TEN, 'l:' .. ten, took)
         if rk then rate(tf[5], tf[6], t, took, K_TEN, 'rt:' .. ten) end
       end
-      if above > 0 or redis.call('LLEN', readyKey(ten)) > 0 then redis.call('RPUSH', K_TURNS, ten) end
+      if above > 0 or more and redis.call('LLEN', readyKey(ten)) > 0 then redis.call('RPUSH', K_TURNS, ten) end
     end
   end
   if got > 0 and qf[3] then rate(qf[3], qf[4], t, got, K_SETTINGS, 'rt') end
