@@ -61,7 +61,11 @@ const (
 // DefaultRetention, due the submission time, tenant "", the nonce the
 // task's id (a Submit with a random id uses the id as its nonce). The
 // defaults are thus part of the stored shape: changing one changes what
-// the tasks stored without the field mean.
+// the tasks stored without the field mean. Tasks stored in full (by a
+// version before this shape) read the same; a process of such a version
+// fails on tasks stored without their default fields (its scripts take
+// a missing field for a value), so an upgrade stops every old process
+// before new ones submit.
 const (
 	defaultMaxField       = "25"       // DefaultMaxAttempts
 	defaultTimeoutField   = "60000"    // DefaultTimeout, in ms
