@@ -63,7 +63,7 @@ func (q *Queue) NewBatch(policy Policy) *Batch {
 	if policy != CollectAll {
 		policy = FailFast
 	}
-	return &Batch{q: q, id: randomID(12), policy: policy, shard: -1}
+	return &Batch{q: q, id: newTaskID(), policy: policy, shard: -1}
 }
 
 // ID returns the batch's id, for WaitBatch from any process.

@@ -99,18 +99,20 @@ local ended = {} -- attempts no longer in flight
 local unloads = {} -- tenant → how many of them
 local function complete(id, attempt, kind, data, delay, stack)
   local tk = P_TASK .. id
-  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx', 'ten')
+  -- What a success needs; the other ends read the rest (g).
+  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'ten', 'b')
   if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
   ended[#ended + 1] = id
-  local att, ten = tonumber(f[3]), f[9] or ''
+  local att, sub, ret, ten, b = tonumber(f[3]), f[4], f[5], f[6] or '', f[7]
   unloads[ten] = (unloads[ten] or 0) + 1
   if kind == 'ok' then
-    return 'done', finish(tk, id, 'done', t, f[5], f[6], att, nil, data, ten)
+    return 'done', finish(tk, id, 'done', t, sub, ret, att, nil, data, ten, b)
   end
-  if f[8] == '1' then
-    local errs = f[7]
-    if kind ~= 'release' then errs = adderr(tk, f[7], att, data, t, stack) end
-    return 'cancelled', finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil, ten)
+  local g = redis.call('HMGET', tk, 'max', 'errs', 'cx')
+  if g[3] == '1' then
+    local errs = g[2]
+    if kind ~= 'release' then errs = adderr(tk, g[2], att, data, t, stack) end
+    return 'cancelled', finish(tk, id, 'cancelled', t, sub, ret, att, errs, nil, ten, b)
   end
   if kind == 'release' then
     redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', att - 1)
@@ -123,13 +125,13 @@ local function complete(id, attempt, kind, data, delay, stack)
     redis.call('ZADD', K_RETRY, due, id)
     return 'later', 0, true
   end
-  local errs = adderr(tk, f[7], att, data, t, stack)
-  if kind == 'fail' and att < tonumber(f[4]) then
+  local errs = adderr(tk, g[2], att, data, t, stack)
+  if kind == 'fail' and att < tonumber(g[1] or '` + defaultMaxField + `') then
     redis.call('HSET', tk, 'st', 'retry', 'own', '', 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
     return 'retry', 0, true
   end
-  return 'dead', finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil, ten)
+  return 'dead', finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b)
 end
 local out, dropped, again = {0, 0}, 0, false
 for i = 7, #ARGV, 6 do
@@ -146,7 +148,7 @@ out[1] = dropped
 out[2] = #out - 2
 local n = tonumber(ARGV[5])
 if n > 0 then
-  for _, v in ipairs(take(proc, KEYS[17], n, tonumber(ARGV[6]))) do out[#out + 1] = v end
+  for _, v in ipairs(take(proc, KEYS[17], n, tonumber(ARGV[6]), t)) do out[#out + 1] = v end
 end
 -- A task made available again (a retry, a release) may be for another
 -- process's idle workers.

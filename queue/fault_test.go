@@ -448,3 +448,39 @@ func TestKilledProcessGivesBackTenantCapacity(t *testing.T) {
 	assert.LessOrEqual(t, p.peakOf("a"), 3)
 	assert.Zero(t, tenantOf(t, q, "a").Load, "capacity left taken")
 }
+
+// A failed Submit whose task a worker of the same process took before the
+// withdrawal reached Redis: the withdrawal deletes it (that worker never
+// starts it), so the id is free for the caller's retry, which runs.
+func TestWithdrawalOfATaskTakenByItsOwnProcess(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 10*time.Second)
+	first, err := q.Submit(ctx, []byte("x"), WithTaskID("mine"))
+	require.NoError(t, err)
+	q.forget(first) // as its Submit had failed
+	s := &Server{q: q, running: map[string]*run{}}
+	tasks, _, err := s.dequeue(ctx, q.lay, 1)
+	require.NoError(t, err)
+	require.Len(t, tasks, 1, "taken by this process")
+	nonce, err := srv.Client().HGet(ctx, q.lay.task("mine"), fieldNonce).Result()
+	require.NoError(t, err)
+	res, err := withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs("mine", nonce, withdrawnTTL.Milliseconds(), q.proc)...).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "WITHDRAWN", res)
+	_, err = q.Inspect(ctx, "mine")
+	require.ErrorIs(t, err, ErrTaskNotFound)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, st.InFlight+st.Available)
+	n, err := srv.Client().SCard(ctx, q.lay.inflight(q.proc)).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+
+	serve(t, q, echo, WithWorkers(1))
+	f, err := q.Submit(ctx, []byte("again"), WithTaskID("mine"))
+	require.NoError(t, err, "the id is free again")
+	out, err := wait(t, f, 5*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "again#1", string(out))
+}

@@ -326,6 +326,12 @@ func parseTask(id string, v []any) (TaskInfo, bool) {
 		}
 		return time.Time{}
 	}
+	// Absent fields are their defaults (wire.go).
+	for i, d := range [...]string{3: defaultMaxField, 4: defaultTimeoutField, 7: s[6]} {
+		if d != "" && v[i] == nil {
+			s[i] = d
+		}
+	}
 	t := TaskInfo{ID: id, State: State(s[0]), Attempt: int(num(s[2])), MaxAttempts: int(num(s[3])),
 		Timeout: time.Duration(num(s[4])) * time.Millisecond, Process: s[5], Submitted: ms(s[6]), Due: ms(s[7]),
 		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12], Priority: int(num(s[13])), DedupKey: s[14], Progress: parseProgress(s[15])}

@@ -21,7 +21,11 @@ local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
 local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
-` + fieldLocals() + `
+` + fieldLocals() + inlineFields(preludeFns)
+
+// preludeFns are the prelude's functions (inlineFields: as written, they
+// name the task's fields by their locals).
+var preludeFns = `
 local MAX_PRIORITY = ` + strconv.Itoa(MaxPriority) + `
 local now = now_ms
 
@@ -140,7 +144,10 @@ end
 // add it after the prelude. The others leave it out: every function a
 // script defines is made anew on each call, and a script pays for all of
 // them (docs/ARCHITECTURE.md, section 4, "What a call costs").
-var finishFn = `
+var finishFn = inlineFields(finishLua)
+
+// finishLua is finishFn as written (inlineFields).
+var finishLua = `
 -- adderr appends an attempt's error, and the stack of its panic if any,
 -- to the task's list and returns it. A task keeps its latest panic's
 -- stack only (a few KiB at most), not one per attempt.
@@ -196,18 +203,20 @@ end
 ` + fileDeadFn + `
 -- finish records a final outcome (done, dead or cancelled). A dead letter
 -- is kept (with its payload, for replay) in the dead set (fileDead, in
--- dead.go); other outcomes expire after the task's retention. The
--- submitting process is told by flush, which every script that calls
--- finish runs before it returns. Returns how many dead letters were
--- dropped.
+-- dead.go); other outcomes expire after the task's retention (ret, nil
+-- for the default). The submitting process is told by flush, which every
+-- script that calls finish runs before it returns. b is the task's batch
+-- field when the caller read it (false: none), nil to read it here.
+-- Returns how many dead letters were dropped.
 local notes, nfinished, listed, listedFor = {}, 0, {}, 0
-local cancelRest
-local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
+local cancelRest, fin_t, fin_ts
+local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b)
+  ret = ret or '` + defaultRetentionField + `'
   if ten and ten ~= '' then
     lower('n:' .. ten, 1)
     settle(ten)
   end
-  local b = redis.call('HGET', tk, F_BATCH)
+  if b == nil then b = redis.call('HGET', tk, F_BATCH) end
   if b and b ~= '' then
     local bk = P_BATCH .. b
     redis.call('HINCRBY', bk, 'done', 1)
@@ -222,8 +231,9 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten)
       redis.call('PEXPIRE', P_BTASKS .. b, ret)
     end
   end
-  local f = {'HSET', tk, F_STATE, st, F_FINISHED, t, F_OWNER, ''}
-  if res then f[#f + 1] = F_RESULT; f[#f + 1] = res end
+  if fin_t ~= t then fin_t, fin_ts = t, tostring(t) end
+  local f = {'HSET', tk, F_STATE, st, F_FINISHED, fin_ts, F_OWNER, ''}
+  if res and res ~= '' then f[#f + 1] = F_RESULT; f[#f + 1] = res end
   if st ~= 'dead' then f[#f + 1] = F_PAYLOAD; f[#f + 1] = '' end
   redis.call(unpack(f))
   nfinished = nfinished + 1
@@ -248,7 +258,7 @@ end
 -- success still wins). Returns "NOTFOUND", "FINISHED", "REQUESTED" or
 -- "CANCELLED".
 local function cancelOne(tk, id, t)
-  local f = redis.call('HMGET', tk, F_STATE, F_OWNER, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_ERRORS, F_TENANT, F_PRIORITY)
+  local f = redis.call('HMGET', tk, F_STATE, F_OWNER, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_ERRORS, F_TENANT, F_PRIORITY, F_BATCH)
   local st = f[1]
   if not st then return 'NOTFOUND' end
   if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
@@ -264,7 +274,7 @@ local function cancelOne(tk, id, t)
   else
     redis.call('ZREM', K_RETRY, id)
   end
-  finish(tk, id, 'cancelled', t, f[4], f[5], tonumber(f[3]), f[6], nil, f[7] or '')
+  finish(tk, id, 'cancelled', t, f[4], f[5], tonumber(f[3] or '0'), f[6], nil, f[7] or '', f[9])
   return 'CANCELLED'
 end
 

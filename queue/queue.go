@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base32"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -161,6 +162,17 @@ func randomID(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// newTaskID returns a random task (or batch) id: 80 random bits in 16
+// characters of lowercase base32 (a-z, 2-7), as unguessable as needed
+// and short, since every task's keys and lists carry it.
+func newTaskID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return idEncoding.EncodeToString(b[:])
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // current returns the process's server, nil when it does not serve.
 func (q *Queue) current() *Server {

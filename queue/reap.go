@@ -108,7 +108,7 @@ for _, p in ipairs(procs) do
       if f[8] == '1' then
         dropped = dropped + finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil, ten)
         finished = finished + 1
-      elseif att >= tonumber(f[4]) then
+      elseif att >= tonumber(f[4] or '` + defaultMaxField + `') then
         dropped = dropped + finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil, ten)
         finished = finished + 1
       else

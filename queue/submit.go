@@ -84,9 +84,14 @@ func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption
 	if err != nil {
 		return nil, err
 	}
-	id := sc.id
+	id, nonce := sc.id, ""
 	if id == "" {
-		id = shardIDPrefix(shard, len(q.known())) + randomID(12)
+		// A fresh random id tells this Submit from any other: it is
+		// its nonce too, and the task stores none (wire.go).
+		id = shardIDPrefix(shard, len(q.known())) + newTaskID()
+		nonce = id
+	} else {
+		nonce = randomID(8)
 	}
 	f := newFuture(q, id)
 	q.mu.Lock()
@@ -104,7 +109,7 @@ func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption
 	q.mu.Unlock()
 
 	start := time.Now()
-	r := &submitReq{f: f, payload: payload, sc: sc, delay: delay, nonce: randomID(8), shard: shard, done: make(chan error, 1)}
+	r := &submitReq{f: f, payload: payload, sc: sc, delay: delay, nonce: nonce, shard: shard, done: make(chan error, 1)}
 	if q.cfg.tracer != nil {
 		r.trace = tracectx.Inject(ctx)
 	}
@@ -316,7 +321,7 @@ func (q *Queue) forget(f *Future) {
 const submitFn = `
 local P_DEDUP = string.sub(P_TASK, 1, -6) .. 'dedup:'
 local q_ready, q_order, q_delayed, q_queued = {}, {}, {}, 0
-local q_count, q_withdrawn
+local q_count, q_withdrawn, q_t, q_ts
 
 -- queueTask queues the task id submitted by process sub at t, or says why
 -- not: "WITHDRAWN" (its Submit failed and withdrew it before it got
@@ -344,8 +349,16 @@ local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret
   q_queued = q_queued + 1
   local st = 'waiting'
   if delay > 0 then st = 'delayed' end
-  redis.call('HSET', tk, 'p', payload, 'st', st, 'att', 0, 'max', maxAtt, 'to', timeout,
-    'sub', sub, 'ret', ret, 'enq', t, 'due', t + delay, 'n', nonce, 'ten', ten)
+  -- Fields equal to their readers' default are left out (wire.go).
+  if q_t ~= t then q_t, q_ts = t, tostring(t) end
+  local f = {'HSET', tk, 'p', payload, 'st', st, 'sub', sub, 'enq', q_ts}
+  if maxAtt ~= '` + defaultMaxField + `' then f[#f + 1] = 'max'; f[#f + 1] = maxAtt end
+  if timeout ~= '` + defaultTimeoutField + `' then f[#f + 1] = 'to'; f[#f + 1] = timeout end
+  if ret ~= '` + defaultRetentionField + `' then f[#f + 1] = 'ret'; f[#f + 1] = ret end
+  if delay > 0 then f[#f + 1] = 'due'; f[#f + 1] = t + delay end
+  if nonce ~= id then f[#f + 1] = 'n'; f[#f + 1] = nonce end
+  if ten ~= '' then f[#f + 1] = 'ten'; f[#f + 1] = ten end
+  redis.call(unpack(f))
   if pri > 0 then redis.call('HSET', tk, 'pri', pri) end
   if tc and tc ~= '' then redis.call('HSET', tk, 'tc', tc) end
   if dkey ~= '' then

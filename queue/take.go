@@ -86,16 +86,20 @@ func (s *Server) taken(ctx context.Context, l layout, out []any) ([]*Task, time.
 const takenFields = 8
 
 // takeFn is the body of dequeueScript, shared with completeScript.
-const takeFn = rateFn + `
--- take gives the live process proc up to n tasks (see dequeueScript):
+var takeFn = rateFn + inlineFields(takeLua)
+
+// takeLua is takeFn's take as written (inlineFields).
+const takeLua = `
+-- take gives the live process proc up to n tasks (see dequeueScript) at
+-- t (nil: now):
 -- tenants with waiting tasks take turns, one task a turn (all it may have
 -- when it is the only one), a tenant's tasks by priority, then in order;
 -- a tenant at capacity or paused is parked until its load goes down or it
 -- is resumed, one over its rate waits in the rated set until the rate
 -- allows. Nothing is taken while the queue is paused, nor beyond the
 -- queue's rate.
-local function take(proc, ik, n, promote)
-  local t = now()
+local function take(proc, ik, n, promote, t)
+  t = t or now()
   -- The queue's TTL, pause, rate and its state, and when the first
   -- tenant waiting for its rate may go (R: never later than that, so it
   -- may send take to the rated set for nothing, never too late): the
@@ -150,7 +154,7 @@ local function take(proc, ik, n, promote)
     firsts[z] = first
   end
   local out = {'OK', -1}
-  local got = 0
+  local got, ts = 0, nil
   local mine, owners = {}, {}
   while got < n do
     local ten = redis.call('LPOP', K_TURNS)
@@ -195,27 +199,40 @@ local function take(proc, ik, n, promote)
           above = above - popped
         end
       end
+      -- more: whether its list of priority 0 may hold more (false once a
+      -- pop came back short: it is empty).
+      local more = true
       if #ids < room then
-        for _, id in ipairs(redis.call('RPOP', readyKey(ten), room - #ids) or {}) do ids[#ids + 1] = id end
+        local want0 = room - #ids
+        local got0 = redis.call('RPOP', readyKey(ten), want0) or {}
+        for _, id in ipairs(got0) do ids[#ids + 1] = id end
+        more = #got0 == want0
       end
       local took = 0
       for _, id in ipairs(ids) do
         local tk = P_TASK .. id
         local f = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE, F_TRACE)
         if f[1] == 'waiting' then
-          local att = tonumber(f[3]) + 1
-          redis.call('HSET', tk, F_STATE, 'active', F_ATTEMPTS, att, F_OWNER, proc, F_BEGAN, t)
+          -- Absent fields are their defaults (wire.go).
+          local att, atts = 1, '1' -- a first attempt: no number to format
+          if f[3] then
+            att = tonumber(f[3]) + 1
+            atts = tostring(att)
+          end
+          ts = ts or tostring(t)
+          redis.call('HSET', tk, F_STATE, 'active', F_ATTEMPTS, atts, F_OWNER, proc, F_BEGAN, ts)
           took = took + 1
           mine[#mine + 1] = id
           owners[#owners + 1] = id
           owners[#owners + 1] = proc
-          local waited = t - math.max(tonumber(f[6]), tonumber(f[7]))
+          local since = tonumber(f[6])
+          if f[7] then since = math.max(since, tonumber(f[7])) end
           out[#out + 1] = id
           out[#out + 1] = f[2]
           out[#out + 1] = att
-          out[#out + 1] = tonumber(f[4])
-          out[#out + 1] = tonumber(f[5])
-          out[#out + 1] = waited
+          out[#out + 1] = tonumber(f[4] or '` + defaultMaxField + `')
+          out[#out + 1] = tonumber(f[5] or '` + defaultTimeoutField + `')
+          out[#out + 1] = t - since
           out[#out + 1] = ten
           out[#out + 1] = f[8] or ''
         end
@@ -225,7 +242,7 @@ local function take(proc, ik, n, promote)
         redis.call('HINCRBY', K_TEN, 'l:' .. ten, took)
         if rk then rate(tf[5], tf[6], t, took, K_TEN, 'rt:' .. ten) end
       end
-      if above > 0 or redis.call('LLEN', readyKey(ten)) > 0 then redis.call('RPUSH', K_TURNS, ten) end
+      if above > 0 or more and redis.call('LLEN', readyKey(ten)) > 0 then redis.call('RPUSH', K_TURNS, ten) end
     end
   end
   if got > 0 and qf[3] then rate(qf[3], qf[4], t, got, K_SETTINGS, 'rt') end

@@ -32,27 +32,44 @@ import (
 const (
 	fieldState       = "st"   // a State: waiting, delayed, retry, active, done, dead or cancelled
 	fieldPayload     = "p"    // the payload; emptied when the task finishes, kept by a dead letter
-	fieldAttempts    = "att"  // attempts begun
-	fieldMaxAttempts = "max"  // max attempts
-	fieldTimeout     = "to"   // per-attempt timeout (ms)
+	fieldAttempts    = "att"  // attempts begun, absent for 0
+	fieldMaxAttempts = "max"  // max attempts, absent for DefaultMaxAttempts
+	fieldTimeout     = "to"   // per-attempt timeout (ms), absent for DefaultTimeout
 	fieldSubmitter   = "sub"  // the submitting process, told the outcome
 	fieldOwner       = "own"  // the process running it ("" when none)
-	fieldRetention   = "ret"  // how long its outcome is kept (ms)
+	fieldRetention   = "ret"  // how long its outcome is kept (ms), absent for DefaultRetention
 	fieldSubmitted   = "enq"  // submitted at (ms, Redis's clock, as every time below)
-	fieldDue         = "due"  // due at
+	fieldDue         = "due"  // due at, absent for its submission time
 	fieldBegan       = "beg"  // its last attempt began at
 	fieldFinished    = "fin"  // finished at
 	fieldErrors      = "errs" // the attempts' errors: JSON list of {a, e, t, s}, s the stack of the latest panic, on its attempt only
 	fieldLastLater   = "lerr" // the last RetryLater error
-	fieldResult      = "res"  // the result
+	fieldResult      = "res"  // the result, absent when empty
 	fieldCancel      = "cx"   // "1" once cancelled while running
-	fieldTenant      = "ten"  // the tenant ("" for none)
-	fieldNonce       = "n"    // the nonce of the Submit that queued it (withdrawScript)
+	fieldTenant      = "ten"  // the tenant, absent for none
+	fieldNonce       = "n"    // the nonce of the Submit that queued it (withdrawScript), absent when it is the id
 	fieldBatch       = "b"    // its batch, absent for none
 	fieldPriority    = "pri"  // its priority, absent for 0
 	fieldDedupKey    = "dk"   // its deduplication key, absent for none
 	fieldTrace       = "tc"   // its Submit's span context (WithTracerProvider), absent when not traced
 	fieldProgress    = "pg"   // its handler's last progress: JSON {v, m, a, t} (progress.go)
+)
+
+// A field equal to its default is left out of the task hash, and its
+// readers (Lua and Go) take its absence for the default: attempts 0, max
+// attempts DefaultMaxAttempts, timeout DefaultTimeout, retention
+// DefaultRetention, due the submission time, tenant "", the nonce the
+// task's id (a Submit with a random id uses the id as its nonce). The
+// defaults are thus part of the stored shape: changing one changes what
+// the tasks stored without the field mean. Tasks stored in full (by a
+// version before this shape) read the same; a process of such a version
+// fails on tasks stored without their default fields (its scripts take
+// a missing field for a value), so an upgrade stops every old process
+// before new ones submit.
+const (
+	defaultMaxField       = "25"       // DefaultMaxAttempts
+	defaultTimeoutField   = "60000"    // DefaultTimeout, in ms
+	defaultRetentionField = "86400000" // DefaultRetention, in ms
 )
 
 // taskHashFields binds each field of the task hash to the Lua local the
@@ -82,6 +99,21 @@ var taskHashFields = []struct{ name, lua string }{
 	{fieldTrace, "F_TRACE"},
 	{fieldProgress, "F_PROGRESS"},
 }
+
+// inlineFields writes the task hash's fields into the Lua of functions as
+// their values ('st' for F_STATE): a function that names a field's
+// local captures it, and every capture costs on every call (each
+// function of a script is made anew; see docs/ARCHITECTURE.md, section
+// 4). The scripts' own bodies keep the locals.
+func inlineFields(lua string) string { return fieldInliner.Replace(lua) }
+
+var fieldInliner = func() *strings.Replacer {
+	var pairs []string
+	for _, f := range taskHashFields {
+		pairs = append(pairs, f.lua, "'"+f.name+"'")
+	}
+	return strings.NewReplacer(pairs...)
+}()
 
 // fieldLocals renders the prelude's lines that bind the task hash's
 // fields to their Lua locals: "local F_STATE = 'st'", one a line.

@@ -1,14 +1,20 @@
 package queue
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
 )
 
 // luaScript is a script's Lua as written in a Go file: what it is built
@@ -191,4 +197,73 @@ local F_TRACE = 'tc'
 local F_PROGRESS = 'pg'
 `, fieldLocals())
 	assert.Equal(t, 1, strings.Count(prelude, fieldLocals()), "the prelude does not bind the fields")
+}
+
+// TestFieldDefaults ties the defaults the scripts leave out of the task
+// hash to the package's.
+func TestFieldDefaults(t *testing.T) {
+	assert.Equal(t, strconv.Itoa(DefaultMaxAttempts), defaultMaxField)
+	assert.Equal(t, strconv.FormatInt(DefaultTimeout.Milliseconds(), 10), defaultTimeoutField)
+	assert.Equal(t, strconv.FormatInt(DefaultRetention.Milliseconds(), 10), defaultRetentionField)
+}
+
+// A task stores only what differs from the defaults, and every reader
+// shows the defaults: a task of default options holds its payload,
+// state, submitter and submission time; one of other options holds them.
+func TestDefaultFieldsAreLeftOut(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 20*time.Second)
+	fields := func(id string) []string {
+		var names []string
+		for f := range q.rdb.HGetAll(ctx, q.lay.task(id)).Val() {
+			names = append(names, f)
+		}
+		sort.Strings(names)
+		return names
+	}
+
+	plain, err := q.Submit(ctx, []byte("a"))
+	require.NoError(t, err)
+	assert.Regexp(t, `^[a-z2-7]{16}$`, plain.ID(), "a random id: 80 bits in base32")
+	assert.Equal(t, []string{fieldSubmitted, fieldPayload, fieldState, fieldSubmitter}, fields(plain.ID()))
+	info, err := q.Inspect(ctx, plain.ID())
+	require.NoError(t, err)
+	assert.Equal(t, 0, info.Attempt)
+	assert.Equal(t, DefaultMaxAttempts, info.MaxAttempts)
+	assert.Equal(t, DefaultTimeout, info.Timeout)
+	assert.Equal(t, info.Submitted, info.Due)
+	assert.Equal(t, "", info.Tenant)
+
+	other, err := q.Submit(ctx, []byte("b"), WithTaskID("other"), WithMaxAttempts(3), WithTimeout(2*time.Second),
+		WithRetention(time.Hour), WithDelay(time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, []string{fieldDue, fieldSubmitted, fieldMaxAttempts, fieldNonce, fieldPayload, fieldRetention, fieldState,
+		fieldSubmitter, fieldTimeout}, fields(other.ID()))
+	info, err = q.Inspect(ctx, other.ID())
+	require.NoError(t, err)
+	assert.Equal(t, 3, info.MaxAttempts)
+	assert.Equal(t, 2*time.Second, info.Timeout)
+	assert.Equal(t, info.Submitted.Add(time.Hour), info.Due)
+	ttl, err := q.rdb.PTTL(ctx, q.lay.task(other.ID())).Result()
+	require.NoError(t, err)
+	assert.Less(t, ttl, time.Duration(0), "a task not finished does not expire")
+
+	// Finished with an empty result: no result field, the default
+	// retention.
+	serve(t, q, func(context.Context, *Task) ([]byte, error) { return nil, nil }, WithWorkers(1))
+	res, err := wait(t, plain, 5*time.Second)
+	require.NoError(t, err)
+	assert.Empty(t, res)
+	assert.NotContains(t, fields(plain.ID()), fieldResult)
+	res, err = q.Result(ctx, plain.ID())
+	require.NoError(t, err)
+	assert.Empty(t, res)
+	info, err = q.Inspect(ctx, plain.ID())
+	require.NoError(t, err)
+	assert.Equal(t, StateDone, info.State)
+	assert.Equal(t, 1, info.Attempt)
+	ttl, err = q.rdb.PTTL(ctx, q.lay.task(plain.ID())).Result()
+	require.NoError(t, err)
+	assert.InDelta(t, DefaultRetention.Seconds(), ttl.Seconds(), 60)
 }

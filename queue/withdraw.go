@@ -29,7 +29,7 @@ func (q *Queue) withdraw(r *submitReq) {
 		_, err := member.Withdraw(q.withdrawals.Context(), q.cfg.callTimeout, func(ctx context.Context) error {
 			var err error
 			res, err = script.Run(ctx, q.rdb, withdrawScript, "queue: withdraw a failed submit", l.common(),
-				l.commonArgs(f.id, r.nonce, withdrawnTTL.Milliseconds())...)
+				l.commonArgs(f.id, r.nonce, withdrawnTTL.Milliseconds(), q.proc)...)
 			return err
 		}, func(tries int, err error) {
 			if tries == 1 {
@@ -60,10 +60,13 @@ func (q *Queue) withdraw(r *submitReq) {
 // (member.WithdrawnTTL; the ledger expires that long after the last
 // withdrawal), so that the Submit is refused if it reaches Redis later;
 // a task it queued already is deleted as if never submitted (a batch left
-// with no task goes with it), unless a worker took it, which is then
-// cancelled (it may have run).
+// with no task goes with it), also when a worker of the withdrawing
+// process took it (which never starts it: maybeWithdrawn), unless a
+// worker of another process took it, which is then cancelled (it may
+// have run).
 //
-//	ARGV[4] id, ARGV[5] the Submit's nonce, ARGV[6] member.WithdrawnTTL (ms)
+//	ARGV[4] id, ARGV[5] the Submit's nonce, ARGV[6] member.WithdrawnTTL
+//	(ms), ARGV[7] the withdrawing process ("" for none: a test's)
 //
 // Returns "ABSENT" (not queued), "WITHDRAWN" or "CANCELLED".
 var withdrawScript = redis.NewScript(prelude + finishFn + `
@@ -72,10 +75,17 @@ local t = now()
 withdraw_call(K_WITHDRAWN, nonce, t, ARGV[6])
 local tk = P_TASK .. id
 local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten', 'b', 'ret', 'pri', 'dk')
-if not f[1] or f[2] ~= nonce then return 'ABSENT' end
-if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
+if not f[1] or (f[2] or id) ~= nonce then return 'ABSENT' end
+local mine = f[1] == 'active' and ARGV[7] and ARGV[7] ~= '' and f[3] == ARGV[7]
+if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' or mine then
   local ten = f[4] or ''
   if f[1] == 'waiting' then unready(ten, id, tonumber(f[7] or '0')) end
+  if mine then
+    -- Taken by this process's own worker, which does not start it.
+    redis.call('HDEL', K_ACTIVE, id)
+    redis.call('SREM', P_INFLIGHT .. f[3], id)
+    unload(ten, 1)
+  end
   -- Never queued: its deduplication key is free again.
   local dk = f[8] and string.sub(P_TASK, 1, -6) .. 'dedup:' .. f[8]
   if dk and redis.call('GET', dk) == id then redis.call('DEL', dk) end
@@ -89,8 +99,8 @@ if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' then
     if n <= 0 then
       redis.call('DEL', bk, bt)
     elseif tonumber(redis.call('HGET', bk, 'done') or '0') >= n then
-      redis.call('PEXPIRE', bk, f[6] or ARGV[6])
-      redis.call('PEXPIRE', bt, f[6] or ARGV[6])
+      redis.call('PEXPIRE', bk, f[6] or '` + defaultRetentionField + `')
+      redis.call('PEXPIRE', bt, f[6] or '` + defaultRetentionField + `')
     end
   end
   redis.call('ZREM', K_DELAYED, id)
@@ -165,6 +175,13 @@ func (q *Queue) maybeWithdrawn(ctx context.Context, shard int, id string) bool {
 	}
 	cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
 	defer cancel()
-	nonce, err := q.rdb.HGet(cctx, q.known()[shard].task(id), fieldNonce).Result()
-	return err == nil && slices.Contains(nonces, nonce)
+	v, err := q.rdb.HMGet(cctx, q.known()[shard].task(id), fieldState, fieldNonce).Result()
+	if err != nil || len(v) != 2 || v[0] == nil {
+		return false
+	}
+	nonce, ok := v[1].(string)
+	if !ok {
+		nonce = id // absent: the id is the nonce (wire.go)
+	}
+	return slices.Contains(nonces, nonce)
 }

@@ -84,8 +84,10 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 		}
 	}
 	if q.maybeWithdrawn(s.hard, t.shard, t.ID) {
-		// A failed Submit of this process: its withdrawal cancels it.
-		s.outcomes <- outcomeReq{t: t, kind: "fail", data: "cancelled before it started"}
+		// A failed Submit of this process, not started: given back
+		// (no attempt used) for its withdrawal to delete, which also
+		// deletes it while taken here (withdrawScript).
+		s.outcomes <- outcomeReq{t: t, kind: "release"}
 		return true
 	}
 	ctx, cancel := context.WithTimeout(s.hard, t.timeout)

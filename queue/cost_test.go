@@ -1,0 +1,369 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/member"
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+// scriptCounter is a go-redis hook that counts EVALSHA and EVAL calls by
+// script.
+type scriptCounter struct {
+	names map[string]string // sha → script name
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func newScriptCounter() *scriptCounter {
+	names := map[string]string{}
+	for name, s := range map[string]*redis.Script{
+		"submit": submitScript, "dequeue": dequeueScript, "complete": completeScript,
+		"keepAlive": keepAliveScript, "reap": reapScript, "register": registerScript,
+		"deregister": deregisterScript, "history": historyScript, "withdraw": withdrawScript,
+		"tick": tickScript,
+	} {
+		names[s.Hash()] = name
+	}
+	return &scriptCounter{names: names, calls: map[string]int{}}
+}
+
+func (c *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			name := "other"
+			if a := cmd.Args(); len(a) > 1 && n == "evalsha" {
+				if s, ok := c.names[fmt.Sprint(a[1])]; ok {
+					name = s
+				}
+			}
+			c.mu.Lock()
+			c.calls[name]++
+			c.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+var commandStat = regexp.MustCompile(`(?m)^cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)`)
+
+// TestCostPerTask measures what a task costs Redis in bench T1's shape (2
+// processes × 4 workers, 64 submitters, 64-byte payloads, a no-op
+// handler) on a private Redis: calls per task of each command (INFO
+// commandstats), script calls per task by script, and Redis's CPU per
+// task. It runs only with SHEPHERD_COST=N (N tasks); the numbers go into
+// BENCHMARKS.md ("Cost per task").
+func TestCostPerTask(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST"))
+	if n <= 0 {
+		t.Skip("set SHEPHERD_COST=20000 to measure")
+	}
+	srv := redistest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	sc := newScriptCounter()
+	var handles []*Queue
+	open := func() *Queue {
+		c := srv.NewClient()
+		c.AddHook(sc)
+		q, err := Open(ctx, c, "cost")
+		require.NoError(t, err)
+		handles = append(handles, q)
+		return q
+	}
+	for range 2 {
+		_, err := open().Serve(func(context.Context, *Task) ([]byte, error) { return nil, nil }, WithWorkers(4))
+		require.NoError(t, err)
+	}
+	sub := open()
+	defer func() {
+		for _, q := range handles {
+			_ = q.Close(context.Background())
+		}
+	}()
+	admin := srv.Client()
+	cpu := func() float64 {
+		info := admin.Info(ctx, "cpu").Val()
+		s := 0.0
+		for _, m := range regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`).FindAllStringSubmatch(info, -1) {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			s += v
+		}
+		return s
+	}
+	require.NoError(t, admin.ConfigResetStat(ctx).Err())
+	// With SHEPHERD_COST_SLOWLOG, every command into the slow log, for
+	// each script's own time (it costs Redis CPU too).
+	slowlog := os.Getenv("SHEPHERD_COST_SLOWLOG") != ""
+	if slowlog {
+		require.NoError(t, admin.ConfigSet(ctx, "slowlog-max-len", "2000000").Err())
+		require.NoError(t, admin.SlowLogReset(ctx).Err())
+		require.NoError(t, admin.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
+	}
+	sc.mu.Lock()
+	sc.calls = map[string]int{}
+	sc.mu.Unlock()
+	cpu0 := cpu()
+	payload := make([]byte, 64)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+	start := time.Now()
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var waits sync.WaitGroup
+			for next.Add(1) <= int64(n) {
+				f, err := sub.Submit(ctx, payload)
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				waits.Add(1)
+				go func() {
+					defer waits.Done()
+					if _, err := f.Wait(ctx); err != nil {
+						errs.Add(1)
+					}
+				}()
+			}
+			waits.Wait()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpuUs := (cpu() - cpu0) * 1e6 / float64(n)
+	stats := admin.Info(ctx, "commandstats").Val()
+	var slow []redis.SlowLog
+	if slowlog {
+		require.NoError(t, admin.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err())
+		var err error
+		slow, err = admin.SlowLogGet(ctx, 2000000).Result()
+		require.NoError(t, err)
+	}
+	require.Zero(t, errs.Load())
+
+	type row struct {
+		cmd         string
+		calls, usec float64
+	}
+	var rows []row
+	for _, m := range commandStat.FindAllStringSubmatch(stats, -1) {
+		c, _ := strconv.ParseFloat(m[2], 64)
+		u, _ := strconv.ParseFloat(m[3], 64)
+		rows = append(rows, row{m[1], c, u})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].calls > rows[j].calls })
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d tasks in %v (%.0f/s); Redis CPU %.1f us/task\n", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), cpuUs)
+	fmt.Fprintf(&b, "%-16s %10s %10s %10s\n", "command", "per task", "us/call", "us/task")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%-16s %10.3f %10.2f %10.2f\n", r.cmd, r.calls/float64(n), r.usec/r.calls, r.usec/float64(n))
+	}
+	sc.mu.Lock()
+	var names []string
+	for k := range sc.calls {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(&b, "script %-12s %8d calls, %.4f per task\n", k, sc.calls[k], float64(sc.calls[k])/float64(n))
+	}
+	sc.mu.Unlock()
+	type agg struct{ calls, usec float64 }
+	by := map[string]*agg{}
+	for _, e := range slow {
+		if len(e.Args) < 2 || strings.ToLower(e.Args[0]) != "evalsha" {
+			continue
+		}
+		name := sc.names[e.Args[1]]
+		if by[name] == nil {
+			by[name] = &agg{}
+		}
+		by[name].calls++
+		by[name].usec += float64(e.Duration.Microseconds())
+	}
+	for name, a := range by {
+		fmt.Fprintf(&b, "slowlog %-12s %8.0f calls, %7.1f us/call, %6.2f us/task\n", name, a.calls, a.usec/a.calls, a.usec/float64(n))
+	}
+	t.Log("\n" + b.String())
+}
+
+// TestCostPerCall measures the fixed cost of a script call: EVALSHA's
+// usec per call (INFO commandstats) of scripts that return at once, with
+// the prelude and the function groups the hot scripts add. It runs only
+// with SHEPHERD_COST set.
+func TestCostPerCall(t *testing.T) {
+	if os.Getenv("SHEPHERD_COST") == "" {
+		t.Skip("set SHEPHERD_COST=20000 to measure")
+	}
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client()
+	lay, err := newLayout("costcall")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name string
+		s    *redis.Script
+	}{
+		{"bare", redis.NewScript(`return 1`)},
+		{"clock", redis.NewScript(prelude[:len(member.LuaClock)] + `return 1`)},
+		{"prelude", redis.NewScript(prelude + `return 1`)},
+		{"prelude+submitFn", redis.NewScript(prelude + submitFn + `return 1`)},
+		{"prelude+takeFn", redis.NewScript(prelude + takeFn + `return 1`)},
+		{"prelude+finishFn+takeFn", redis.NewScript(prelude + finishFn + takeFn + `return 1`)},
+		{"empty dequeue", dequeueScript},
+	} {
+		require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+		const n = 3000
+		for range n {
+			_ = c.s.Run(ctx, rdb, lay.common(lay.inflight("p")), lay.commonArgs("p", 1, 1)...).Err()
+		}
+		m := regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=(\d+)`).FindStringSubmatch(rdb.Info(ctx, "commandstats").Val())
+		calls, _ := strconv.ParseFloat(m[1], 64)
+		usec, _ := strconv.ParseFloat(m[2], 64)
+		t.Logf("%-26s %6.1f us/call", c.name, usec/calls)
+	}
+}
+
+// TestCostComplete measures completeScript alone as a busy process of 4
+// workers runs it: each call records 4 successes and takes 4 tasks, from
+// a queue of waiting tasks. It runs only with SHEPHERD_COST set.
+func TestCostComplete(t *testing.T) {
+	if os.Getenv("SHEPHERD_COST") == "" {
+		t.Skip("set SHEPHERD_COST=20000 to measure")
+	}
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client()
+	q, err := Open(ctx, srv.NewClient(), "costcomplete")
+	require.NoError(t, err)
+	defer func() { _ = q.Close(context.Background()) }()
+	k, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST_K"))
+	k = max(k, 1)
+	n, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST"))
+	n = max(n, 8000)
+	_, err = submitMany(ctx, q, n)
+	require.NoError(t, err)
+	run := func(s *redis.Script, args []any) []any {
+		res, err := s.Run(ctx, rdb, q.lay.common(q.lay.inflight(q.proc)), args...).Result()
+		require.NoError(t, err)
+		return res.([]any)
+	}
+	ids := func(out []any) []string {
+		var r []string
+		for i := 2; i+takenFields-1 < len(out); i += takenFields {
+			r = append(r, out[i].(string))
+		}
+		return r
+	}
+	split := os.Getenv("SHEPHERD_COST_SPLIT") != ""
+	taken := ids(run(dequeueScript, q.lay.commonArgs(q.proc, k, promoteLimit)))
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	if split {
+		require.NoError(t, rdb.ConfigSet(ctx, "slowlog-max-len", "2000000").Err())
+		require.NoError(t, rdb.SlowLogReset(ctx).Err())
+		require.NoError(t, rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
+	}
+	calls := 0
+	for len(taken) > 0 {
+		args := q.lay.commonArgs(q.proc, k, promoteLimit)
+		if split {
+			// Ends alone, then a take alone: what each part costs.
+			args = q.lay.commonArgs(q.proc, 0, promoteLimit)
+		}
+		for _, id := range taken {
+			args = append(args, id, 1, "ok", "", 0, "")
+		}
+		out := run(completeScript, args)
+		if split {
+			out = append(out[:2+len(taken)], run(dequeueScript, q.lay.commonArgs(q.proc, k, promoteLimit))...)
+		}
+		taken = ids(out[2+len(taken):])
+		calls++
+	}
+	stats := rdb.Info(ctx, "commandstats").Val()
+	if split {
+		// Each script's own time, from the slow log (every command in it).
+		require.NoError(t, rdb.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err())
+		slow, err := rdb.SlowLogGet(ctx, -1).Result()
+		require.NoError(t, err)
+		us := map[string]time.Duration{}
+		cnt := map[string]int{}
+		for _, e := range slow {
+			if len(e.Args) > 1 && e.Args[0] == "evalsha" {
+				name := map[string]string{completeScript.Hash(): "complete (ends)", dequeueScript.Hash(): "dequeue"}[e.Args[1]]
+				us[name] += e.Duration
+				cnt[name]++
+			}
+		}
+		for name, d := range us {
+			t.Logf("%s: %d calls, %.1f us/call", name, cnt[name], float64(d.Microseconds())/float64(cnt[name]))
+		}
+	}
+	var total float64
+	var b strings.Builder
+	for _, m := range commandStat.FindAllStringSubmatch(stats, -1) {
+		c, _ := strconv.ParseFloat(m[2], 64)
+		u, _ := strconv.ParseFloat(m[3], 64)
+		if m[1] == "evalsha" {
+			fmt.Fprintf(&b, "complete: %d calls, %.1f us/call, %.2f us/task\n", calls, u/c, u/float64(n))
+			continue
+		}
+		if m[1] == "config|resetstat" {
+			continue
+		}
+		total += u
+		fmt.Fprintf(&b, "  %-10s %6.2f per call %6.2f us/call\n", m[1], c/float64(calls), u/c)
+	}
+	fmt.Fprintf(&b, "inner commands: %.1f us/call\n", total/float64(calls))
+	t.Log("\n" + b.String())
+}
+
+// submitMany submits n tasks of 64 bytes from 64 goroutines.
+func submitMany(ctx context.Context, q *Queue, n int) ([]*Future, error) {
+	var mu sync.Mutex
+	var fs []*Future
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				f, err := q.Submit(ctx, make([]byte, 64))
+				if err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+				mu.Lock()
+				fs = append(fs, f)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		return nil, e.(error)
+	}
+	return fs, nil
+}
