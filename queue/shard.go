@@ -8,8 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/jumphash"
 )
@@ -100,19 +98,22 @@ func (q *Client) layouts(ctx context.Context) ([]layout, error) {
 	if all != nil {
 		return all, nil
 	}
-	v, err := q.rdb.HGet(ctx, q.lay.settings, settingShards).Result()
-	n := 1
-	switch {
-	case err == nil:
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > MaxShards {
-			return nil, fmt.Errorf("queue %q: stored shard count %q is not 1 to %d", q.name, v, MaxShards)
-		}
-	case errors.Is(err, redis.Nil):
-		// Not sharded, or not made yet: read again next time.
-		return []layout{q.lay}, nil
-	default:
+	v, err := q.rdb.HMGet(ctx, q.lay.settings, settingShards, settingTTL).Result()
+	if err != nil {
 		return nil, fmt.Errorf("queue %q: reading its shard count: %w", q.name, err)
 	}
+	n := 1
+	switch {
+	case v[0] != nil:
+		raw, _ := v[0].(string)
+		if n, err = strconv.Atoi(raw); err != nil || n < 1 || n > MaxShards {
+			return nil, fmt.Errorf("queue %q: stored shard count %q is not 1 to %d", q.name, raw, MaxShards)
+		}
+	case v[1] == nil:
+		// Not made yet (or lost): read again next time.
+		return []layout{q.lay}, nil
+	}
+	// A queue stored before shards has 1 (n stays 1).
 	all, err = makeLayouts(q.name, n)
 	if err != nil {
 		return nil, err

@@ -449,3 +449,19 @@ func TestReshard(t *testing.T) {
 	assert.Len(t, q.known(), 1)
 	require.NoError(t, q.Close(ctx))
 }
+
+// A caller's id may not look like one that carries a shard: the queue
+// would look for it in that shard only.
+func TestTaskIDMayNotLookSharded(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 5*time.Second)
+	q := open(t, redistest.Name(t))
+	for _, id := range []string{"1~x", "0~", "255~a"} {
+		_, err := q.Submit(ctx, nil, WithTaskID(id))
+		require.ErrorIs(t, err, ErrInvalidOption, id)
+	}
+	for _, id := range []string{"~x", "a1~x", "01~x", "1000~x", "x~1"} {
+		_, err := q.Submit(ctx, nil, WithTaskID(id))
+		require.NoError(t, err, id)
+	}
+}

@@ -27,11 +27,16 @@ func defaultSubmitConfig() submitConfig {
 
 // WithTaskID sets the task's id (1 to MaxTaskIDSize bytes). Submit refuses
 // an id the queue still knows with ErrDuplicateTask, which makes a retried
-// Submit safe. Defaults to a random id.
+// Submit safe. Defaults to a random id. An id may not start as the ids
+// of a sharded queue do, with a shard number and "~" ("2~..."): the
+// queue would look for it in that shard only.
 func WithTaskID(id string) SubmitOption {
 	return func(c *submitConfig) error {
 		if err := validID(id); err != nil {
 			return err
+		}
+		if carriedShard(id, MaxShards) >= 0 {
+			return invalid("task id %q starts as a shard's (a number and %q): choose another", id, shardSep)
 		}
 		c.id = id
 		return nil
