@@ -21,7 +21,7 @@ var stdin io.Reader = os.Stdin
 // URL, defaulting to $REDIS_ADDR.
 func redisFlag(fs *pflag.FlagSet, addr *string) {
 	fs.StringVar(addr, "redis", os.Getenv("REDIS_ADDR"),
-		"Redis `address` (host:port) or URL (redis://[:password@]host:port/db, rediss:// for TLS); defaults to $REDIS_ADDR, else localhost:6379")
+		"Redis `address` (host:port; any node of a Redis Cluster) or URL (redis://[:password@]host:port/db, rediss:// for TLS); defaults to $REDIS_ADDR, else localhost:6379")
 }
 
 // redisOptions turns the -redis value into client options.
