@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -68,4 +69,45 @@ func TestQueueCommandsOnAShardedQueue(t *testing.T) {
 	code, out, errOut = runCmd("queue", "purge-dead", "-queue", name, "-redis", srv.Addr(), "-yes")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "deleted 3 dead letters")
+}
+
+// The CLI given one node of a Redis Cluster reads and manages a sharded
+// queue spread over its masters, and reshards it once it is idle.
+func TestQueueCommandsOnARedisCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := redistest.Name(t)
+	q, err := queue.Open(ctx, c.NewClient(0), name, queue.WithShards(3))
+	require.NoError(t, err)
+	for i := range 6 {
+		_, err := q.Submit(ctx, []byte("x"), queue.WithDelay(time.Hour), queue.WithTaskID(fmt.Sprint("t", i)))
+		require.NoError(t, err)
+	}
+	addr := c.Addrs()[1] // any node
+	code, out, errOut := runCmd("queue", "stats", "-queue", name, "-redis", addr, "-json")
+	require.Equal(t, exitOK, code, errOut)
+	var st struct {
+		Delayed int `json:"delayed"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	assert.Equal(t, 6, st.Delayed, out)
+
+	code, _, errOut = runCmd("queue", "reshard", "-queue", name, "-redis", addr, "2")
+	assert.Equal(t, exitError, code, "a live process and unfinished tasks")
+	assert.Contains(t, errOut, "is live")
+	for i := range 6 {
+		require.NoError(t, q.Cancel(ctx, fmt.Sprint("t", i)))
+	}
+	require.NoError(t, q.Close(ctx))
+	code, out, errOut = runCmd("queue", "reshard", "-queue", name, "-redis", addr, "2", "-json")
+	require.Equal(t, exitOK, code, errOut)
+	assert.JSONEq(t, fmt.Sprintf(`{"queue": %q, "shards": 2}`, name), out)
+	q, err = queue.Open(ctx, c.NewClient(0), name)
+	require.NoError(t, err)
+	defer q.Close(context.Background())
+	f, err := q.Submit(ctx, []byte("y"))
+	require.NoError(t, err)
+	assert.Regexp(t, `^[01]~`, f.ID(), "two shards now")
 }
