@@ -96,6 +96,9 @@ func TestShardedQueueSpreadsItsTasksAndRunsThem(t *testing.T) {
 
 	other := open(t, name) // adopts the shard count
 	assert.Len(t, other.known(), 3)
+	st, err := other.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, st.Shards)
 	serve(t, q, echo, WithWorkers(2))
 	serve(t, other, echo, WithWorkers(2))
 	for _, f := range futures {
@@ -104,7 +107,7 @@ func TestShardedQueueSpreadsItsTasksAndRunsThem(t *testing.T) {
 		assert.NotEmpty(t, res)
 	}
 
-	_, err := Open(ctx, srv.Client(), name, WithShards(2))
+	_, err = Open(ctx, srv.Client(), name, WithShards(2))
 	require.ErrorIs(t, err, ErrInvalidOption)
 	assert.Contains(t, err.Error(), "has 3 shards, this process sets 2")
 	_, err = Open(ctx, srv.Client(), name+"#1")

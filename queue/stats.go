@@ -26,6 +26,7 @@ type Stats struct {
 	Busy        int64 // of which running a task
 	Paused      bool  // Pause: no task starts until Resume
 	Rate        Rate  // SetRate; the zero Rate when none
+	Shards      int   // WithShards: the queue's shards
 	Tenants     []TenantInfo
 	Processes   []ProcessInfo
 }
@@ -115,6 +116,7 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 		sv = make([]any, 4)
 	}
 	st.Paused = sv[1] != nil
+	st.Shards = len(all)
 	st.Rate = parseRate(str(sv[2]))
 	if rq := str(sv[3]); rq != "" {
 		st.Rate = parseRate(rq) // the rate as set: "r" is the home shard's part of it

@@ -135,8 +135,12 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 	if o.json {
 		return printJSON(o.stdout, st)
 	}
-	fmt.Fprintf(o.stdout, "queue %s: %d available, %d delayed, %d retrying, %d in flight, %d dead (%d dropped)\n",
-		c.Name(), st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead, st.DeadDropped)
+	shards := ""
+	if st.Shards > 1 {
+		shards = fmt.Sprintf(" (%d shards)", st.Shards)
+	}
+	fmt.Fprintf(o.stdout, "queue %s%s: %d available, %d delayed, %d retrying, %d in flight, %d dead (%d dropped)\n",
+		c.Name(), shards, st.Available, st.Delayed, st.Retrying, st.InFlight, st.Dead, st.DeadDropped)
 	starts := "running"
 	if st.Paused {
 		starts = "PAUSED (no task starts until queue resume)"

@@ -90,9 +90,14 @@ func TestQueueCommandsOnARedisCluster(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	var st struct {
 		Delayed int `json:"delayed"`
+		Shards  int `json:"shards"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
 	assert.Equal(t, 6, st.Delayed, out)
+	assert.Equal(t, 3, st.Shards, out)
+	code, out, errOut = runCmd("queue", "stats", "-queue", name, "-redis", addr)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "queue "+name+" (3 shards): 0 available, 6 delayed")
 
 	code, _, errOut = runCmd("queue", "reshard", "-queue", name, "-redis", addr, "2")
 	assert.Equal(t, exitError, code, "a live process and unfinished tasks")
