@@ -468,3 +468,51 @@ func TestTaskIDMayNotLookSharded(t *testing.T) {
 		require.NoError(t, err, id)
 	}
 }
+
+// A draining server of a sharded queue runs the due work of every shard,
+// then stops; Client.Drain reaches the servers of a sharded queue too.
+func TestShardedDrain(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3), WithTTL(time.Second))
+	var futures []*Future
+	shards := map[int]bool{}
+	for _, ten := range tenantsByShard(t, 3) {
+		require.NoError(t, q.SetTenant(ctx, ten, 2))
+		for range 4 {
+			f, err := q.Submit(ctx, nil, WithTenant(ten))
+			require.NoError(t, err)
+			futures = append(futures, f)
+			shards[carriedShard(f.ID(), 3)] = true
+		}
+	}
+	for i := range 6 {
+		f, err := q.Submit(ctx, nil, WithTaskID(fmt.Sprint("own-", i)))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	require.Len(t, shards, 3)
+	s := serve(t, q, echo, WithWorkers(2), WithMode(ModeDrain))
+	select {
+	case <-s.Done():
+	case <-ctx.Done():
+		t.Fatal("the draining server did not stop")
+	}
+	for _, f := range futures {
+		_, err := wait(t, f, time.Second)
+		require.NoError(t, err, "a task left behind by the drained server")
+	}
+
+	other := open(t, name, WithTTL(time.Second)) // keeps alive every 333ms
+	s2 := serve(t, other, echo, WithWorkers(1))
+	modes(t, &q.Client, map[string]string{other.Process(): "serve", q.Process(): ""})
+	asked, err := q.Drain(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, asked)
+	select {
+	case <-s2.Done():
+	case <-ctx.Done():
+		t.Fatal("Client.Drain did not drain the sharded queue's server")
+	}
+}
