@@ -190,7 +190,11 @@ func idLayouts(all []layout, id string) []layout {
 	if i := carriedShard(id, len(all)); i >= 0 {
 		return []layout{all[i]}
 	}
-	first := shardOfKey(id, len(all))
+	return firstThenOthers(all, shardOfKey(id, len(all)))
+}
+
+// firstThenOthers is all with shard first moved to the front.
+func firstThenOthers(all []layout, first int) []layout {
 	out := make([]layout, 0, len(all))
 	out = append(out, all[first])
 	for i, l := range all {

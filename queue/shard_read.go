@@ -95,13 +95,5 @@ func nameLayouts(all []layout, name string) []layout {
 	if len(all) == 1 {
 		return all
 	}
-	first := shardOfKey(name, len(all))
-	out := make([]layout, 0, len(all))
-	out = append(out, all[first])
-	for i, l := range all {
-		if i != first {
-			out = append(out, l)
-		}
-	}
-	return out
+	return firstThenOthers(all, shardOfKey(name, len(all)))
 }
