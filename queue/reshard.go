@@ -23,7 +23,7 @@ import (
 // then open the queue with WithShards(n), or without WithShards.
 //
 // It refuses (ErrInvalidOption, nothing written) while the queue is not
-// idle. It is not atomic: if it fails midway, call it again with the
+// idle; the count the queue has already is nothing to do. It is not atomic: if it fails midway, call it again with the
 // same n (each step is repeated safely) before opening the queue.
 func (q *Client) Reshard(ctx context.Context, n int) error {
 	if n < 1 || n > MaxShards {
@@ -41,10 +41,14 @@ func (q *Client) Reshard(ctx context.Context, n int) error {
 	// layouts are the larger set of the two, so that nothing left in a
 	// shard is missed.
 	from := old
-	if p, err := q.rdb.HGet(ctx, q.lay.settings, "reshard_from").Int(); err == nil && p > len(from) {
+	p, err := q.rdb.HGet(ctx, q.lay.settings, "reshard_from").Int()
+	switch {
+	case err == nil && p > len(from):
 		if from, err = makeLayouts(q.name, p); err != nil {
 			return err
 		}
+	case err != nil && n == len(old):
+		return nil // the count it has, and no reshard left midway
 	}
 	if err := q.checkIdle(ctx, from); err != nil {
 		return err

@@ -516,3 +516,12 @@ func TestShardedDrain(t *testing.T) {
 		t.Fatal("Client.Drain did not drain the sharded queue's server")
 	}
 }
+
+// Reshard to the count a queue has changes nothing, idle or not.
+func TestReshardToTheSameCountIsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	q := open(t, redistest.Name(t), WithShards(2))
+	require.NoError(t, q.Reshard(ctx, 2), "a live queue, but nothing to do")
+	assert.ErrorIs(t, q.Reshard(ctx, 3), ErrInvalidOption)
+}
