@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,7 +24,9 @@ import (
 // then open the queue with WithShards(n), or without WithShards.
 //
 // It refuses (ErrInvalidOption, nothing written) while the queue is not
-// idle; the count the queue has already is nothing to do. It is not atomic: if it fails midway, call it again with the
+// idle; the count the queue has already is nothing to do. While it runs,
+// Open refuses the queue. A process frozen through it (not live, so not
+// in its way) is refused when it comes back: restart it. It is not atomic: if it fails midway, call it again with the
 // same n (each step is repeated safely) before opening the queue.
 func (q *Client) Reshard(ctx context.Context, n int) error {
 	if n < 1 || n > MaxShards {
@@ -50,18 +53,32 @@ func (q *Client) Reshard(ctx context.Context, n int) error {
 	case err != nil && n == len(old):
 		return nil // the count it has, and no reshard left midway
 	}
-	if err := q.checkIdle(ctx, from); err != nil {
+	// The mark first: a process that opens from now on is refused
+	// (registerScript) until the reshard is done. A reshard refused below
+	// takes it away again, unless one left midway had set it.
+	pending := err == nil
+	if !pending {
+		if err := q.rdb.HSet(ctx, q.lay.settings, "reshard_from", len(from)).Err(); err != nil {
+			return fmt.Errorf("queue: reshard: %w", err)
+		}
+	}
+	refuse := func(err error) error {
+		if !pending {
+			if derr := q.rdb.HDel(context.WithoutCancel(ctx), q.lay.settings, "reshard_from").Err(); derr != nil {
+				return errors.Join(err, fmt.Errorf("queue: reshard: the queue stays marked as being resharded (call Reshard again): %w", derr))
+			}
+		}
 		return err
+	}
+	if err := q.checkIdle(ctx, from); err != nil {
+		return refuse(err)
 	}
 	st, err := q.readMovable(ctx, from)
 	if err != nil {
-		return err
+		return refuse(err)
 	}
 	if st.untenanted > 0 && st.untenanted < n {
-		return invalid("reshard: the untenanted capacity %d is below %d shards (each needs a share of at least 1): raise it, or set 0 or none, first", st.untenanted, n)
-	}
-	if err := q.rdb.HSet(ctx, q.lay.settings, "reshard_from", len(from)).Err(); err != nil {
-		return fmt.Errorf("queue: reshard: %w", err)
+		return refuse(invalid("reshard: the untenanted capacity %d is below %d shards (each needs a share of at least 1): raise it, or set 0 or none, first", st.untenanted, n))
 	}
 	if err := q.writeMovable(ctx, st, to); err != nil {
 		return err
@@ -267,6 +284,14 @@ func (q *Client) writeMovable(ctx context.Context, st movable, to []layout) erro
 // smaller count drops.
 func (q *Client) dropMoved(ctx context.Context, st movable, from, to []layout) error {
 	n := len(to)
+	// The lapsed processes' keep-alives and records: one that was only
+	// frozen finds itself gone when it comes back, registers again and is
+	// refused (it was opened with the old count).
+	for _, l := range from {
+		if err := q.rdb.Del(ctx, l.alive, l.procs, l.idle).Err(); err != nil {
+			return fmt.Errorf("queue: reshard: %w", err)
+		}
+	}
 	for id, fields := range st.tenants {
 		was := st.from["t:"+id]
 		if was < n && was == shardOfKey(id, n) {

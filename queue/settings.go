@@ -63,6 +63,7 @@ func settingLabel(name any) string {
 // shard count (nothing is written then).
 var registerScript = redis.NewScript(member.LuaKeepAlive + member.LuaSettings + prelude + `
 local t = now()
+if redis.call('HEXISTS', K_SETTINGS, 'reshard_from') == 1 then return {'RESHARDING'} end
 local fresh = redis.call('EXISTS', K_SETTINGS) == 0
 local live = false
 local ttl = redis.call('HGET', K_SETTINGS, '` + settingTTL + `')
@@ -112,6 +113,9 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
 	}
 	out, _ := res.([]any)
+	if len(out) == 1 && out[0] == "RESHARDING" {
+		return false, fmt.Errorf("queue: open %q: it is being resharded (Client.Reshard); open it when that is done", q.name)
+	}
 	if len(out) == 3 && out[0] == "SHARDS" {
 		return false, invalid("the queue %q has %v shards, this process sets %v (the shard count is set when the queue is made; Client.Reshard changes it while the queue is idle)",
 			q.name, out[1], out[2])
@@ -151,8 +155,15 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 		q.cfg = cfg
 		q.setLayouts(all)
 	}
-	if err := q.joinShards(ctx); err != nil {
+	lostShards, err := q.joinShards(ctx)
+	if err != nil {
 		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
+	}
+	if rejoin && !fresh && len(lostShards) > 0 {
+		// The home shard kept its state, these shards did not (their
+		// master restarted empty): their unfinished tasks are gone.
+		q.logger.Error("queue state lost in some shards (their Redis restarted empty): their unfinished tasks and outcomes are gone", "shards", lostShards)
+		q.m.stateLost.Add(ctx, 1, q.m.attrs)
 	}
 	if !rejoin {
 		return fresh, nil
@@ -168,17 +179,21 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 // joinShards registers the process in every shard but the home one (which
 // register settled), copying the queue-wide settings there: each shard's
 // scripts judge leases and apply bounds by its own copy.
-func (q *Queue) joinShards(ctx context.Context) error {
+// It returns the shards that held no settings: new, or lost.
+func (q *Queue) joinShards(ctx context.Context) (fresh []int, err error) {
 	all := q.known()
 	for _, l := range all[1:] {
-		_, err := script.Run(ctx, q.rdb, joinShardScript, "queue: join shard", l.common(), l.commonArgs(q.proc,
+		res, err := script.Run(ctx, q.rdb, joinShardScript, "queue: join shard", l.common(), l.commonArgs(q.proc,
 			settingTTL, q.cfg.ttl.Milliseconds(), settingMaxQueued, q.cfg.maxQueued, settingMaxDead, q.cfg.maxDead,
 			settingShards, len(all))...)
 		if err != nil {
-			return fmt.Errorf("shard %d: %w", l.shard, err)
+			return nil, fmt.Errorf("shard %d: %w", l.shard, err)
+		}
+		if res == "FRESH" {
+			fresh = append(fresh, l.shard)
 		}
 	}
-	return nil
+	return fresh, nil
 }
 
 // joinShardScript registers a process in a shard other than the home one
@@ -186,10 +201,15 @@ func (q *Queue) joinShards(ctx context.Context) error {
 // the queue-wide settings.
 //
 //	ARGV[4] process, ARGV[5...] the settings: name, value, ...
+//
+// Returns "OK", or "FRESH" when the shard had no settings (new, or its
+// Redis lost them).
 var joinShardScript = redis.NewScript(member.LuaKeepAlive + prelude + `
+local fresh = redis.call('EXISTS', K_SETTINGS) == 0
 local kv = {}
 for i = 5, #ARGV do kv[#kv + 1] = ARGV[i] end
 redis.call('HSET', K_SETTINGS, unpack(kv))
 seen(K_ALIVE, ARGV[4], now())
+if fresh then return 'FRESH' end
 return 'OK'
 `)

@@ -525,3 +525,51 @@ func TestReshardToTheSameCountIsNothing(t *testing.T) {
 	require.NoError(t, q.Reshard(ctx, 2), "a live queue, but nothing to do")
 	assert.ErrorIs(t, q.Reshard(ctx, 3), ErrInvalidOption)
 }
+
+// While a reshard is under way (or was left midway) Open refuses the
+// queue; once it is done, Open works.
+func TestOpenIsRefusedWhileResharding(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 10*time.Second)
+	name := redistest.Name(t)
+	q, err := Open(ctx, srv.Client(), name)
+	require.NoError(t, err)
+	require.NoError(t, q.Close(ctx))
+	require.NoError(t, srv.Client().HSet(ctx, q.lay.settings, "reshard_from", 1).Err()) // as a reshard midway
+	_, err = Open(ctx, srv.Client(), name)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "being resharded")
+	c, err := NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	require.NoError(t, c.Reshard(ctx, 2), "a reshard left midway is finished by the next")
+	q, err = Open(ctx, srv.Client(), name)
+	require.NoError(t, err)
+	assert.Len(t, q.known(), 2)
+	require.NoError(t, q.Close(ctx))
+}
+
+// A shard whose Redis lost its state (a master restarted empty): the
+// processes find themselves gone there, register again in every shard,
+// and the shard serves again.
+func TestALostShardIsJoinedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3), WithTTL(time.Second))
+	serve(t, q, echo, WithWorkers(1))
+	l := q.known()[1]
+	keys := redistest.Keys(t, srv.Client(), "shepherd:{"+shardName(name, 1)+"}:*")
+	require.NotEmpty(t, keys)
+	require.NoError(t, srv.Client().Del(ctx, keys...).Err())
+	require.Eventually(t, func() bool {
+		ok, err := srv.Client().HExists(ctx, l.alive, q.Process()).Result()
+		return err == nil && ok
+	}, 10*time.Second, 20*time.Millisecond, "the process did not join the lost shard again")
+	tenants := tenantsByShard(t, 3)
+	require.NoError(t, q.SetTenant(ctx, tenants[1], 1))
+	f, err := q.Submit(ctx, []byte("back"), WithTenant(tenants[1]))
+	require.NoError(t, err)
+	res, err := wait(t, f, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "back#1", string(res))
+}
