@@ -28,9 +28,12 @@ type Future struct {
 	submitted atomic.Bool // Submit's script answered OK
 	duplicate bool        // Submit refused its task as a duplicate (WithDedup): this follows the first task
 	q         *Queue      // for Progress
+	shard     int         // the shard its Submit placed the task in; -1: not known (idLayouts)
 }
 
-func newFuture(q *Queue, id string) *Future { return &Future{id: id, q: q, done: make(chan struct{})} }
+func newFuture(q *Queue, id string) *Future {
+	return &Future{id: id, q: q, done: make(chan struct{}), shard: -1}
+}
 
 // ID returns the task's id, for Result, Inspect and Cancel from any
 // process.
@@ -228,7 +231,11 @@ func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 	pipe := q.rdb.Pipeline()
 	cmds := make([][]*redis.SliceCmd, len(pending))
 	for i, f := range pending {
-		for _, l := range idLayouts(all, f.id) {
+		where := idLayouts(all, f.id)
+		if f.shard >= 0 && f.shard < len(all) {
+			where = all[f.shard : f.shard+1] // one read, also for a caller's id
+		}
+		for _, l := range where {
 			cmds[i] = append(cmds[i], pipe.HMGet(cctx, l.task(f.id), outcomeFields...))
 		}
 	}

@@ -94,6 +94,7 @@ func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption
 		nonce = randomID(8)
 	}
 	f := newFuture(q, id)
+	f.shard = shard
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
