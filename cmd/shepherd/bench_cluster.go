@@ -38,6 +38,9 @@ var tsShards = []int{1, clusterMasters}
 //
 // The cluster (redis-server processes on free ports, joined with
 // redis-cli --cluster create) is started for the run and removed after it.
+// A third result runs the 3 shards on the bench's standalone Redis
+// (variant "shards=3 standalone"): its redis_cpu_us_per_task beside
+// T1's is what sharding itself costs, apart from the cluster.
 func scenarioShards(ctx context.Context, b *bench, _ int) (result, error) {
 	cl, err := rediscluster.Start(ctx, clusterMasters, rediscluster.WithArgs("--maxclients", "10000"))
 	if err != nil {
@@ -52,9 +55,37 @@ func scenarioShards(ctx context.Context, b *bench, _ int) (result, error) {
 		}
 		out = append(out, r)
 	}
+	// The same shards on one standalone Redis (the bench's): what sharding
+	// itself costs, apart from the cluster and the cores it shares.
+	r, err := b.shardsStandalone(ctx, clusterMasters)
+	if err != nil {
+		return newResult(), fmt.Errorf("%d shards on one Redis: %w", clusterMasters, err)
+	}
+	out = append(out, r)
 	first := out[0]
 	first.more = out[1:]
 	return first, nil
+}
+
+// shardsStandalone is TS's third line: T1 with shards shards on the
+// bench's own standalone Redis, with redis_cpu_us_per_task to compare
+// with T1's (one shard on the same Redis).
+func (b *bench) shardsStandalone(ctx context.Context, shards int) (result, error) {
+	r := newResult()
+	r.Variant = fmt.Sprintf("shards=%d standalone", shards)
+	tasks := b.scaled(20000, 100)
+	bq, err := b.newQueueServing(ctx, "ts", 2, noop, []queue.Option{queue.WithShards(shards)}, queue.WithWorkers(4))
+	if err != nil {
+		return r, err
+	}
+	defer bq.close()
+	cpu := b.startCPU(ctx)
+	run := runThroughput(ctx, bq.submit, tasks)
+	cpu.perTask(ctx, r, tasks)
+	run.record(b, r, "TS")
+	r.set("shards", float64(shards))
+	r.set("standalone", 1)
+	return r, nil
 }
 
 // shardsRun is one of TS's measurements: T1 on cl with shards shards.
