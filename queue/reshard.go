@@ -24,13 +24,20 @@ import (
 // then open the queue with WithShards(n), or without WithShards.
 //
 // It refuses (ErrInvalidOption, nothing written) while the queue is not
-// idle; the count the queue has already is nothing to do. While it runs,
-// Open refuses the queue. A process frozen through it (not live, so not
-// in its way) is refused when it comes back: restart it. It is not atomic: if it fails midway, call it again with the
-// same n (each step is repeated safely) before opening the queue.
+// idle, and with ErrQueueNotFound a queue Redis does not hold; the count
+// the queue has already is nothing to do. While it runs, Open refuses
+// the queue. A process frozen through it (not live, so not in its way)
+// is refused when it comes back: restart it. It is not atomic: if it
+// fails midway, call it again with the same n (each step is repeated
+// safely) before opening the queue.
 func (q *Client) Reshard(ctx context.Context, n int) error {
 	if n < 1 || n > MaxShards {
 		return invalid("shards must be 1 to %d, got %d", MaxShards, n)
+	}
+	if ok, err := q.Exists(ctx); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("%w: %q", ErrQueueNotFound, q.name)
 	}
 	old, err := q.layouts(ctx)
 	if err != nil {

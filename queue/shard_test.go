@@ -573,3 +573,14 @@ func TestALostShardIsJoinedAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "back#1", string(res))
 }
+
+// Reshard of a queue Redis does not hold writes nothing.
+func TestReshardOfAMissingQueue(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 5*time.Second)
+	name := redistest.Name(t)
+	c, err := NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Reshard(ctx, 3), ErrQueueNotFound)
+	assert.Empty(t, redistest.Keys(t, srv.Client(), "*"+name+"*"))
+}
