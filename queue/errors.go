@@ -43,8 +43,8 @@ var (
 	// does not know: no task was submitted to it, or its retention is
 	// over.
 	ErrBatchNotFound = errors.New("queue: batch not found")
-	// ErrQueueNotFound is returned by Client.Drain and Client.Reshard for a queue that Redis
-	// does not hold (see Client.Exists).
+	// ErrQueueNotFound is returned by Client.Drain and Client.Reshard
+	// for a queue that Redis does not hold (see Client.Exists).
 	ErrQueueNotFound = errors.New("queue: queue not found")
 	// ErrStopped is returned by Server.SetMode once the server is
 	// stopping or stopped.
