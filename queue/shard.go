@@ -22,8 +22,11 @@ import (
 //     (shardOfKey of the tenant id), so caps, rates, fairness and pause
 //     stay exact in one script;
 //   - a task without a tenant: its batch's shard (the batch's first
-//     task's), else its deduplication key's, else its id's (a caller's id:
-//     shardOfKey; a random id: round-robin, and the id carries its shard);
+//     task's), else its deduplication key's, else its caller's id's
+//     (shardOfKey), else the shard whose turn it is (placeTask: the
+//     shards take turns by submitScript call); the ids the package makes
+//     carry their shard;
+//   - the untenanted capacity: split between the shards (share);
 //   - the queue-wide settings: stored in shard 0 (the home shard), which
 //     settles them, and copied to every shard by each process as it
 //     joins (the scripts of a shard read them there); the queue's pause
@@ -32,7 +35,8 @@ import (
 //     reaper of each shard judges them there;
 //   - a schedule: the shard of the tasks it makes (its tenant's, else its
 //     name's);
-//   - dead letters, finished lists, history: per shard; readers add up.
+//   - dead letters, finished lists, history: per shard; readers add up;
+//   - MaxQueued and MaxDeadLetters: bounds of each shard.
 
 // shardSep separates a task id's shard from the rest ("2~9f1c..."): the
 // ids this package makes on a queue of more than one shard carry it.
