@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -39,4 +40,28 @@ func TestShardedQueueIsListedOnce(t *testing.T) {
 	assert.Empty(t, rows[0].Error)
 	assert.EqualValues(t, 6, rows[0].Available, "every shard's tasks")
 	assert.Equal(t, 1, rows[0].Processes)
+}
+
+// The queue page of a sharded queue shows its shard count (an unsharded
+// one shows none), and its JSON twin has it.
+func TestQueuePageShowsTheShards(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	name := redistest.Name(t)
+	q, err := queue.Open(ctx, srv.Client(), name, queue.WithShards(3))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, q.Close(context.Background())) }()
+	plain, err := queue.Open(ctx, srv.Client(), name+"-plain")
+	require.NoError(t, err)
+	defer func() { require.NoError(t, plain.Close(context.Background())) }()
+	_, base := serve(t)
+	code, body := get(t, base+"/queue/"+name)
+	require.Equal(t, 200, code, body)
+	assert.Contains(t, body, `<span id="shards">3</span>`)
+	code, body = get(t, base+"/queue/"+name+"-plain")
+	require.Equal(t, 200, code, body)
+	assert.NotContains(t, body, `id="shards"`)
+	v := twin(t, base+"/queue/"+name+"?format=json")
+	assert.Equal(t, 3.0, jsonstyle.At(v, "stats.shards"))
 }
