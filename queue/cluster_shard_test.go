@@ -102,3 +102,49 @@ func TestShardedQueueOnRedisCluster(t *testing.T) {
 	check(during, "b")
 	check(after, "c")
 }
+
+// While one shard's master is down (a cluster that serves the slots it
+// still covers), the other shards' tasks go on: each shard's lease and
+// each shard's takes are their own. The shard comes back with its AOF.
+func TestShardDownOthersGoOn(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, rediscluster.WithAOF(),
+		rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
+	ctx := testCtx(t, 60*time.Second)
+	name, masters := spreadQueueName(t, ctx, c)
+	openOn := func(opts ...Option) *Queue {
+		q, err := Open(ctx, c.NewClient(0), name, append([]Option{WithTTL(time.Second)}, opts...)...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = q.Close(context.Background()) })
+		return q
+	}
+	submitter := openOn(WithShards(3))
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, submitter.SetTenant(ctx, ten, 4))
+	}
+	for range 2 {
+		serve(t, openOn(), echo, WithWorkers(2))
+	}
+	require.NoError(t, c.Kill(masters[1]))
+	time.Sleep(1500 * time.Millisecond) // past the TTL: shard 1 judges nobody meanwhile
+	var during []*Future
+	for range 5 {
+		for _, s := range []int{0, 2} {
+			f, err := submitter.Submit(ctx, []byte("up"), WithTenant(tenants[s]))
+			require.NoError(t, err)
+			during = append(during, f)
+		}
+	}
+	for _, f := range during {
+		res, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err, "a task of a shard that is up waited for the one that is down")
+		assert.Equal(t, "up#1", string(res))
+	}
+	require.NoError(t, c.Restart(ctx, masters[1]))
+	f, err := submitter.Submit(ctx, []byte("back"), WithTenant(tenants[1]))
+	require.NoError(t, err)
+	res, err := wait(t, f, 20*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "back#1", string(res))
+}

@@ -51,9 +51,9 @@ type feeder struct {
 	// ctx is not s.hard: a take cut off by Halt would leave tasks marked
 	// in flight that nobody runs (Stop gives them back, but only then).
 	ctx   context.Context
-	timer *time.Timer // when to take again without a wake-up (schedule)
-	bo    backoff.Backoff
-	fails int // takes failed in a row
+	timer *time.Timer       // when to take again without a wake-up (schedule)
+	bo    []backoff.Backoff // per shard, after failed takes
+	fails []int             // per shard: takes failed in a row
 
 	outstanding int // taken, their end not recorded yet
 	// Per shard: look is false after a take that got fewer than asked
@@ -94,7 +94,8 @@ func (s *Server) newFeeder() *feeder {
 		s:        s,
 		ctx:      s.q.tasks.Context(),
 		timer:    time.NewTimer(time.Hour),
-		bo:       backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second},
+		bo:       make([]backoff.Backoff, len(all)),
+		fails:    make([]int, len(all)),
 		shards:   all,
 		look:     make([]bool, len(all)),
 		due:      make([]time.Time, len(all)),
@@ -105,6 +106,7 @@ func (s *Server) newFeeder() *feeder {
 	}
 	for i := range f.look {
 		f.look[i] = true
+		f.bo[i] = backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 	}
 	f.cur = shardOfKey(s.q.proc, len(all)) // processes start on different shards
 	f.timer.Stop()
@@ -387,12 +389,9 @@ func (f *feeder) stopIfDrained(r round) {
 // ask for; at the next release of a permit when the limit is what holds
 // the workers back; else at a wake-up, an end, or the timer: when the
 // next delayed task is due, after safetyPoll, or after a backoff when the
-// call failed.
+// call failed. Each shard on its own: a shard whose Redis does not answer
+// waits its backoff, the others go on.
 func (f *feeder) schedule(r round) {
-	if r.err == nil {
-		f.fails = 0
-		f.bo.Reset()
-	}
 	if f.limited != nil && r.err == nil && len(r.tasks) == r.n {
 		// The limit is the bottleneck: take again at the next release
 		// (or a wake-up; the timer in case a partition's reserved
@@ -403,35 +402,32 @@ func (f *feeder) schedule(r round) {
 		f.resetTimer()
 		return
 	}
-	wait := safetyPoll
-	if r.err != nil {
-		f.fails++
-		wait = f.bo.Next()
-		switch {
-		case errors.Is(r.err, errGone) || errors.Is(r.err, errLate):
-			// The keep-alive says what happened, once.
-			f.s.q.logger.Debug("not taking tasks until the process is registered again", "error", r.err)
-		case f.ctx.Err() == nil && f.fails <= 3 || f.fails%20 == 0:
-			f.s.q.logger.Warn("taking tasks failed", "error", r.err, "failures", f.fails)
-		}
-		// A failed call says nothing of one shard: all wait.
-		for i := range f.look {
-			f.look[i], f.due[i] = false, time.Now().Add(wait)
-		}
-		f.resetTimer()
-		return
-	}
 	for _, tk := range r.takes {
+		i := tk.shard
+		if tk.err != nil {
+			f.fails[i]++
+			switch {
+			case errors.Is(tk.err, errGone) || errors.Is(tk.err, errLate):
+				// The keep-alive says what happened, once.
+				f.s.q.logger.Debug("not taking tasks until the process is registered again", "error", tk.err, "shard", i)
+			case f.ctx.Err() == nil && f.fails[i] <= 3 || f.fails[i]%20 == 0:
+				f.s.q.logger.Warn("taking tasks failed", "error", tk.err, "failures", f.fails[i], "shard", i)
+			}
+			f.look[i], f.due[i] = false, time.Now().Add(f.bo[i].Next())
+			continue
+		}
+		f.fails[i] = 0
+		f.bo[i].Reset()
 		switch {
 		case tk.n == 0:
 		case tk.got == tk.n:
-			f.look[tk.shard], f.due[tk.shard] = true, time.Time{} // there may be more
+			f.look[i], f.due[i] = true, time.Time{} // there may be more
 		default:
-			w := wait
+			w := safetyPoll
 			if tk.next >= 0 && tk.next < w {
 				w = tk.next
 			}
-			f.look[tk.shard], f.due[tk.shard] = false, time.Now().Add(w)
+			f.look[i], f.due[i] = false, time.Now().Add(w)
 		}
 	}
 	f.resetTimer()

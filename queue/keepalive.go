@@ -36,9 +36,11 @@ func (q *Queue) keepAlive(ctx context.Context) {
 		serial = s.serial
 	}
 	// The home shard holds the record and the drain requests; every
-	// other shard the keep-alive only. Gone from any, the process
-	// registers again in all.
+	// other shard the keep-alive only. Each shard's lease is its own: one
+	// that does not answer holds back only its own tasks (leaseSure).
+	// Gone from any, the process registers again in all.
 	var res any
+	failed := false
 	for i, l := range q.known() {
 		record := ""
 		if i == 0 {
@@ -50,7 +52,8 @@ func (q *Queue) keepAlive(ctx context.Context) {
 			if ctx.Err() == nil {
 				q.logger.Warn("keep-alive failed", "error", err, "shard", i)
 			}
-			return
+			failed = true
+			continue
 		}
 		if i == 0 || r == "GONE" {
 			res = r
@@ -58,9 +61,12 @@ func (q *Queue) keepAlive(ctx context.Context) {
 		if r == "GONE" {
 			break
 		}
+		q.leases[i].Store(int64(sent))
+	}
+	if failed && res != "GONE" {
+		return
 	}
 	if res != "GONE" {
-		q.leaseFrom.Store(int64(sent))
 		if res == "DRAIN" && s != nil {
 			q.drained = serial
 			// A server that stopped meanwhile says ErrStopped: nothing
@@ -97,13 +103,13 @@ func (q *Queue) keepAlive(ctx context.Context) {
 		"abandoned", lost, "ttl", q.cfg.ttl)
 }
 
-// leaseSure reports whether this process's lease surely still runs: its
-// last accepted keep-alive was sent less than 2/3 of the TTL ago (they
-// go every TTL/3). After a pause, or while Redis does not answer, it is
-// not: the process may have been declared dead and its tasks given to
-// others.
-func (q *Queue) leaseSure() bool {
-	return time.Since(q.started)-time.Duration(q.leaseFrom.Load()) < q.cfg.ttl*2/3
+// leaseSure reports whether this process's lease in shard surely still
+// runs: its last keep-alive that shard accepted was sent less than 2/3 of
+// the TTL ago (they go every TTL/3). After a pause, or while the shard's
+// Redis does not answer, it is not: the process may have been declared
+// dead there and its tasks given to others.
+func (q *Queue) leaseSure(shard int) bool {
+	return time.Since(q.started)-time.Duration(q.leases[shard].Load()) < q.cfg.ttl*2/3
 }
 
 // procRecord describes a process for operators (Stats).

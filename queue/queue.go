@@ -43,10 +43,11 @@ type Queue struct {
 	kick       chan struct{} // keep alive now (a script found the process gone)
 
 	started time.Time
-	// leaseFrom is when (time since started) the last keep-alive or
-	// registration that Redis accepted was sent: the lease runs at least
-	// TTL from then.
-	leaseFrom atomic.Int64
+	// leases holds, per shard, when (time since started) the last
+	// keep-alive or registration that the shard accepted was sent: the
+	// process's lease there runs at least TTL from then. Made at Open,
+	// with the shards.
+	leases []atomic.Int64
 
 	mu      sync.Mutex
 	closed  bool

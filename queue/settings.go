@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -132,7 +133,6 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 		return false, invalid("%s: the queue %q uses %v, this process sets %v (a queue-wide setting; change it on every process while none runs)",
 			settingLabel(mm.Name), q.name, mm.Stored, mm.Mine)
 	}
-	q.leaseFrom.Store(int64(sent))
 	cfg := q.cfg
 	for name, raw := range use {
 		v, _ := strconv.ParseInt(raw, 10, 64)
@@ -154,10 +154,14 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 		}
 		q.cfg = cfg
 		q.setLayouts(all)
+		q.leases = make([]atomic.Int64, len(all))
 	}
 	lostShards, err := q.joinShards(ctx)
 	if err != nil {
 		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
+	}
+	for i := range q.leases {
+		q.leases[i].Store(int64(sent))
 	}
 	if rejoin && !fresh && len(lostShards) > 0 {
 		// The home shard kept its state, these shards did not (their

@@ -74,11 +74,11 @@ func (s *Server) openResource(w *worker) bool {
 // w's resource is still fine (else w resets it).
 func (s *Server) runTask(w *worker, t *Task) bool {
 	q := s.q
-	if !s.q.leaseSure() {
+	if !s.q.leaseSure(t.shard) {
 		// Paused, or cut off from Redis: this process may have been
 		// declared dead and the task given to another. Start it only once
 		// a keep-alive says the lease runs (abandon marks it lost if not).
-		if lost, halted := s.awaitLease(t.ID); lost || halted {
+		if lost, halted := s.awaitLease(t); lost || halted {
 			s.outcomes <- outcomeReq{t: t, lost: lost, kind: "release"}
 			return true
 		}
@@ -156,13 +156,13 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 	return !reset
 }
 
-// awaitLease waits until the lease is sure again, the task id is marked
-// lost (the process was declared dead), or a hard stop.
-func (s *Server) awaitLease(id string) (lost, halted bool) {
+// awaitLease waits until the lease in t's shard is sure again, t is
+// marked lost (the process was declared dead), or a hard stop.
+func (s *Server) awaitLease(t *Task) (lost, halted bool) {
 	s.q.kickKeepAlive()
-	for !s.q.leaseSure() {
+	for !s.q.leaseSure(t.shard) {
 		s.mu.Lock()
-		r := s.running[id]
+		r := s.running[t.ID]
 		s.mu.Unlock()
 		if r != nil && r.lost.Load() {
 			return true, false
