@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,7 +112,7 @@ func TestShardDownOthersGoOn(t *testing.T) {
 	t.Parallel()
 	c := redistest.StartCluster(t, 3, rediscluster.WithAOF(),
 		rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testCtx(t, 90*time.Second)
 	name, masters := spreadQueueName(t, ctx, c)
 	openOn := func(opts ...Option) *Queue {
 		q, err := Open(ctx, c.NewClient(0), name, append([]Option{WithTTL(time.Second)}, opts...)...)
@@ -137,7 +139,7 @@ func TestShardDownOthersGoOn(t *testing.T) {
 		}
 	}
 	for _, f := range during {
-		res, err := wait(t, f, 10*time.Second)
+		res, err := wait(t, f, 30*time.Second) // the shard that is down stays down: a task that waits for it never ends
 		require.NoError(t, err, "a task of a shard that is up waited for the one that is down")
 		assert.Equal(t, "up#1", string(res))
 	}
@@ -147,4 +149,66 @@ func TestShardDownOthersGoOn(t *testing.T) {
 	res, err := wait(t, f, 20*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, "back#1", string(res))
+}
+
+// Tasks of a shard are running when its master dies: their ends wait to
+// be recorded until it is back, and meanwhile the same processes go on
+// with the other shards' tasks; once it is back, the ends are recorded
+// and their futures complete, once each.
+func TestEndsOfAShardDownWaitOthersGoOn(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, rediscluster.WithAOF(),
+		rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
+	ctx := testCtx(t, 90*time.Second)
+	name, masters := spreadQueueName(t, ctx, c)
+	// A TTL longer than the outage: the process is not declared dead in
+	// the shard that was down, so its ends count.
+	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 4))
+	}
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // before Close (cleanups run last first): no handler left blocked
+	var runs atomic.Int64
+	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
+		runs.Add(1)
+		if string(task.Payload) == "held" {
+			<-release
+		}
+		return echo(ctx, task)
+	}, WithWorkers(4))
+	var held []*Future
+	for range 2 {
+		f, err := q.Submit(ctx, []byte("held"), WithTenant(tenants[1]))
+		require.NoError(t, err)
+		held = append(held, f)
+	}
+	require.Eventually(t, func() bool { return runs.Load() == 2 }, 10*time.Second, 5*time.Millisecond, "the shard's tasks did not start")
+	require.NoError(t, c.Kill(masters[1]))
+	free() // their ends cannot be recorded now
+	var during []*Future
+	for range 4 {
+		for _, s := range []int{0, 2} {
+			f, err := q.Submit(ctx, []byte("up"), WithTenant(tenants[s]))
+			require.NoError(t, err)
+			during = append(during, f)
+		}
+	}
+	for _, f := range during {
+		res, err := wait(t, f, 30*time.Second) // the shard that is down stays down: a task that waits for it never ends
+		require.NoError(t, err, "a task of a shard that is up waited for the ends of the one that is down")
+		assert.Equal(t, "up#1", string(res))
+	}
+	require.NoError(t, c.Restart(ctx, masters[1]))
+	for _, f := range held {
+		res, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, "held#1", string(res), "recorded once the shard was back, from its first attempt")
+	}
+	assert.EqualValues(t, 2+8, runs.Load(), "no task ran twice")
 }

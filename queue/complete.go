@@ -7,64 +7,52 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shepherd-go/shepherd/internal/backoff"
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
 // record records the ends of a batch of attempts and takes up to n
-// tasks, in one script call; with no ends it is a take alone
-// (dequeueScript), tried once. Ends are retried while Redis does not
-// answer (a retry whose first try did run takes tasks again: the first
-// ones are given back by checkOrphans), until the Queue closes (its
-// deregistration then gives the tasks back). It returns the tasks taken
-// and in how long the next delayed task is due (-1: none).
-func (s *Server) record(ctx context.Context, l layout, batch []outcomeReq, n int) ([]*Task, time.Duration, error) {
+// tasks, in one script call, tried once; with no ends it is a take alone
+// (dequeueScript). recordedEnds tells whether the ends were recorded (the
+// call ran): when not, the caller keeps them to try again (a try whose
+// call did run but whose reply was lost records them as late the next
+// time, and its tasks taken go back by checkOrphans). It returns the
+// tasks taken and in how long the next delayed task is due (-1: none).
+func (s *Server) record(ctx context.Context, l layout, batch []outcomeReq, n int) (tasks []*Task, next time.Duration, recordedEnds bool, err error) {
 	q := s.q
 	if len(batch) == 0 {
-		return s.dequeue(ctx, l, n)
+		tasks, next, err = s.dequeue(ctx, l, n)
+		return tasks, next, false, err
 	}
 	args := l.commonArgs(q.proc, n, promoteLimit)
 	for _, o := range batch {
 		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds(), o.stack)
 	}
-	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
-	for fails := 0; ; fails++ {
-		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		res, err := script.Run(cctx, q.rdb, completeScript, "queue: record outcomes", l.common(l.inflight(q.proc)), args...)
-		cancel()
-		if err == nil {
-			out, _ := res.([]any)
-			if len(out) < 2+len(batch) {
-				return nil, -1, fmt.Errorf("queue: recording outcomes: unexpected reply %v", res)
-			}
-			for i, st := range out[2 : 2+len(batch)] {
-				recorded(batch[i].span, fmt.Sprint(st))
-				q.hist.recorded(batch[i].kind, fmt.Sprint(st))
-				if st == "STALE" {
-					o := batch[i]
-					q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", o.t.ID, "attempt", o.t.Attempt)
-				}
-			}
-			if d, _ := out[0].(int64); d > 0 {
-				q.droppedDead(context.Background(), d)
-			}
-			if n == 0 {
-				return nil, -1, nil
-			}
-			return s.taken(ctx, l, out[2+len(batch):])
-		}
-		if ctx.Err() != nil {
-			endUnrecorded(batch)
-			return nil, -1, err
-		}
-		if fails == 0 || fails%20 == 0 {
-			q.logger.Warn("recording outcomes failed; retrying", "tasks", len(batch), "error", err, "failures", fails+1)
-		}
-		if !backoff.Sleep(bo.Next(), ctx.Done()) {
-			endUnrecorded(batch)
-			return nil, -1, err
+	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+	res, err := script.Run(cctx, q.rdb, completeScript, "queue: record outcomes", l.common(l.inflight(q.proc)), args...)
+	cancel()
+	if err != nil {
+		return nil, -1, false, err
+	}
+	out, _ := res.([]any)
+	if len(out) < 2+len(batch) {
+		return nil, -1, false, fmt.Errorf("queue: recording outcomes: unexpected reply %v", res)
+	}
+	for i, st := range out[2 : 2+len(batch)] {
+		recorded(batch[i].span, fmt.Sprint(st))
+		q.hist.recorded(batch[i].kind, fmt.Sprint(st))
+		if st == "STALE" {
+			o := batch[i]
+			q.logger.Info("an attempt's outcome came too late: the task was given to another process or cancelled", "task", o.t.ID, "attempt", o.t.Attempt)
 		}
 	}
+	if d, _ := out[0].(int64); d > 0 {
+		q.droppedDead(context.Background(), d)
+	}
+	if n == 0 {
+		return nil, -1, true, nil
+	}
+	tasks, next, err = s.taken(ctx, l, out[2+len(batch):])
+	return tasks, next, true, err
 }
 
 // endUnrecorded ends the spans of attempts whose ends could not be

@@ -89,7 +89,7 @@ func TestDeadLettersOfOneMillisecondKeepTheirOrder(t *testing.T) {
 		for _, id := range []string{"c", "b", "a"} { // the order they die in
 			ends = append(ends, outcomeReq{t: byID[id], kind: "perm", data: "bad input"})
 		}
-		_, _, err = s.record(ctx, q.lay, ends, 0)
+		_, _, _, err = s.record(ctx, q.lay, ends, 0)
 		require.NoError(t, err)
 		if bound == 2 {
 			assert.Equal(t, []string{"a", "b"}, deadIDs(t, q), "MaxDeadLetters 2: the newest two, newest first; the oldest (c) dropped")

@@ -27,16 +27,16 @@ func (s *Server) feed() {
 	defer close(s.fed)
 	f := s.newFeeder()
 	defer f.timer.Stop()
-	for f.open || len(f.batch) > 0 {
+	for f.open || len(f.batch) > 0 || f.unrecorded() {
 		f.absorbWakes()
-		if len(f.batch) == 0 && (!f.canTake() || f.want() == 0) && !f.wait() {
+		if len(f.batch) == 0 && (!f.canTake() || f.want() == 0) && !f.pendingDue() && !f.wait() {
 			continue // no end to record: look again
 		}
 		f.gather()
 		ends := f.ends()
 		r := f.permits(f.want())
 		f.exchange(&r, ends)
-		f.retire()
+		f.retire(r)
 		f.attach(r)
 		f.learn(r)
 		f.handOut(r.tasks)
@@ -60,11 +60,15 @@ type feeder struct {
 	// or failed, until a wake-up of the shard or its due time (due,
 	// zero while look); takes stay on cur for shardTurnEvery rounds,
 	// then go round the shards that look.
-	shards   []layout
-	look     []bool
-	due      []time.Time
-	cur      int
-	rounds   int             // rounds since the feed began
+	shards []layout
+	look   []bool
+	due    []time.Time
+	cur    int
+	rounds int // rounds since the feed began
+	// pending holds, per shard, the ends its Redis did not take (the
+	// call failed): tried again, with the shard's new ends, once the
+	// shard is due again; the other shards go on meanwhile.
+	pending  [][]outcomeReq
 	limited  <-chan struct{} // the limit refused permits: closed at the next release
 	demand   bool            // the queue may have tasks for more permits: a wake-up, or the last take filled its permits
 	stopping <-chan struct{} // s.stopping, nil once it closed (or the server drained)
@@ -74,11 +78,12 @@ type feeder struct {
 
 // round is what one round of feed asked for and got.
 type round struct {
-	takes []shardTake   // per shard called
-	n     int           // tasks asked for: the workers' want, or the permits the limit gave
-	toks  []limit.Token // the permits, with a limit
-	tasks []*Task       // taken
-	err   error         // a call failed
+	takes    []shardTake   // per shard called
+	recorded []outcomeReq  // ends recorded (or given up at Close)
+	n        int           // tasks asked for: the workers' want, or the permits the limit gave
+	toks     []limit.Token // the permits, with a limit
+	tasks    []*Task       // taken
+	err      error         // a call failed
 }
 
 // shardTake is what one shard's call of a round asked for and got.
@@ -95,6 +100,7 @@ func (s *Server) newFeeder() *feeder {
 		ctx:      s.q.tasks.Context(),
 		timer:    time.NewTimer(time.Hour),
 		bo:       make([]backoff.Backoff, len(all)),
+		pending:  make([][]outcomeReq, len(all)),
 		fails:    make([]int, len(all)),
 		shards:   all,
 		look:     make([]bool, len(all)),
@@ -117,6 +123,27 @@ func (s *Server) newFeeder() *feeder {
 func (f *feeder) canTake() bool {
 	for _, ok := range f.look {
 		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// unrecorded tells whether ends wait to be recorded in a shard that did
+// not answer.
+func (f *feeder) unrecorded() bool {
+	for _, p := range f.pending {
+		if len(p) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pendingDue tells whether a shard with unrecorded ends is due again.
+func (f *feeder) pendingDue() bool {
+	for i, p := range f.pending {
+		if len(p) > 0 && f.look[i] {
 			return true
 		}
 	}
@@ -194,8 +221,15 @@ func (f *feeder) wait() bool {
 	if f.want() > 0 {
 		wake, tick = s.q.wake, f.timer.C
 	}
+	if f.unrecorded() {
+		tick = f.timer.C // a shard with ends to record is due again
+	}
+	outcomes := s.outcomes
+	if !f.open {
+		outcomes = nil // closed: only unrecorded ends keep the feed
+	}
 	select {
-	case o, ok := <-s.outcomes:
+	case o, ok := <-outcomes:
 		if !ok {
 			f.open = false
 			return false
@@ -284,8 +318,10 @@ func (f *feeder) permits(n int) round {
 // exchange records ends and takes r.n tasks, with one script call per
 // shard (Server.record): the take goes with the ends of its shard
 // (takeShard; when no shard may have tasks, the first end's shard, or the
-// home shard), the ends of each other shard in a call of their own. With
-// neither ends nor tasks to take, it calls nothing.
+// home shard), the ends of each other shard in a call of their own. The
+// ends of a shard whose call failed wait in pending, with the shard's
+// later ends, until it is due again (schedule); the other shards go on.
+// With neither ends nor tasks to take, it calls nothing.
 func (f *feeder) exchange(r *round, ends []outcomeReq) {
 	t := f.takeShard()
 	if t < 0 && len(ends) > 0 {
@@ -295,14 +331,27 @@ func (f *feeder) exchange(r *round, ends []outcomeReq) {
 	}
 	byShard := make(map[int][]outcomeReq)
 	var order []int
-	for _, o := range ends {
-		if _, ok := byShard[o.t.shard]; !ok {
-			order = append(order, o.t.shard)
+	add := func(i int, os ...outcomeReq) {
+		if _, ok := byShard[i]; !ok {
+			order = append(order, i)
 		}
-		byShard[o.t.shard] = append(byShard[o.t.shard], o)
+		byShard[i] = append(byShard[i], os...)
 	}
-	if _, ok := byShard[t]; !ok && r.n > 0 {
-		order = append(order, t)
+	for i, p := range f.pending {
+		if len(p) > 0 && f.look[i] {
+			add(i, p...)
+			f.pending[i] = nil
+		}
+	}
+	for _, o := range ends {
+		if i := o.t.shard; len(f.pending[i]) > 0 {
+			f.pending[i] = append(f.pending[i], o) // its shard is not due yet
+		} else {
+			add(i, o)
+		}
+	}
+	if _, ok := byShard[t]; !ok && r.n > 0 && len(f.pending[t]) == 0 {
+		add(t)
 	}
 	for _, i := range order {
 		n := 0
@@ -314,7 +363,18 @@ func (f *feeder) exchange(r *round, ends []outcomeReq) {
 			// answered by it.
 			f.s.q.woken[i].Store(false)
 		}
-		tasks, next, err := f.s.record(f.ctx, f.shards[i], byShard[i], n)
+		batch := byShard[i]
+		tasks, next, ok, err := f.s.record(f.ctx, f.shards[i], batch, n)
+		switch {
+		case ok || len(batch) == 0:
+			r.recorded = append(r.recorded, batch...)
+		case f.ctx.Err() != nil:
+			// The Queue closes: its deregistration gives the tasks back.
+			endUnrecorded(batch)
+			r.recorded = append(r.recorded, batch...)
+		default:
+			f.pending[i] = batch
+		}
 		if err != nil && r.err == nil {
 			r.err = err
 		}
@@ -323,13 +383,19 @@ func (f *feeder) exchange(r *round, ends []outcomeReq) {
 	}
 }
 
-// retire forgets the batch's attempts, recorded now, and empties it. Only
-// now: until recorded, an attempt must not look like a task marked in
-// flight here that nobody runs (checkOrphans).
-func (f *feeder) retire() {
+// retire forgets the attempts recorded now (and those lost), and
+// empties the batch. Only now: until recorded, an attempt must not look
+// like a task marked in flight here that nobody runs (checkOrphans); the
+// ends still pending stay.
+func (f *feeder) retire(r round) {
 	s := f.s
 	s.mu.Lock()
 	for _, o := range f.batch {
+		if o.lost {
+			delete(s.running, o.t.ID)
+		}
+	}
+	for _, o := range r.recorded {
 		delete(s.running, o.t.ID)
 	}
 	s.mu.Unlock()
@@ -411,7 +477,7 @@ func (f *feeder) schedule(r round) {
 				// The keep-alive says what happened, once.
 				f.s.q.logger.Debug("not taking tasks until the process is registered again", "error", tk.err, "shard", i)
 			case f.ctx.Err() == nil && f.fails[i] <= 3 || f.fails[i]%20 == 0:
-				f.s.q.logger.Warn("taking tasks failed", "error", tk.err, "failures", f.fails[i], "shard", i)
+				f.s.q.logger.Warn("recording ends or taking tasks failed; the shard is tried again after a backoff", "error", tk.err, "failures", f.fails[i], "shard", i)
 			}
 			f.look[i], f.due[i] = false, time.Now().Add(f.bo[i].Next())
 			continue
