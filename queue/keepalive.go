@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,39 +30,73 @@ func (q *Queue) keepAliveLoop() {
 func (q *Queue) keepAlive(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
-	sent := time.Since(q.started)
 	s := q.current()
 	var serial int64
 	if s != nil {
 		serial = s.serial
 	}
 	// The home shard holds the record and the drain requests; every
-	// other shard the keep-alive only. Each shard's lease is its own: one
-	// that does not answer holds back only its own tasks (leaseSure).
+	// other shard the keep-alive only. Each shard's lease is its own, and
+	// the shards are kept alive at once: one that does not answer holds
+	// back only its own tasks (leaseSure), not the others' keep-alives.
 	// Gone from any, the process registers again in all.
+	all := q.known()
+	type answer struct {
+		res any
+		err error
+	}
+	answers := make([]answer, len(all))
+	record := q.record(s)
+	keep := func(i int) {
+		l := all[i]
+		rec := ""
+		if i == 0 {
+			rec = record
+		}
+		sentHere := time.Since(q.started)
+		r, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", l.common(l.drains),
+			l.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), rec, serial, q.drained)...)
+		answers[i] = answer{r, err}
+		if err == nil && r != "GONE" {
+			q.leases[i].Store(int64(sentHere))
+		}
+	}
+	if len(all) == 1 {
+		keep(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range all {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				keep(i)
+			}()
+		}
+		wg.Wait()
+	}
 	var res any
 	failed := false
-	for i, l := range q.known() {
-		record := ""
-		if i == 0 {
-			record = q.record(s)
-		}
-		r, err := script.Run(cctx, q.rdb, keepAliveScript, "queue: keep alive", l.common(l.drains),
-			l.commonArgs(q.proc, q.cfg.ttl.Milliseconds(), record, serial, q.drained)...)
-		if err != nil {
+	var gone []int // the shards other than the home one that declared the process dead
+	for i, a := range answers {
+		switch {
+		case a.err != nil:
 			if ctx.Err() == nil {
-				q.logger.Warn("keep-alive failed", "error", err, "shard", i)
+				q.logger.Warn("keep-alive failed", "error", a.err, "shard", i)
 			}
 			failed = true
-			continue
+		case a.res == "GONE" && i > 0:
+			gone = append(gone, i)
+		case i == 0:
+			res = a.res
 		}
-		if i == 0 || r == "GONE" {
-			res = r
-		}
-		if r == "GONE" {
-			break
-		}
-		q.leases[i].Store(int64(sent))
+	}
+	if res != "GONE" && len(gone) > 0 {
+		// Declared dead in some shards only (cut off from them for
+		// longer than the TTL): their tasks in flight ran elsewhere; the
+		// process abandons those and joins those shards again, and goes
+		// on with the others.
+		q.rejoinShards(cctx, s, gone)
+		return
 	}
 	if failed && res != "GONE" {
 		return
@@ -85,7 +120,7 @@ func (q *Queue) keepAlive(ctx context.Context) {
 	s = q.current()
 	lost := 0
 	if s != nil {
-		lost = s.abandon()
+		lost = s.abandon(nil)
 	}
 	fresh, err := q.register(cctx, true)
 	if err != nil {
@@ -148,17 +183,17 @@ func (q *Queue) record(s *Server) string {
 	return string(b)
 }
 
-// abandon is called when the process was declared dead: its attempts in
-// flight belong to others now. It cancels those still running and marks
-// them lost (their outcomes are not recorded), and reports how many.
-// Attempts that ended already are being recorded; those records are
-// refused as late.
-func (s *Server) abandon() int {
+// abandon is called when the process was declared dead (in the shards
+// of only, or in all: nil): its attempts in flight there belong to others
+// now. It cancels those still running and marks them lost (their
+// outcomes are not recorded), and reports how many. Attempts that ended
+// already are being recorded; those records are refused as late.
+func (s *Server) abandon(only map[int]bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
 	for _, r := range s.running {
-		if r.finished.Load() {
+		if r.finished.Load() || only != nil && !only[r.shard] {
 			continue
 		}
 		r.lost.Store(true)
@@ -198,5 +233,35 @@ func (q *Queue) kickKeepAlive() {
 	select {
 	case q.kick <- struct{}{}:
 	default:
+	}
+}
+
+// rejoinShards joins again the shards (other than the home one) that
+// declared the process dead, after abandoning its tasks in flight there;
+// a shard that does not answer is joined at a later keep-alive.
+func (q *Queue) rejoinShards(ctx context.Context, s *Server, gone []int) {
+	only := make(map[int]bool, len(gone))
+	for _, i := range gone {
+		only[i] = true
+	}
+	lost := 0
+	if s != nil {
+		lost = s.abandon(only)
+	}
+	all := q.known()
+	for _, i := range gone {
+		fresh, err := q.joinShard(ctx, all[i])
+		if err != nil {
+			q.logger.Warn("joining a shard again failed", "error", err, "shard", i)
+			continue
+		}
+		q.m.revived.Add(ctx, 1, q.m.attrs)
+		if fresh {
+			q.logger.Error("queue state lost in a shard (its Redis restarted empty): its unfinished tasks and outcomes are gone", "shard", i, "abandoned", lost)
+			q.m.stateLost.Add(ctx, 1, q.m.attrs)
+			continue
+		}
+		q.logger.Warn("this process was declared dead in a shard (cut off from it for longer than the TTL); its tasks in flight there ran elsewhere and their late outcomes are dropped",
+			"shard", i, "abandoned", lost, "ttl", q.cfg.ttl)
 	}
 }

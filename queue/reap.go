@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,24 +22,40 @@ func (q *Queue) reapEvery() time.Duration { return min(q.cfg.ttl/4, 250*time.Mil
 // declares dead the processes whose lease ran out and gives their tasks
 // in flight back. The script is atomic, so two reapers at once (a
 // holder frozen past its lease) do no harm.
+//
+// Each shard is reaped by a loop of its own, so that a shard that does
+// not answer does not delay the others.
 func (q *Queue) reapLoop() {
+	all := q.known()
+	if len(all) == 1 {
+		q.reapShardLoop(all[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, l := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q.reapShardLoop(l)
+		}()
+	}
+	wg.Wait()
+}
+
+// reapShardLoop reaps shard l every reapEvery while the process holds
+// the shard's janitor lease.
+func (q *Queue) reapShardLoop(l layout) {
 	ctx := q.tasks.Context()
 	t := time.NewTicker(q.reapEvery())
 	defer t.Stop()
-	all := q.known()
-	leases := make([]*member.Lease, len(all))
-	for i, l := range all {
-		leases[i] = member.NewLease(q.rdb, l.janitor, q.proc)
-	}
+	lease := member.NewLease(q.rdb, l.janitor, q.proc)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		for i, l := range all {
-			q.reapShard(ctx, l, leases[i])
-		}
+		q.reapShard(ctx, l, lease)
 	}
 }
 

@@ -56,6 +56,7 @@ type run struct {
 	lost      atomic.Bool // the process was declared dead: do not record it
 	cancelled atomic.Bool // Cancel asked for it
 	finished  atomic.Bool // the handler returned; its outcome is being recorded
+	shard     int         // the shard its task was taken from
 }
 
 // Serve runs this process's workers for the queue with handler h, until

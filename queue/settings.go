@@ -185,19 +185,32 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 // scripts judge leases and apply bounds by its own copy.
 // It returns the shards that held no settings: new, or lost.
 func (q *Queue) joinShards(ctx context.Context) (fresh []int, err error) {
-	all := q.known()
-	for _, l := range all[1:] {
-		res, err := script.Run(ctx, q.rdb, joinShardScript, "queue: join shard", l.common(), l.commonArgs(q.proc,
-			settingTTL, q.cfg.ttl.Milliseconds(), settingMaxQueued, q.cfg.maxQueued, settingMaxDead, q.cfg.maxDead,
-			settingShards, len(all))...)
+	for _, l := range q.known()[1:] {
+		f, err := q.joinShard(ctx, l)
 		if err != nil {
-			return nil, fmt.Errorf("shard %d: %w", l.shard, err)
+			return nil, err
 		}
-		if res == "FRESH" {
+		if f {
 			fresh = append(fresh, l.shard)
 		}
 	}
 	return fresh, nil
+}
+
+// joinShard registers the process in shard l (joinShardScript), and
+// renews its lease there; fresh when the shard held no settings.
+func (q *Queue) joinShard(ctx context.Context, l layout) (fresh bool, err error) {
+	sent := time.Since(q.started)
+	res, err := script.Run(ctx, q.rdb, joinShardScript, "queue: join shard", l.common(), l.commonArgs(q.proc,
+		settingTTL, q.cfg.ttl.Milliseconds(), settingMaxQueued, q.cfg.maxQueued, settingMaxDead, q.cfg.maxDead,
+		settingShards, len(q.known()))...)
+	if err != nil {
+		return false, fmt.Errorf("shard %d: %w", l.shard, err)
+	}
+	if q.leases != nil {
+		q.leases[l.shard].Store(int64(sent))
+	}
+	return res == "FRESH", nil
 }
 
 // joinShardScript registers a process in a shard other than the home one

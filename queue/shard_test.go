@@ -584,3 +584,40 @@ func TestReshardOfAMissingQueue(t *testing.T) {
 	require.ErrorIs(t, c.Reshard(ctx, 3), ErrQueueNotFound)
 	assert.Empty(t, redistest.Keys(t, srv.Client(), "*"+name+"*"))
 }
+
+// A process declared dead in one shard only (cut off from it past the
+// TTL) abandons that shard's tasks and joins it again; its tasks in the
+// other shards run on, and their outcomes count.
+func TestDeclaredDeadInOneShardOnly(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	q := open(t, redistest.Name(t), WithShards(3), WithTTL(time.Second))
+	tenants := tenantsByShard(t, 3)
+	require.NoError(t, q.SetTenant(ctx, tenants[0], 1))
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	started := make(chan struct{}, 4)
+	var runs atomic.Int64
+	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
+		runs.Add(1)
+		started <- struct{}{}
+		<-release
+		return echo(ctx, task)
+	}, WithWorkers(1))
+	f, err := q.Submit(ctx, []byte("x"), WithTenant(tenants[0]))
+	require.NoError(t, err)
+	<-started
+	l := q.known()[2]
+	require.NoError(t, srv.Client().HDel(ctx, l.alive, q.Process()).Err()) // as shard 2's reaper does
+	require.Eventually(t, func() bool {
+		ok, err := srv.Client().HExists(ctx, l.alive, q.Process()).Result()
+		return err == nil && ok
+	}, 10*time.Second, 10*time.Millisecond, "the process did not join shard 2 again")
+	free()
+	res, err := wait(t, f, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "x#1", string(res))
+	assert.EqualValues(t, 1, runs.Load(), "the task of shard 0 was abandoned, and ran again")
+}

@@ -68,7 +68,7 @@ func (s *Server) taken(ctx context.Context, l layout, out []any) ([]*Task, time.
 		tc, _ := out[i+7].(string)
 		tasks = append(tasks, &Task{ID: id, Payload: []byte(payload), Attempt: int(att), MaxAttempts: int(maxAtt), Tenant: tenant,
 			timeout: time.Duration(timeout) * time.Millisecond, trace: tc, q: q, shard: l.shard})
-		r := &run{cancel: func() {}}
+		r := &run{cancel: func() {}, shard: l.shard}
 		s.mu.Lock()
 		if _, ok := s.early[id]; ok {
 			r.cancelled.Store(true) // its cancel came first: it does not start

@@ -91,7 +91,7 @@ func (s *Server) runTask(w *worker, t *Task) bool {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(s.hard, t.timeout)
-	r := &run{cancel: cancel}
+	r := &run{cancel: cancel, shard: t.shard}
 	// Checked and replaced under one lock: abandon (under the same lock)
 	// marks either the taken task or this run.
 	s.mu.Lock()
