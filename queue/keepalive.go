@@ -39,7 +39,8 @@ func (q *Queue) keepAlive(ctx context.Context) {
 	// other shard the keep-alive only. Each shard's lease is its own, and
 	// the shards are kept alive at once: one that does not answer holds
 	// back only its own tasks (leaseSure), not the others' keep-alives.
-	// Gone from any, the process registers again in all.
+	// Gone from the home shard, the process registers again in all; gone
+	// from others only, it joins those again (rejoinShards).
 	all := q.known()
 	type answer struct {
 		res any
