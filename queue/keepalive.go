@@ -23,10 +23,12 @@ func (q *Queue) keepAliveLoop() {
 	member.KeepAlive(q.tasks.Context(), q.cfg.ttl/3, q.kick, q.keepAlive)
 }
 
-// keepAlive sends one keep-alive (keepAliveScript) with the process's
-// record, and acts on the answer: a drain request switches the server to
-// drain; GONE (declared dead: member.Revived, or Redis lost the queue:
-// member.Lost) abandons the tasks in flight and registers again.
+// keepAlive sends one keep-alive (keepAliveScript) to every shard, with
+// the process's record to the home shard, and acts on the answers: a
+// drain request switches the server to drain; GONE (declared dead:
+// member.Revived, or Redis lost the queue: member.Lost) abandons the
+// tasks in flight and registers again, in the shards that said so (all
+// of them when the home shard did).
 func (q *Queue) keepAlive(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
