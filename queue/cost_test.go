@@ -64,16 +64,19 @@ func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 var commandStat = regexp.MustCompile(`(?m)^cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)`)
 
-// TestCostPerTask measures what a task costs Redis in bench T1's shape (2
+// BenchmarkCostPerTask measures what a task costs Redis in bench T1's shape (2
 // processes × 4 workers, 64 submitters, 64-byte payloads, a no-op
 // handler) on a private Redis: calls per task of each command (INFO
 // commandstats), script calls per task by script, and Redis's CPU per
-// task. It runs only with SHEPHERD_COST=N (N tasks); the numbers go into
+// task. Run it alone, once: go test -run '^$' -bench CostPerTask
+// -benchtime 1x ./queue/ (SHEPHERD_COST=N for N tasks, default 20,000);
+// the numbers go into
 // BENCHMARKS.md ("Cost per task").
-func TestCostPerTask(t *testing.T) {
+func BenchmarkCostPerTask(bm *testing.B) {
+	t := bm
 	n, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST"))
 	if n <= 0 {
-		t.Skip("set SHEPHERD_COST=20000 to measure")
+		n = 20000
 	}
 	srv := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -207,14 +210,12 @@ func TestCostPerTask(t *testing.T) {
 	t.Log("\n" + b.String())
 }
 
-// TestCostPerCall measures the fixed cost of a script call: EVALSHA's
+// BenchmarkCostPerCall measures the fixed cost of a script call: EVALSHA's
 // usec per call (INFO commandstats) of scripts that return at once, with
-// the prelude and the function groups the hot scripts add. It runs only
-// with SHEPHERD_COST set.
-func TestCostPerCall(t *testing.T) {
-	if os.Getenv("SHEPHERD_COST") == "" {
-		t.Skip("set SHEPHERD_COST=20000 to measure")
-	}
+// the prelude and the function groups the hot scripts add. Run it as
+// BenchmarkCostPerTask.
+func BenchmarkCostPerCall(bm *testing.B) {
+	t := bm
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	rdb := srv.Client()
@@ -244,13 +245,11 @@ func TestCostPerCall(t *testing.T) {
 	}
 }
 
-// TestCostComplete measures completeScript alone as a busy process of 4
+// BenchmarkCostComplete measures completeScript alone as a busy process of 4
 // workers runs it: each call records 4 successes and takes 4 tasks, from
-// a queue of waiting tasks. It runs only with SHEPHERD_COST set.
-func TestCostComplete(t *testing.T) {
-	if os.Getenv("SHEPHERD_COST") == "" {
-		t.Skip("set SHEPHERD_COST=20000 to measure")
-	}
+// a queue of waiting tasks. Run it as BenchmarkCostPerTask.
+func BenchmarkCostComplete(bm *testing.B) {
+	t := bm
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	rdb := srv.Client()
