@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/member"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // Shutdown stops the whole pool: it sets the pool's shutdown flag, upon
@@ -87,19 +88,7 @@ func (n *Node) awaitNodes(ctx context.Context) error {
 
 // deleteKeys deletes every key of the pool.
 func (n *Node) deleteKeys(ctx context.Context) error {
-	del := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, n.lay.space.Pattern(), 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := c.Unlink(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	}
-	if cc, ok := n.rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return del(ctx, c) })
-	}
-	return del(ctx, n.rdb)
+	return redisutil.UnlinkMatching(ctx, n.rdb, n.lay.space.Pattern())
 }
 
 // shutdownWatch stops the node when another node shuts the pool down:

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/keys"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // Reshard changes the queue's shard count to n (1 to MaxShards) while it
@@ -334,52 +336,12 @@ func (q *Client) dropMoved(ctx context.Context, st movable, from, to []layout) e
 
 // deleteShard deletes every key of a shard the queue no longer has.
 func (q *Client) deleteShard(ctx context.Context, l layout) error {
-	pattern := strings.TrimSuffix(l.settings, "settings") + "*"
-	del := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, escapeGlob(pattern), 1000).Iterator()
-		var batch []string
-		for iter.Next(ctx) {
-			if batch = append(batch, iter.Val()); len(batch) == 1000 {
-				if err := c.Unlink(ctx, batch...).Err(); err != nil {
-					return err
-				}
-				batch = batch[:0]
-			}
-		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		if len(batch) > 0 {
-			return c.Unlink(ctx, batch...).Err()
-		}
-		return nil
-	}
-	var err error
-	switch c := q.rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		err = del(ctx, c)
-	default:
-		err = fmt.Errorf("a %T cannot scan", q.rdb)
+	sp, err := keys.New(shardName(q.name, l.shard))
+	if err == nil {
+		err = redisutil.UnlinkMatching(ctx, q.rdb, sp.KindPattern(keys.KindQueue))
 	}
 	if err != nil {
 		return fmt.Errorf("queue: reshard: deleting shard %d: %w", l.shard, err)
 	}
 	return nil
-}
-
-// escapeGlob escapes the glob characters of a SCAN pattern's literal part
-// (the trailing "*" kept).
-func escapeGlob(p string) string {
-	lit := strings.TrimSuffix(p, "*")
-	var b strings.Builder
-	for _, r := range lit {
-		switch r {
-		case '*', '?', '[', ']', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String() + "*"
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -106,27 +107,8 @@ func (bq *benchQueue) close() {
 // a cluster (through a cluster client a SCAN sees one node). Errors are
 // ignored: it cleans up after a measurement.
 func unlinkMatching(ctx context.Context, rdb redis.UniversalClient, patterns ...string) {
-	del := func(ctx context.Context, c *redis.Client) error {
-		for _, pattern := range patterns {
-			// One UNLINK a key, pipelined: a pattern may match keys of
-			// several hash tags (the shards), which one UNLINK of a
-			// cluster's node refuses (CROSSSLOT).
-			pipe := c.Pipeline()
-			iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
-			for iter.Next(ctx) {
-				if pipe.Unlink(ctx, iter.Val()); pipe.Len() == 1000 {
-					_, _ = pipe.Exec(ctx)
-				}
-			}
-			_, _ = pipe.Exec(ctx)
-		}
-		return nil
-	}
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		_ = c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		_ = del(ctx, c)
+	for _, pattern := range patterns {
+		_ = redisutil.UnlinkMatching(ctx, rdb, pattern)
 	}
 }
 

@@ -1,6 +1,8 @@
 package main
 
-import "strings"
+import (
+	"github.com/shepherd-go/shepherd/internal/keys"
+)
 
 // queueKeyPatterns are the SCAN patterns of every key of the queue called
 // name: those of its home shard ("shepherd:{NAME}:*") and of its other
@@ -8,8 +10,6 @@ import "strings"
 // no "#", so the second matches no other queue's keys; glob characters in
 // the name are escaped.
 func queueKeyPatterns(name string) []string {
-	esc := globEscaper.Replace(name)
+	esc := keys.Glob(name)
 	return []string{"shepherd:{" + esc + "}:*", "shepherd:{" + esc + "#*}:*"}
 }
-
-var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)

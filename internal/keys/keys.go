@@ -70,15 +70,22 @@ func (s Space) Key(kind, name string) string {
 
 // Pattern returns a SCAN/KEYS pattern that matches every name in s, with
 // glob characters in the tag escaped. Tests and cleanup use it.
-func (s Space) Pattern() string {
+func (s Space) Pattern() string { return Glob(s.prefix) + "*" }
+
+// KindPattern returns a SCAN/KEYS pattern that matches every name of kind
+// in s (Key(kind, anything)).
+func (s Space) KindPattern(kind string) string { return Glob(s.Key(kind, "")) + "*" }
+
+// Glob escapes the glob characters of s (*, ?, [, ], \\) for a SCAN/KEYS
+// pattern that matches s literally.
+func Glob(s string) string {
 	var b strings.Builder
-	for _, r := range s.prefix {
+	for _, r := range s {
 		switch r {
 		case '*', '?', '[', ']', '\\':
 			b.WriteByte('\\')
 		}
 		b.WriteRune(r)
 	}
-	b.WriteByte('*')
 	return b.String()
 }

@@ -48,3 +48,10 @@ func TestPatternEscapesGlobs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `shepherd:{a\*b\?\[c\]}:*`, s.Pattern())
 }
+
+func TestKindPatternAndGlob(t *testing.T) {
+	s, err := New("q*#1")
+	require.NoError(t, err)
+	assert.Equal(t, `shepherd:{q\*#1}:queue:*`, s.KindPattern(KindQueue))
+	assert.Equal(t, `a\\b\]`, Glob(`a\b]`))
+}

@@ -3,6 +3,7 @@
 package redisutil
 
 import (
+	"context"
 	"errors"
 	"strings"
 
@@ -42,3 +43,35 @@ func ErrorCode(err error) string {
 
 // HasErrorCode reports whether err carries a Redis error reply with code.
 func HasErrorCode(err error, code string) bool { return err != nil && ErrorCode(err) == code }
+
+// EachMaster runs f on rdb, or on every master of a Redis Cluster: a
+// SCAN through a cluster client sees one node only.
+func EachMaster(ctx context.Context, rdb redis.UniversalClient, f func(ctx context.Context, c redis.Cmdable) error) error {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return f(ctx, c) })
+	}
+	return f(ctx, rdb)
+}
+
+// UnlinkMatching unlinks every key that matches pattern, on every master
+// of a cluster (EachMaster). One UNLINK a key, pipelined a thousand at a
+// time: a pattern may match keys of several hash slots, which one UNLINK
+// of a cluster's node refuses (CROSSSLOT). It returns the first error.
+func UnlinkMatching(ctx context.Context, rdb redis.UniversalClient, pattern string) error {
+	return EachMaster(ctx, rdb, func(ctx context.Context, c redis.Cmdable) error {
+		pipe := c.Pipeline()
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			if pipe.Unlink(ctx, iter.Val()); pipe.Len() == 1000 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	})
+}

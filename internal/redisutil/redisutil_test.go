@@ -47,3 +47,28 @@ func TestErrorCode(t *testing.T) {
 	assert.False(t, HasErrorCode(nil, ""))
 	assert.Empty(t, ErrorCode(redis.Nil), "redis.Nil is no error reply")
 }
+
+// UnlinkMatching deletes what matches, on a single server and on every
+// master of a cluster, and nothing else.
+func TestUnlinkMatching(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, rdb := range []redis.UniversalClient{redistest.Start(t).Client(), redistest.StartCluster(t, 3).Client()} {
+		var mine []string
+		for i := range 50 {
+			mine = append(mine, fmt.Sprintf("{t%d}:x", i)) // many slots: every master
+		}
+		for _, k := range append(mine, "other") {
+			require.NoError(t, rdb.Set(ctx, k, "v", 0).Err())
+		}
+		require.NoError(t, UnlinkMatching(ctx, rdb, "{t*}:x"))
+		for _, k := range mine {
+			n, err := rdb.Exists(ctx, k).Result()
+			require.NoError(t, err)
+			assert.Zero(t, n, k)
+		}
+		n, err := rdb.Exists(ctx, "other").Result()
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, n)
+	}
+}
