@@ -160,9 +160,7 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 	if err != nil {
 		return false, fmt.Errorf("queue: open %q: %w", q.name, err)
 	}
-	for i := range q.leases {
-		q.leases[i].Store(int64(sent))
-	}
+	q.leases[0].Store(int64(sent)) // the other shards': joinShard's
 	if rejoin && !fresh && len(lostShards) > 0 {
 		// The home shard kept its state, these shards did not (their
 		// master restarted empty): their unfinished tasks are gone.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/jumphash"
@@ -86,21 +86,18 @@ func shardIDPrefix(i, n int) string {
 	return strconv.Itoa(i) + shardSep
 }
 
-// shards is a queue's layouts, one per shard, known once read.
+// shards is a queue's layouts, one per shard, known once read: read on
+// every Submit and take, so without a lock.
 type shards struct {
-	mu  sync.Mutex
-	all []layout // nil until known
+	all atomic.Pointer[[]layout] // nil until known
 }
 
 // layouts returns the queue's layouts, one per shard: known since Open
 // for a Queue; a Client reads the shard count from the home shard's
 // settings once (a queue Redis does not hold yet has 1).
 func (q *Client) layouts(ctx context.Context) ([]layout, error) {
-	q.sh.mu.Lock()
-	all := q.sh.all
-	q.sh.mu.Unlock()
-	if all != nil {
-		return all, nil
+	if p := q.sh.all.Load(); p != nil {
+		return *p, nil
 	}
 	v, err := q.rdb.HMGet(ctx, q.lay.settings, settingShards, settingTTL).Result()
 	if err != nil {
@@ -118,7 +115,7 @@ func (q *Client) layouts(ctx context.Context) ([]layout, error) {
 		return []layout{q.lay}, nil
 	}
 	// A queue stored before shards has 1 (n stays 1).
-	all, err = makeLayouts(q.name, n)
+	all, err := makeLayouts(q.name, n)
 	if err != nil {
 		return nil, err
 	}
@@ -128,20 +125,16 @@ func (q *Client) layouts(ctx context.Context) ([]layout, error) {
 
 // setLayouts records the queue's layouts (a Queue, once registered).
 func (q *Client) setLayouts(all []layout) {
-	q.sh.mu.Lock()
-	q.sh.all = all
-	q.sh.mu.Unlock()
+	q.sh.all.Store(&all)
 }
 
 // known returns the layouts known without a call: a Queue's since Open
 // (one, the home shard's, before).
 func (q *Client) known() []layout {
-	q.sh.mu.Lock()
-	defer q.sh.mu.Unlock()
-	if q.sh.all == nil {
-		return []layout{q.lay}
+	if p := q.sh.all.Load(); p != nil {
+		return *p
 	}
-	return q.sh.all
+	return []layout{q.lay}
 }
 
 // queueLayout is the home shard's layout of the queue called name,
