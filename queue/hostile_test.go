@@ -36,6 +36,9 @@ func TestBadOpenIsRefusedAndWritesNothing(t *testing.T) {
 		{"negative MaxDeadLetters", srv.Client(), name, []Option{WithMaxDeadLetters(-1)}},
 		{"zero MaxPayloadSize", srv.Client(), name, []Option{WithMaxPayloadSize(0)}},
 		{"nil MeterProvider", srv.Client(), name, []Option{WithMeterProvider(nil)}},
+		{"zero shards", srv.Client(), name, []Option{WithShards(0)}},
+		{"too many shards", srv.Client(), name, []Option{WithShards(MaxShards + 1)}},
+		{"name with #", srv.Client(), name + "#1", nil},
 	} {
 		_, err := Open(ctx, tc.rdb, tc.name, tc.opts...)
 		assert.ErrorIs(t, err, ErrInvalidOption, tc.desc)
