@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -211,4 +212,91 @@ func TestEndsOfAShardDownWaitOthersGoOn(t *testing.T) {
 		assert.Equal(t, "held#1", string(res), "recorded once the shard was back, from its first attempt")
 	}
 	assert.EqualValues(t, 2+8, runs.Load(), "no task ran twice")
+}
+
+// A shard's master that freezes (SIGSTOP: its calls hang rather than
+// fail) holds back its own shard only. While it is frozen, with ends of
+// its tasks to record and Submits to it waiting out their call timeout,
+// the other shards' tasks are submitted and run with no such timeout in
+// their way: at most one may wait for the call that finds the shard
+// frozen. Once it thaws, its ends are recorded.
+func TestFrozenShardHoldsBackNoOtherShard(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
+	ctx := testCtx(t, 120*time.Second)
+	name, masters := spreadQueueName(t, ctx, c)
+	// A TTL longer than the freeze: nobody is declared dead meanwhile.
+	q, err := Open(ctx, c.NewClient(0), name, WithShards(3), WithTTL(60*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 4))
+	}
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	var runs atomic.Int64
+	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
+		runs.Add(1)
+		if string(task.Payload) == "held" {
+			<-release
+		}
+		return echo(ctx, task)
+	}, WithWorkers(4))
+	var held []*Future
+	for range 2 {
+		f, err := q.Submit(ctx, []byte("held"), WithTenant(tenants[1]))
+		require.NoError(t, err)
+		held = append(held, f)
+	}
+	require.Eventually(t, func() bool { return runs.Load() == 2 }, 10*time.Second, 5*time.Millisecond, "the shard's tasks did not start")
+
+	pid := c.Pids()[masters[1]]
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	thaw := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	t.Cleanup(thaw)
+	free() // their ends wait for the frozen shard
+	stop := make(chan struct{})
+	var frozenSubmits sync.WaitGroup
+	for range 2 * submitters {
+		frozenSubmits.Add(1)
+		go func() {
+			defer frozenSubmits.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = q.Submit(ctx, []byte("frozen"), WithTenant(tenants[1])) // fails after its call timeout
+			}
+		}()
+	}
+
+	var slow []time.Duration
+	tasks := 0
+	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); tasks++ {
+		began := time.Now()
+		f, err := q.Submit(ctx, []byte("up"), WithTenant(tenants[2*(tasks%2)]))
+		require.NoError(t, err)
+		res, err := wait(t, f, 30*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "up#1", string(res))
+		if took := time.Since(began); took > 2*time.Second {
+			slow = append(slow, took)
+		}
+	}
+	close(stop)
+	t.Logf("%d tasks of the shards that answer in 12 s, slower than 2 s: %v", tasks, slow)
+	assert.LessOrEqual(t, len(slow), 1, "tasks of shards that answer waited for the frozen one: %v of %d", slow, tasks)
+
+	thaw()
+	for _, f := range held {
+		res, err := wait(t, f, 30*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, "held#1", string(res), "recorded once the shard thawed, from its first attempt")
+	}
+	frozenSubmits.Wait()
 }

@@ -29,7 +29,8 @@ func (s *Server) feed() {
 	defer f.timer.Stop()
 	for f.open || len(f.batch) > 0 || f.unrecorded() {
 		f.absorbWakes()
-		if len(f.batch) == 0 && (!f.canTake() || f.want() == 0) && !f.pendingDue() && !f.wait() {
+		f.absorbAnswers()
+		if len(f.batch) == 0 && (!f.canTake() || f.want() == 0) && !f.launchable() && !f.wait() {
 			continue // no end to record: look again
 		}
 		f.gather()
@@ -65,10 +66,17 @@ type feeder struct {
 	due    []time.Time
 	cur    int
 	rounds int // rounds since the feed began
-	// pending holds, per shard, the ends its Redis did not take (the
-	// call failed): tried again, with the shard's new ends, once the
-	// shard is due again; the other shards go on meanwhile.
+	// pending holds, per shard, the ends to record apart from the
+	// round's call (side): those of a shard the round does not call,
+	// and those of a sick shard, whose last call failed. A sick shard
+	// is not taken from (look stays false) until a side call answers,
+	// made once it is due again. One side call at most per shard is out
+	// (calling), its answer on answers; the feed goes on meanwhile, so
+	// that a shard whose Redis hangs holds back no other.
 	pending  [][]outcomeReq
+	sick     []bool
+	calling  []bool
+	answers  chan sideAnswer
 	limited  <-chan struct{} // the limit refused permits: closed at the next release
 	demand   bool            // the queue may have tasks for more permits: a wake-up, or the last take filled its permits
 	stopping <-chan struct{} // s.stopping, nil once it closed (or the server drained)
@@ -86,6 +94,15 @@ type round struct {
 	err      error         // a call failed
 }
 
+// sideAnswer is how a side call went: the ends it carried, and whether
+// they were recorded.
+type sideAnswer struct {
+	shard    int
+	batch    []outcomeReq
+	recorded bool
+	err      error
+}
+
 // shardTake is what one shard's call of a round asked for and got.
 type shardTake struct {
 	shard, n, got int
@@ -101,6 +118,9 @@ func (s *Server) newFeeder() *feeder {
 		timer:    time.NewTimer(time.Hour),
 		bo:       make([]backoff.Backoff, len(all)),
 		pending:  make([][]outcomeReq, len(all)),
+		sick:     make([]bool, len(all)),
+		calling:  make([]bool, len(all)),
+		answers:  make(chan sideAnswer, len(all)),
 		fails:    make([]int, len(all)),
 		shards:   all,
 		look:     make([]bool, len(all)),
@@ -129,48 +149,171 @@ func (f *feeder) canTake() bool {
 	return false
 }
 
-// unrecorded tells whether ends wait to be recorded in a shard that did
-// not answer.
+// unrecorded tells whether ends wait to be recorded apart from the
+// rounds' calls, or a side call is out.
 func (f *feeder) unrecorded() bool {
-	for _, p := range f.pending {
-		if len(p) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// pendingDue tells whether a shard with unrecorded ends is due again.
-func (f *feeder) pendingDue() bool {
 	for i, p := range f.pending {
-		if len(p) > 0 && f.look[i] {
+		if len(p) > 0 || f.calling[i] {
 			return true
 		}
 	}
 	return false
 }
 
-// lookAll makes every shard worth a take.
+// anySick tells whether a shard's last call failed and no side call
+// has answered since.
+func (f *feeder) anySick() bool {
+	for _, sick := range f.sick {
+		if sick {
+			return true
+		}
+	}
+	return false
+}
+
+// sideDue tells whether shard i is due a side call: it has none out,
+// and it is sick and due again (a probe, with its ends if any; at
+// Close, at once, to give its ends up), or it has ends to record.
+func (f *feeder) sideDue(i int, now time.Time) bool {
+	switch {
+	case f.calling[i]:
+		return false
+	case f.sick[i]:
+		return f.ctx.Err() != nil && len(f.pending[i]) > 0 || !f.due[i].IsZero() && !now.Before(f.due[i])
+	default:
+		return len(f.pending[i]) > 0
+	}
+}
+
+// launchable tells whether a side call is due.
+func (f *feeder) launchable() bool {
+	now := time.Now()
+	for i := range f.pending {
+		if f.sideDue(i, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// launch makes the side calls due, each in a goroutine of its own that
+// answers on f.answers: a shard's pending ends, or for a sick shard with
+// none, a read that tells whether it answers again.
+func (f *feeder) launch() {
+	now := time.Now()
+	for i := range f.pending {
+		if !f.sideDue(i, now) {
+			continue
+		}
+		batch, l := f.pending[i], f.shards[i]
+		f.pending[i], f.calling[i], f.due[i] = nil, true, time.Time{}
+		go func() {
+			a := sideAnswer{shard: i, batch: batch}
+			if len(batch) == 0 {
+				cctx, cancel := context.WithTimeout(f.ctx, loopCallTimeout)
+				a.err = f.s.q.rdb.Exists(cctx, l.settings).Err()
+				cancel()
+			} else {
+				_, _, a.recorded, a.err = f.s.record(f.ctx, l, batch, 0)
+			}
+			f.answers <- a
+		}()
+	}
+}
+
+// absorbAnswers takes in the side calls' answers that came.
+func (f *feeder) absorbAnswers() {
+	for {
+		select {
+		case a := <-f.answers:
+			f.absorb(a)
+		default:
+			return
+		}
+	}
+}
+
+// absorb takes in a side call's answer: the ends it recorded are
+// forgotten, and a sick shard that answered is taken from again; the
+// ends of a call that failed wait for the shard's next side call, after
+// its backoff.
+func (f *feeder) absorb(a sideAnswer) {
+	i := a.shard
+	f.calling[i] = false
+	switch {
+	case a.err == nil:
+		f.forget(a.batch)
+		if f.sick[i] {
+			f.sick[i], f.fails[i] = false, 0
+			f.bo[i].Reset()
+			f.look[i], f.due[i] = true, time.Time{}
+		}
+	case f.ctx.Err() != nil:
+		// The Queue closes: its deregistration gives the tasks back.
+		endUnrecorded(a.batch)
+		f.forget(a.batch)
+	default:
+		f.pending[i] = append(a.batch, f.pending[i]...)
+		f.failed(i, a.err)
+		f.resetTimer()
+	}
+}
+
+// forget forgets the attempts whose ends are recorded (or given up at
+// Close). Only then: until recorded, an attempt must not look like a
+// task marked in flight here that nobody runs (checkOrphans).
+func (f *feeder) forget(recorded []outcomeReq) {
+	if len(recorded) == 0 {
+		return
+	}
+	s := f.s
+	s.mu.Lock()
+	for _, o := range recorded {
+		delete(s.running, o.t.ID)
+	}
+	s.mu.Unlock()
+}
+
+// failed makes shard i sick after a failed call: not taken from, its
+// ends kept, until a side call after its backoff answers.
+func (f *feeder) failed(i int, err error) {
+	f.fails[i]++
+	switch {
+	case errors.Is(err, errGone) || errors.Is(err, errLate):
+		// The keep-alive says what happened, once.
+		f.s.q.logger.Debug("not taking tasks until the process is registered again", "error", err, "shard", i)
+	case f.ctx.Err() == nil && f.fails[i] <= 3 || f.fails[i]%20 == 0:
+		f.s.q.logger.Warn("recording ends or taking tasks failed; the shard is tried again after a backoff", "error", err, "failures", f.fails[i], "shard", i)
+	}
+	f.sick[i] = true
+	f.look[i], f.due[i] = false, time.Now().Add(f.bo[i].Next())
+}
+
+// lookAll makes every shard worth a take, but the sick ones.
 func (f *feeder) lookAll() {
 	for i := range f.look {
-		f.look[i], f.due[i] = true, time.Time{}
+		if !f.sick[i] {
+			f.look[i], f.due[i] = true, time.Time{}
+		}
 	}
 }
 
-// absorbWakes makes the shards woken since the last round worth a take.
+// absorbWakes makes the shards woken since the last round worth a take,
+// but the sick ones.
 func (f *feeder) absorbWakes() {
 	for i := range f.look {
-		if f.s.q.woken[i].Swap(false) {
+		if f.s.q.woken[i].Swap(false) && !f.sick[i] {
 			f.look[i], f.due[i], f.demand = true, time.Time{}, true
 		}
 	}
 }
 
-// lookDue makes the shards whose due time passed worth a take.
+// lookDue makes the shards whose due time passed worth a take, but the
+// sick ones: they are due a side call (launch).
 func (f *feeder) lookDue() {
 	now := time.Now()
 	for i, d := range f.due {
-		if !d.IsZero() && !now.Before(d) {
+		if !f.sick[i] && !d.IsZero() && !now.Before(d) {
 			f.look[i], f.due[i] = true, time.Time{}
 		}
 	}
@@ -222,13 +365,15 @@ func (f *feeder) wait() bool {
 		wake, tick = s.q.wake, f.timer.C
 	}
 	if f.unrecorded() {
-		tick = f.timer.C // a shard with ends to record is due again
+		tick = f.timer.C // a sick shard is due a side call again
 	}
 	outcomes := s.outcomes
 	if !f.open {
 		outcomes = nil // closed: only unrecorded ends keep the feed
 	}
 	select {
+	case a := <-f.answers:
+		f.absorb(a)
 	case o, ok := <-outcomes:
 		if !ok {
 			f.open = false
@@ -315,78 +460,61 @@ func (f *feeder) permits(n int) round {
 	return round{n: len(toks), toks: toks}
 }
 
-// exchange records ends and takes r.n tasks, with one script call per
-// shard (Server.record): the take goes with the ends of its shard
-// (takeShard; when no shard may have tasks, the first end's shard, or the
-// home shard), the ends of each other shard in a call of their own. The
-// ends of a shard whose call failed wait in pending, with the shard's
-// later ends, until it is due again (schedule); the other shards go on.
-// With neither ends nor tasks to take, it calls nothing.
+// exchange records ends and takes r.n tasks in one script call
+// (Server.record) to one shard, c: the shard to take from (takeShard;
+// when no shard may have tasks, the first end's shard). The ends of the
+// other shards go to pending, for side calls (launch), as do c's when
+// the call fails: the round waits for no other shard. With neither ends
+// nor tasks to take in c, it calls nothing.
 func (f *feeder) exchange(r *round, ends []outcomeReq) {
 	t := f.takeShard()
-	if t < 0 && len(ends) > 0 {
-		t = ends[0].t.shard
-	} else if t < 0 {
-		t = 0
+	c := t
+	if c < 0 && len(ends) > 0 && !f.sick[ends[0].t.shard] {
+		c = ends[0].t.shard
 	}
-	byShard := make(map[int][]outcomeReq)
-	var order []int
-	add := func(i int, os ...outcomeReq) {
-		if _, ok := byShard[i]; !ok {
-			order = append(order, i)
-		}
-		byShard[i] = append(byShard[i], os...)
-	}
-	for i, p := range f.pending {
-		if len(p) > 0 && f.look[i] {
-			add(i, p...)
-			f.pending[i] = nil
-		}
-	}
+	var batch []outcomeReq
 	for _, o := range ends {
-		if i := o.t.shard; len(f.pending[i]) > 0 {
-			f.pending[i] = append(f.pending[i], o) // its shard is not due yet
+		if i := o.t.shard; i == c {
+			batch = append(batch, o)
 		} else {
-			add(i, o)
+			f.pending[i] = append(f.pending[i], o)
 		}
 	}
-	if _, ok := byShard[t]; !ok && r.n > 0 && len(f.pending[t]) == 0 {
-		add(t)
+	if c >= 0 && !f.calling[c] && len(f.pending[c]) > 0 {
+		batch = append(f.pending[c], batch...)
+		f.pending[c] = nil
 	}
-	for _, i := range order {
-		n := 0
-		if i == t {
-			n = r.n
-		}
-		if n > 0 {
-			// A wake-up of the shard that came before this take is
-			// answered by it.
-			f.s.q.woken[i].Store(false)
-		}
-		batch := byShard[i]
-		tasks, next, ok, err := f.s.record(f.ctx, f.shards[i], batch, n)
-		switch {
-		case ok || len(batch) == 0:
-			r.recorded = append(r.recorded, batch...)
-		case f.ctx.Err() != nil:
-			// The Queue closes: its deregistration gives the tasks back.
-			endUnrecorded(batch)
-			r.recorded = append(r.recorded, batch...)
-		default:
-			f.pending[i] = batch
-		}
-		if err != nil && r.err == nil {
-			r.err = err
-		}
-		r.tasks = append(r.tasks, tasks...)
-		r.takes = append(r.takes, shardTake{shard: i, n: n, got: len(tasks), next: next, err: err})
+	f.launch()
+	n := 0
+	if c == t {
+		n = r.n
 	}
+	if c < 0 || len(batch) == 0 && n == 0 {
+		return
+	}
+	if n > 0 {
+		// A wake-up of the shard that came before this take is
+		// answered by it.
+		f.s.q.woken[c].Store(false)
+	}
+	tasks, next, ok, err := f.s.record(f.ctx, f.shards[c], batch, n)
+	switch {
+	case ok || len(batch) == 0:
+		r.recorded = batch
+	case f.ctx.Err() != nil:
+		// The Queue closes: its deregistration gives the tasks back.
+		endUnrecorded(batch)
+		r.recorded = batch
+	default:
+		f.pending[c] = append(batch, f.pending[c]...)
+	}
+	r.err = err
+	r.tasks = tasks
+	r.takes = append(r.takes, shardTake{shard: c, n: n, got: len(tasks), next: next, err: err})
 }
 
 // retire forgets the attempts recorded now (and those lost), and
-// empties the batch. Only now: until recorded, an attempt must not look
-// like a task marked in flight here that nobody runs (checkOrphans); the
-// ends still pending stay.
+// empties the batch; the ends pending stay (forget).
 func (f *feeder) retire(r round) {
 	s := f.s
 	s.mu.Lock()
@@ -395,10 +523,8 @@ func (f *feeder) retire(r round) {
 			delete(s.running, o.t.ID)
 		}
 	}
-	for _, o := range r.recorded {
-		delete(s.running, o.t.ID)
-	}
 	s.mu.Unlock()
+	f.forget(r.recorded)
 	f.batch = f.batch[:0]
 }
 
@@ -443,7 +569,7 @@ func (f *feeder) handOut(tasks []*Task) {
 // it asked for and none of its tasks is in flight.
 func (f *feeder) stopIfDrained(r round) {
 	s := f.s
-	if r.err == nil && r.n > 0 && len(r.tasks) < r.n && !f.canTake() && f.outstanding == 0 && f.stopping != nil && s.Mode() == ModeDrain {
+	if r.err == nil && r.n > 0 && len(r.tasks) < r.n && !f.canTake() && !f.anySick() && f.outstanding == 0 && f.stopping != nil && s.Mode() == ModeDrain {
 		// Drained: nothing it may run now, nothing in flight.
 		f.stopping = nil
 		s.stopOnce.Do(func() { close(s.stopping) }) // SetMode says ErrStopped from now on
@@ -463,7 +589,9 @@ func (f *feeder) schedule(r round) {
 		// (or a wake-up; the timer in case a partition's reserved
 		// share, not a task, stands in the way).
 		for i := range f.look {
-			f.look[i], f.due[i] = false, time.Now().Add(limitPoll)
+			if !f.sick[i] {
+				f.look[i], f.due[i] = false, time.Now().Add(limitPoll)
+			}
 		}
 		f.resetTimer()
 		return
@@ -471,15 +599,7 @@ func (f *feeder) schedule(r round) {
 	for _, tk := range r.takes {
 		i := tk.shard
 		if tk.err != nil {
-			f.fails[i]++
-			switch {
-			case errors.Is(tk.err, errGone) || errors.Is(tk.err, errLate):
-				// The keep-alive says what happened, once.
-				f.s.q.logger.Debug("not taking tasks until the process is registered again", "error", tk.err, "shard", i)
-			case f.ctx.Err() == nil && f.fails[i] <= 3 || f.fails[i]%20 == 0:
-				f.s.q.logger.Warn("recording ends or taking tasks failed; the shard is tried again after a backoff", "error", tk.err, "failures", f.fails[i], "shard", i)
-			}
-			f.look[i], f.due[i] = false, time.Now().Add(f.bo[i].Next())
+			f.failed(i, tk.err)
 			continue
 		}
 		f.fails[i] = 0

@@ -33,7 +33,7 @@ type Queue struct {
 	// withdrawals takes back the tasks of failed Submits; Close waits
 	// for it (with its ctx) after the loops.
 	withdrawals *group.Group
-	submits     chan *submitReq
+	submits     []chan *submitReq // per shard: its Submits, for its submitters (submitLoop)
 
 	pubsub *redis.PubSub
 	wake   chan struct{} // a task may be available: capacity 1
@@ -107,7 +107,6 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 		kick:    make(chan struct{}, 1),
 		started: time.Now(),
 		futures: make(map[string]*Future),
-		submits: make(chan *submitReq, 4096),
 	}
 	q.logger = cfg.logger.With("queue", name, "process", q.proc)
 	q.m = newMetrics(cfg.meterProvider, q)
@@ -143,8 +142,12 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 	}
 	q.tasks = group.New(context.Background())
 	q.withdrawals = group.New(context.Background())
-	for range submitters {
-		q.tasks.Go(q.submitLoop)
+	q.submits = make([]chan *submitReq, len(all))
+	for i := range all {
+		q.submits[i] = make(chan *submitReq, 4096/len(all)+maxSubmitBatch)
+		for range submitters {
+			q.tasks.Go(func() { q.submitLoop(all[i], q.submits[i]) })
+		}
 	}
 	msgs := q.pubsub.Channel(redis.WithChannelSize(1024))
 	q.tasks.Go(func() { q.listen(msgs) })

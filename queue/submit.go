@@ -115,7 +115,7 @@ func (q *Queue) submit(ctx context.Context, payload []byte, opts ...SubmitOption
 		r.trace = tracectx.Inject(ctx)
 	}
 	select {
-	case q.submits <- r:
+	case q.submits[shard] <- r:
 	case <-ctx.Done():
 		q.forget(f)
 		return nil, ctx.Err()
@@ -181,21 +181,24 @@ const (
 	reqAbandoned // its Submit returned an error already
 )
 
-// Submitters and their batches.
+// Submitters and their batches: each shard has submitters of its own,
+// so that a shard whose Redis does not answer holds back no Submit to
+// another.
 const (
 	submitters     = 4
 	maxSubmitBatch = 128
 )
 
-// submitLoop is a submitter: it takes the waiting Submits, up to
-// maxSubmitBatch, and queues them in one script call.
-func (q *Queue) submitLoop() {
+// submitLoop is a submitter of shard l: it takes the waiting Submits of
+// the shard from in, up to maxSubmitBatch, and queues them in one script
+// call (submitBatch).
+func (q *Queue) submitLoop(l layout, in <-chan *submitReq) {
 	ctx := q.tasks.Context()
 	batch := make([]*submitReq, 0, maxSubmitBatch)
 	for {
 		batch = batch[:0]
 		select {
-		case r := <-q.submits:
+		case r := <-in:
 			batch = append(batch, r)
 		case <-ctx.Done():
 			return
@@ -205,36 +208,23 @@ func (q *Queue) submitLoop() {
 	more:
 		for len(batch) < maxSubmitBatch {
 			select {
-			case r := <-q.submits:
+			case r := <-in:
 				batch = append(batch, r)
 			default:
 				break more
 			}
 		}
-		q.submitBatch(ctx, batch)
+		if len(q.submits) > 1 {
+			q.roundRobin.Add(1) // the next Submits placed by none of their own go to the next shard
+		}
+		q.submitBatch(ctx, l, batch)
 	}
 }
 
-// submitBatch queues the Submits of batch that still wait (their callers
-// did not give up) in one submitScript call per shard, and answers each.
-func (q *Queue) submitBatch(ctx context.Context, batch []*submitReq) {
-	all := q.known()
-	if len(all) == 1 {
-		q.submitShard(ctx, all[0], batch)
-		return
-	}
-	q.roundRobin.Add(1) // the next Submits placed by none of their own go to the next shard
-	byShard := make(map[int][]*submitReq)
-	for _, r := range batch {
-		byShard[r.shard] = append(byShard[r.shard], r)
-	}
-	for i, part := range byShard {
-		q.submitShard(ctx, all[i], part)
-	}
-}
-
-// submitShard is submitBatch for the Submits of one shard, l.
-func (q *Queue) submitShard(ctx context.Context, l layout, batch []*submitReq) {
+// submitBatch queues the Submits of batch, all of shard l, that still
+// wait (their callers did not give up) in one submitScript call, and
+// answers each.
+func (q *Queue) submitBatch(ctx context.Context, l layout, batch []*submitReq) {
 	taken := batch[:0]
 	for _, r := range batch {
 		if r.state.CompareAndSwap(reqPending, reqTaken) {
@@ -443,9 +433,9 @@ func (q *Queue) placeTask(sc submitConfig) (int, error) {
 		return sc.batchOf.place(shard, sc.tenant)
 	}
 	if shard < 0 {
-		// Round the shards a submitScript call at a time (submitBatch
-		// moves on): the Submits waiting for one call share a shard, and
-		// so that call, as on an unsharded queue.
+		// Round the shards a submitScript call at a time (each
+		// submitLoop's batch moves on): the Submits waiting for one call
+		// share a shard, and so that call, as on an unsharded queue.
 		shard = int(q.roundRobin.Load() % uint64(n))
 	}
 	return shard, nil
