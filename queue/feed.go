@@ -462,15 +462,23 @@ func (f *feeder) permits(n int) round {
 
 // exchange records ends and takes r.n tasks in one script call
 // (Server.record) to one shard, c: the shard to take from (takeShard;
-// when no shard may have tasks, the first end's shard). The ends of the
+// when no shard may have tasks, the first end's shard, else the home
+// shard; never a sick one). The ends of the
 // other shards go to pending, for side calls (launch), as do c's when
 // the call fails: the round waits for no other shard. With neither ends
 // nor tasks to take in c, it calls nothing.
 func (f *feeder) exchange(r *round, ends []outcomeReq) {
-	t := f.takeShard()
-	c := t
-	if c < 0 && len(ends) > 0 && !f.sick[ends[0].t.shard] {
-		c = ends[0].t.shard
+	c := f.takeShard()
+	if c < 0 {
+		// No shard is known to have tasks: take anyway, from the first
+		// end's shard or the home shard, as an unsharded queue takes
+		// with every call.
+		switch {
+		case len(ends) > 0 && !f.sick[ends[0].t.shard]:
+			c = ends[0].t.shard
+		case !f.sick[0]:
+			c = 0
+		}
 	}
 	var batch []outcomeReq
 	for _, o := range ends {
@@ -485,10 +493,7 @@ func (f *feeder) exchange(r *round, ends []outcomeReq) {
 		f.pending[c] = nil
 	}
 	f.launch()
-	n := 0
-	if c == t {
-		n = r.n
-	}
+	n := r.n
 	if c < 0 || len(batch) == 0 && n == 0 {
 		return
 	}
