@@ -102,7 +102,7 @@ func TestQueueAsACLUser(t *testing.T) {
 		st, err := q.Stats(ctx)
 		return err == nil && len(st.Processes) == 1
 	}, 5*time.Second, 10*time.Millisecond)
-	_ = other.pubsub.Close()
+	_ = other.pubsub.close()
 	n, err := q.Drain(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "processes asked to drain")
@@ -124,4 +124,5 @@ func TestReadmeGivesTheQueueACL(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
 	assert.Contains(t, strings.Join(strings.Fields(string(readme)), " "), "-@all "+ACLCommands)
+	assert.Contains(t, string(readme), "`"+ClusterACLCommands+"`")
 }

@@ -3,12 +3,16 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -299,4 +303,115 @@ func TestFrozenShardHoldsBackNoOtherShard(t *testing.T) {
 		assert.Equal(t, "held#1", string(res), "recorded once the shard thawed, from its first attempt")
 	}
 	frozenSubmits.Wait()
+}
+
+// On a Redis Cluster the queue's messages go by sharded pub/sub: every
+// master runs SPUBLISH for its shard and no classic PUBLISH (which the
+// cluster would send to every node), and the wake-ups and outcomes
+// arrive, not the polls that stand in for lost ones (each 1 s).
+func TestClusterMessagesAreSharded(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	name, masters := spreadQueueName(t, ctx, c)
+	for _, m := range masters {
+		require.NoError(t, c.Node(m).ConfigResetStat(ctx).Err())
+	}
+	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 4))
+	}
+	serve(t, q, echo, WithWorkers(2))
+	var took []time.Duration
+	for i := range 30 {
+		began := time.Now()
+		f, err := q.Submit(ctx, []byte("x"), WithTenant(tenants[i%3]))
+		require.NoError(t, err)
+		res, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "x#1", string(res))
+		took = append(took, time.Since(began))
+		time.Sleep(20 * time.Millisecond) // the server goes idle: the next task needs a wake-up
+	}
+	slices.Sort(took)
+	assert.Less(t, took[len(took)/2], 300*time.Millisecond, "median task waited for a poll: %v", took)
+	for s, m := range masters {
+		st, err := c.Node(m).Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		assert.True(t, strings.Contains(st, "cmdstat_spublish:"), "shard %d's master %d ran no SPUBLISH", s, m)
+		assert.False(t, strings.Contains(st, "cmdstat_publish:"), "shard %d's master %d ran a classic PUBLISH", s, m)
+	}
+}
+
+// A user confined to one sharded queue's keys and channels on a Redis
+// Cluster, with exactly ACLCommands and ClusterACLCommands, runs the
+// queue's calls on every master; Redis denies nothing.
+func TestShardedQueueAsACLUserOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	name, _ := spreadQueueName(t, ctx, c)
+	args := []any{"ACL", "SETUSER", "queue", "on", ">pw", "resetkeys", "resetchannels",
+		"~shepherd:{" + name + "}:*", "&shepherd:{" + name + "}:*",
+		"~shepherd:{" + name + "#*}:*", "&shepherd:{" + name + "#*}:*", "-@all"}
+	for _, cmd := range strings.Fields(ACLCommands + " " + ClusterACLCommands) {
+		args = append(args, cmd)
+	}
+	for i := range c.Masters() {
+		require.NoError(t, c.Node(i).Do(ctx, args...).Err())
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), Username: "queue", Password: "pw",
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	q, err := Open(ctx, rdb, name, WithShards(3), WithTTL(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 2))
+	}
+	srv := serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
+		if string(task.Payload) == "block" {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return echo(ctx, task)
+	}, WithWorkers(4))
+	for _, ten := range tenants {
+		f, err := q.Submit(ctx, []byte("x"), WithTenant(ten))
+		require.NoError(t, err)
+		_, err = wait(t, f, 10*time.Second)
+		require.NoError(t, err)
+		blocked, err := q.Submit(ctx, []byte("block"), WithTenant(ten))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			info, err := q.Inspect(ctx, blocked.ID())
+			return err == nil && info.State == StateActive
+		}, 5*time.Second, 5*time.Millisecond)
+		require.NoError(t, q.Cancel(ctx, blocked.ID()))
+		_, err = wait(t, blocked, 5*time.Second)
+		assert.ErrorIs(t, err, ErrCancelled)
+		require.NoError(t, q.SetSchedule(ctx, "s-"+ten, "@every 1h", nil, WithTaskOptions(WithTenant(ten))))
+		require.NoError(t, q.RemoveSchedule(ctx, "s-"+ten))
+	}
+	_, err = q.Stats(ctx)
+	require.NoError(t, err)
+	n, err := q.Drain(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	select {
+	case <-srv.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not drain")
+	}
+	require.NoError(t, q.Close(ctx))
+	for i := range c.Masters() {
+		res, err := c.Node(i).Do(ctx, "ACL", "LOG").Result()
+		require.NoError(t, err)
+		assert.Empty(t, res, "master %d denied the queue's user something", i)
+	}
 }

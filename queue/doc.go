@@ -121,6 +121,8 @@ package queue
 // keys first (wire.go).
 //
 //	queue.go           Queue: Open, the pub/sub listener, Close
+//	pubsub.go          the process's subscriptions: classic, or sharded
+//	                   on a Redis Cluster
 //	wire.go            the scripts' common KEYS and ARGV; the task hash's
 //	                   fields, declared once
 //	prelude.go         the Lua prelude: the keys, the fields' locals, and
@@ -164,4 +166,4 @@ package queue
 //	stats.go           Stats
 //	metrics.go, durations.go  OpenTelemetry metrics; handler run times
 //	options.go, submit_options.go, serve_options.go, calltimeout.go
-//	errors.go, access.go  errors; ACLCommands
+//	errors.go, access.go  errors; ACLCommands, ClusterACLCommands

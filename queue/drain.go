@@ -76,6 +76,6 @@ for i = 1, #alive, 2 do
     end
   end
 end
-if n > 0 then redis.call('PUBLISH', P_CHAN .. 'drain', '') end
+if n > 0 then redis.call(PUBLISH, P_CHAN .. 'drain', '') end
 return n
 `)

@@ -37,6 +37,7 @@ func NewClient(rdb redis.UniversalClient, name string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	lay.spub = shardedPubSub(rdb)
 	return &Client{rdb: rdb, name: name, lay: lay}, nil
 }
 

@@ -76,6 +76,9 @@ type layout struct {
 	taskPrefix, inflightPrefix, chanPrefix string
 
 	shard int // which of the queue's shards (shard.go)
+	// spub makes the scripts publish with SPUBLISH (sharded pub/sub) on
+	// a Redis Cluster client (pubsub.go).
+	spub bool
 }
 
 func newLayout(name string) (layout, error) {
@@ -168,6 +171,15 @@ func (l layout) common(extra ...string) []string {
 
 func (l layout) commonArgs(args ...any) []any {
 	a := make([]any, 0, 3+len(args))
-	a = append(a, l.taskPrefix, l.inflightPrefix, l.chanPrefix)
+	a = append(a, l.taskPrefix, l.inflightPrefix, l.pubChannel(l.chanPrefix))
 	return append(a, args...)
+}
+
+// pubChannel is channel as a script that publishes to it takes it: with
+// a "!" first when it publishes with SPUBLISH (the prelude's PUBLISH).
+func (l layout) pubChannel(channel string) string {
+	if l.spub {
+		return "!" + channel
+	}
+	return channel
 }

@@ -18,6 +18,8 @@ local K_DEAD, K_COUNT, K_DROPPED, K_ALIVE, K_PROCS = KEYS[6], KEYS[7], KEYS[8], 
 local K_WITHDRAWN, K_IDLE = KEYS[11], KEYS[12]
 local K_TEN, K_TURNS, K_PARKED, K_HOLDS = KEYS[13], KEYS[14], KEYS[15], KEYS[16]
 local P_TASK, P_INFLIGHT, P_CHAN = ARGV[1], ARGV[2], ARGV[3]
+local PUBLISH = 'PUBLISH' -- the channel prefix marked "!": SPUBLISH (layout.pubChannel)
+if string.byte(P_CHAN, 1) == 33 then PUBLISH, P_CHAN = 'SPUBLISH', string.sub(P_CHAN, 2) end
 local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
@@ -48,7 +50,7 @@ local woke = false
 local function wake()
   if woke then return end
   woke = true
-  if redis.call('EXISTS', K_IDLE) == 1 then redis.call('PUBLISH', P_CHAN .. 'wake', '') end
+  if redis.call('EXISTS', K_IDLE) == 1 then redis.call(PUBLISH, P_CHAN .. 'wake', '') end
 end
 
 -- bulk runs cmd on key with the list's items as arguments, in chunks
@@ -264,7 +266,7 @@ local function cancelOne(tk, id, t)
   if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
   if st == 'active' then
     redis.call('HSET', tk, F_CANCEL, '1')
-    redis.call('PUBLISH', P_CHAN .. 'cancel:' .. f[2], id)
+    redis.call(PUBLISH, P_CHAN .. 'cancel:' .. f[2], id)
     return 'REQUESTED'
   end
   if st == 'waiting' then
@@ -303,7 +305,7 @@ local function flush()
     if len == #listed or len % 1000 < #listed then redis.call('PEXPIRE', key, listedFor) end
   end
   for sub, n in pairs(notes) do
-    redis.call('PUBLISH', P_CHAN .. 'done:' .. sub, table.concat(n))
+    redis.call(PUBLISH, P_CHAN .. 'done:' .. sub, table.concat(n))
   end
 end
 `

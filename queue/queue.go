@@ -35,7 +35,7 @@ type Queue struct {
 	withdrawals *group.Group
 	submits     []chan *submitReq // per shard: its Submits, for its submitters (submitLoop)
 
-	pubsub *redis.PubSub
+	pubsub subscription
 	wake   chan struct{} // a task may be available: capacity 1
 	woken  []atomic.Bool // per shard: woken since the feed last took from it
 
@@ -90,6 +90,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 	if err != nil {
 		return nil, err
 	}
+	lay.spub = shardedPubSub(rdb)
 	cfg := defaultConfig()
 	for _, o := range opts {
 		if o == nil {
@@ -113,16 +114,13 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 
 	// Subscribe before registering: a wake-up or an outcome published
 	// after Open returns must not be missed.
-	channels := []string{lay.wakeChannel(), lay.drainChannel(), lay.doneChannel(q.proc), lay.cancelChannel(q.proc), lay.schedulesChannel()}
-	q.pubsub = rdb.Subscribe(ctx, channels...)
-	for range channels {
-		if _, err := q.pubsub.ReceiveTimeout(ctx, 0); err != nil {
-			_ = q.pubsub.Close()
-			return nil, fmt.Errorf("queue: open %q: subscribe: %w", name, err)
-		}
+	q.pubsub = subscription{rdb: rdb, sharded: lay.spub}
+	if err := q.pubsub.subscribe(ctx, lay.wakeChannel(), lay.drainChannel(), lay.doneChannel(q.proc), lay.cancelChannel(q.proc), lay.schedulesChannel()); err != nil {
+		_ = q.pubsub.close()
+		return nil, fmt.Errorf("queue: open %q: %w", name, err)
 	}
 	if _, err := q.register(ctx, false); err != nil {
-		_ = q.pubsub.Close()
+		_ = q.pubsub.close()
 		return nil, err
 	}
 	all := q.known()
@@ -131,13 +129,11 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 		// The other shards' channels, now that their number is known (a
 		// wake-up missed meanwhile is made up for: a server's first
 		// round takes from every shard).
-		var more []string
 		for _, l := range all[1:] {
-			more = append(more, l.wakeChannel(), l.doneChannel(q.proc), l.cancelChannel(q.proc), l.schedulesChannel())
-		}
-		if err := q.pubsub.Subscribe(ctx, more...); err != nil {
-			_ = q.pubsub.Close()
-			return nil, fmt.Errorf("queue: open %q: subscribe: %w", name, err)
+			if err := q.pubsub.subscribe(ctx, l.wakeChannel(), l.doneChannel(q.proc), l.cancelChannel(q.proc), l.schedulesChannel()); err != nil {
+				_ = q.pubsub.close()
+				return nil, fmt.Errorf("queue: open %q: %w", name, err)
+			}
 		}
 	}
 	q.tasks = group.New(context.Background())
@@ -149,7 +145,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 			q.tasks.Go(func() { q.submitLoop(all[i], q.submits[i]) })
 		}
 	}
-	msgs := q.pubsub.Channel(redis.WithChannelSize(1024))
+	msgs := q.pubsub.messages(q.tasks.Context(), q.tasks.Go)
 	q.tasks.Go(func() { q.listen(msgs) })
 	q.tasks.Go(q.keepAliveLoop)
 	q.tasks.Go(q.reapLoop)
@@ -286,7 +282,7 @@ func (q *Queue) Close(ctx context.Context) error {
 	}
 	q.withdrawals.Stop()
 	q.withdrawals.Wait()
-	if err := q.pubsub.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+	if err := q.pubsub.close(); err != nil {
 		errs = append(errs, fmt.Errorf("queue: close pub/sub: %w", err))
 	}
 	// The give-back runs even when ctx ended (it is bounded by the call

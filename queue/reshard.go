@@ -45,7 +45,7 @@ func (q *Client) Reshard(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	to, err := makeLayouts(q.name, n)
+	to, err := q.makeLayouts(n)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (q *Client) Reshard(ctx context.Context, n int) error {
 	p, err := q.rdb.HGet(ctx, q.lay.settings, "reshard_from").Int()
 	switch {
 	case err == nil && p > len(from):
-		if from, err = makeLayouts(q.name, p); err != nil {
+		if from, err = q.makeLayouts(p); err != nil {
 			return err
 		}
 	case err != nil && n == len(old):

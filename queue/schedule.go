@@ -332,7 +332,7 @@ end
 redis.call(unpack(f))
 redis.call('HDEL', KEYS[18], 'lres')
 redis.call('HSET', KEYS[17], ARGV[4], ARGV[5])
-redis.call('PUBLISH', ARGV[16], ARGV[4])
+redis.call(PUBLISH, ARGV[16], ARGV[4])
 return 'OK'
 `)
 
@@ -366,7 +366,7 @@ func (q *Client) RemoveSchedule(ctx context.Context, name string) error {
 // reports whether the shard held it.
 func (q *Client) removeScheduleIn(ctx context.Context, l layout, name string) (bool, error) {
 	res, err := script.Run(ctx, q.rdb, removeScheduleScript, "queue: remove schedule", []string{l.schedules, l.schedule(name)},
-		name, l.schedulesChannel())
+		name, l.pubChannel(l.schedulesChannel()))
 	if err != nil {
 		return false, err
 	}
@@ -376,13 +376,15 @@ func (q *Client) removeScheduleIn(ctx context.Context, l layout, name string) (b
 // removeScheduleScript removes a schedule and tells every process.
 //
 //	KEYS[1] schedules, KEYS[2] the schedule's hash
-//	ARGV[1] name, ARGV[2] the schedules channel
+//	ARGV[1] name, ARGV[2] the schedules channel (layout.pubChannel)
 //
 // Returns 1, or 0 when there was no such schedule.
 var removeScheduleScript = redis.NewScript(`
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('DEL', KEYS[2])
-redis.call('PUBLISH', ARGV[2], ARGV[1])
+local cmd, ch = 'PUBLISH', ARGV[2]
+if string.byte(ch, 1) == 33 then cmd, ch = 'SPUBLISH', string.sub(ch, 2) end
+redis.call(cmd, ch, ARGV[1])
 return 1
 `)
 

@@ -148,7 +148,7 @@ func (q *Queue) register(ctx context.Context, rejoin bool) (fresh bool, err erro
 		}
 	}
 	if !rejoin {
-		all, err := makeLayouts(q.name, cfg.shards)
+		all, err := q.makeLayouts(cfg.shards)
 		if err != nil {
 			return false, err
 		}

@@ -115,7 +115,7 @@ func (q *Client) layouts(ctx context.Context) ([]layout, error) {
 		return []layout{q.lay}, nil
 	}
 	// A queue stored before shards has 1 (n stays 1).
-	all, err := makeLayouts(q.name, n)
+	all, err := q.makeLayouts(n)
 	if err != nil {
 		return nil, err
 	}
@@ -154,14 +154,15 @@ func queueLayout(name string) (layout, error) {
 	return l, nil
 }
 
-func makeLayouts(name string, n int) ([]layout, error) {
+// makeLayouts returns the layouts of the queue's n shards.
+func (q *Client) makeLayouts(n int) ([]layout, error) {
 	all := make([]layout, n)
 	for i := range all {
-		l, err := newLayout(shardName(name, i))
+		l, err := newLayout(shardName(q.name, i))
 		if err != nil {
 			return nil, err
 		}
-		l.shard = i
+		l.shard, l.spub = i, q.lay.spub
 		all[i] = l
 	}
 	return all, nil

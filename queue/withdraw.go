@@ -115,7 +115,7 @@ if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' or mine then
 end
 if f[1] == 'active' then
   redis.call('HSET', tk, 'cx', '1')
-  redis.call('PUBLISH', P_CHAN .. 'cancel:' .. f[3], id)
+  redis.call(PUBLISH, P_CHAN .. 'cancel:' .. f[3], id)
 end
 return 'CANCELLED'
 `)
