@@ -484,3 +484,50 @@ func TestWithdrawalOfATaskTakenByItsOwnProcess(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "again#1", string(out))
 }
+
+// Stop returns once its ctx ends (and a call timeout more) while Redis
+// takes no end: a process that must shut down while Redis, or a shard,
+// is down is not held back for ever. The task whose end was given up is
+// not lost: once Redis is back, it runs again, elsewhere.
+func TestStopReturnsWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t, redistest.WithAOF())
+	ctx := testCtx(t, 60*time.Second)
+	name := redistest.Name(t)
+	q, err := Open(ctx, s.NewClient(), name, WithTTL(time.Second), WithCallTimeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	started, release := make(chan struct{}), make(chan struct{})
+	srv := serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
+		close(started)
+		<-release
+		return []byte("first"), nil
+	}, WithWorkers(1))
+	f, err := q.Submit(ctx, []byte("x"))
+	require.NoError(t, err)
+	<-started
+	require.NoError(t, s.Kill())
+	close(release) // its end cannot be recorded
+
+	stopped := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		stopped <- srv.Stop(sctx)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Stop did not return while Redis was down")
+	}
+
+	require.NoError(t, s.Restart())
+	other, err := Open(ctx, s.NewClient(), name)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	serve(t, other, func(context.Context, *Task) ([]byte, error) { return []byte("again"), nil }, WithWorkers(1))
+	require.Eventually(t, func() bool {
+		res, err := other.Result(ctx, f.ID())
+		return err == nil && string(res) == "again"
+	}, 20*time.Second, 20*time.Millisecond, "the task whose end was given up did not run again")
+}

@@ -114,7 +114,7 @@ func (s *Server) newFeeder() *feeder {
 	all := s.q.known()
 	f := &feeder{
 		s:        s,
-		ctx:      s.q.tasks.Context(),
+		ctx:      s.feedCtx,
 		timer:    time.NewTimer(time.Hour),
 		bo:       make([]backoff.Backoff, len(all)),
 		pending:  make([][]outcomeReq, len(all)),
@@ -386,6 +386,7 @@ func (f *feeder) wait() bool {
 		f.demand = true
 	case <-tick:
 		f.lookDue()
+		f.resetTimer() // for the dues still to come: a round may not follow
 	case <-f.limited:
 		f.limited = nil
 		f.lookAll()

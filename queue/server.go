@@ -33,6 +33,11 @@ type Server struct {
 	drops    atomic.Int64    // attempts that counted as drops for lim
 	outcomes chan outcomeReq // to feed; closed once the workers returned
 	fed      chan struct{}   // closed when feed returned
+	// feedCtx is feed's ctx (feeder.ctx): Stop cancels it (giveUp) when
+	// Redis has not taken the last ends a call timeout after Stop's ctx
+	// ended.
+	feedCtx  context.Context
+	giveUp   context.CancelFunc
 	endOnce  sync.Once
 	lim      *Limit        // nil without a concurrency limit
 	part     *limitPart    // the server's partition of lim
@@ -107,6 +112,7 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		modeSet:  make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
+	s.feedCtx, s.giveUp = context.WithCancel(q.tasks.Context())
 	// Made before the server is published (q.server): the listener
 	// notifies it as soon as it finds the server.
 	s.sched = newScheduler(q)
@@ -171,8 +177,12 @@ func (s *Server) isStopping() bool {
 // ctx ends; then it cancels their ctx (a hard stop, as Halt), and the
 // tasks that do not succeed go back to the queue at once without using
 // an attempt, as do the tasks taken ahead (WithPrefetch) not started. It returns when every worker has returned and closed its
-// resource: ctx's error if it had to cancel tasks, else nil. Stop is
-// idempotent; the Queue can Serve again afterwards.
+// resource, and the ends of their attempts are recorded: ctx's error if
+// it had to cancel tasks, else nil. While Redis (or the shard of some of
+// those tasks) does not take their ends, it waits until ctx ends and
+// WithCallTimeout more, then gives the ends up: those tasks go back to
+// the queue, to run again. Stop is idempotent; the Queue can Serve again
+// afterwards.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
 	s.sched.stop()
@@ -184,7 +194,8 @@ func (s *Server) Stop(ctx context.Context) error {
 	}
 	s.halt()
 	s.endOnce.Do(func() { close(s.outcomes) })
-	<-s.fed
+	s.awaitFed(ctx)
+	s.giveUp() // feed returned: this only releases feedCtx
 	// Nothing runs now: what is still marked in flight (an outcome that
 	// could not be recorded, a dequeue whose reply was lost) goes back.
 	gctx, cancel := redisutil.CallContext(context.WithoutCancel(ctx), s.q.cfg.callTimeout)
@@ -202,6 +213,29 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.q.kickKeepAlive()
 	s.doneOnce.Do(func() { close(s.done) })
 	return err
+}
+
+// awaitFed waits for feed to record the last ends. While Redis does not
+// take them (it, or their shard, is down), it waits until ctx ends and a
+// call timeout more (so that Halt, whose ctx is done, still records
+// them), then gives them up: their tasks go back to the queue from
+// Redis (giveBack, the deregistration at Close, or the process's lease
+// running out), to run again.
+func (s *Server) awaitFed(ctx context.Context) {
+	select {
+	case <-s.fed:
+		return
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(s.q.cfg.callTimeout)
+	defer grace.Stop()
+	select {
+	case <-s.fed:
+	case <-grace.C:
+		s.q.logger.Warn("giving up recording the ends of attempts: Redis does not take them; their tasks run again")
+		s.giveUp()
+		<-s.fed
+	}
 }
 
 // Done is closed when the server has stopped: drained (ModeDrain), by
