@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -59,9 +60,14 @@ func TestQueuePageShowsTheShards(t *testing.T) {
 	code, body := get(t, base+"/queue/"+name)
 	require.Equal(t, 200, code, body)
 	assert.Contains(t, body, `<span id="shards">3</span>`)
+	for i := range 3 {
+		assert.Contains(t, body, fmt.Sprintf(`<tr data-shard="%d">`, i), "the shards' table")
+	}
 	code, body = get(t, base+"/queue/"+name+"-plain")
 	require.Equal(t, 200, code, body)
 	assert.NotContains(t, body, `id="shards"`)
+	assert.NotContains(t, body, `id="shard-table"`)
 	v := twin(t, base+"/queue/"+name+"?format=json")
 	assert.Equal(t, 3.0, jsonstyle.At(v, "stats.shards"))
+	assert.Equal(t, name+"#2", jsonstyle.At(v, "stats.per_shard.2.tag"))
 }

@@ -621,3 +621,38 @@ func TestDeclaredDeadInOneShardOnly(t *testing.T) {
 	assert.Equal(t, "x#1", string(res))
 	assert.EqualValues(t, 1, runs.Load(), "the task of shard 0 was abandoned, and ran again")
 }
+
+// Stats.PerShard has each shard's part of the depths, and its tenants;
+// the totals are their sums. Off a cluster no shard names a master.
+func TestStatsPerShard(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	name := redistest.Name(t)
+	q, err := Open(ctx, srv.Client(), name, WithShards(3))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 1))
+	}
+	for _, s := range []struct {
+		shard int
+		opts  []SubmitOption
+	}{{1, nil}, {1, nil}, {2, nil}, {0, []SubmitOption{WithDelay(time.Hour)}}} {
+		_, err := q.Submit(ctx, nil, append(s.opts, WithTenant(tenants[s.shard]))...)
+		require.NoError(t, err)
+	}
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.PerShard, 3)
+	for i, s := range st.PerShard {
+		assert.Equal(t, i, s.Shard)
+		assert.Equal(t, shardName(name, i), s.Tag)
+		assert.Empty(t, s.Master)
+		assert.Equal(t, 1, s.Tenants, "shard %d", i)
+	}
+	assert.Equal(t, []int64{0, 2, 1}, []int64{st.PerShard[0].Available, st.PerShard[1].Available, st.PerShard[2].Available})
+	assert.EqualValues(t, 1, st.PerShard[0].Delayed)
+	assert.EqualValues(t, 3, st.Available)
+	assert.EqualValues(t, 1, st.Delayed)
+}

@@ -27,8 +27,25 @@ type Stats struct {
 	Paused      bool  // Pause: no task starts until Resume
 	Rate        Rate  // SetRate; the zero Rate when none
 	Shards      int   // WithShards: the queue's shards
+	PerShard    []ShardInfo
 	Tenants     []TenantInfo
 	Processes   []ProcessInfo
+}
+
+// ShardInfo describes one shard of the queue (Stats.PerShard): its part
+// of the depths above, and where it lives. An unsharded queue has one.
+type ShardInfo struct {
+	Shard int    // 0 is the home shard
+	Tag   string // its hash tag: NAME, NAME#1, ...
+	// Master is the address of the Redis Cluster master that holds the
+	// shard's slot, as the client knows it; "" off a cluster.
+	Master    string
+	Available int64
+	Delayed   int64
+	Retrying  int64
+	InFlight  int64
+	Dead      int64
+	Tenants   int // tenants placed in the shard
 }
 
 // ProcessInfo describes one process of the queue.
@@ -53,9 +70,10 @@ type ProcessInfo struct {
 
 // Stats reads the queue's depth by state and its processes. On a queue of
 // n shards (WithShards) the depths, dead letters and dropped ones add up
-// over the shards, and each tenant is read in its shard, in the same
-// round trips (n times the reads); the processes, the pause and the rate
-// are read in the home shard, where every process keeps alive.
+// over the shards (PerShard has each shard's part), and each tenant is
+// read in its shard, in the same round trips (n times the reads); the
+// processes, the pause and the rate are read in the home shard, where
+// every process keeps alive.
 func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	all, err := q.layouts(ctx)
 	if err != nil {
@@ -98,18 +116,25 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	}
 	var st Stats
 	for i, c := range per {
-		st.Available += c.available.Val()
-		st.Delayed += c.delayed.Val()
-		st.Retrying += c.retrying.Val()
-		st.InFlight += c.inflight.Val()
-		st.Dead += c.dead.Val()
+		above, _ := strconv.ParseInt(hashes[i]["q:"], 10, 64)
+		si := ShardInfo{Shard: i, Tag: shardName(q.name, i), Master: q.masterOf(ctx, all[i]),
+			Available: c.available.Val() + above, Delayed: c.delayed.Val(), Retrying: c.retrying.Val(),
+			InFlight: c.inflight.Val(), Dead: c.dead.Val()}
 		dropped, _ := strconv.ParseInt(c.dropped.Val(), 10, 64)
 		st.DeadDropped += dropped
-		above, _ := strconv.ParseInt(hashes[i]["q:"], 10, 64)
-		st.Available += above
+		st.PerShard = append(st.PerShard, si)
 	}
 	for _, t := range tenants {
-		st.Available += t.Waiting
+		si := &st.PerShard[tenantLayout(all, t.ID).shard]
+		si.Available += t.Waiting
+		si.Tenants++
+	}
+	for _, si := range st.PerShard {
+		st.Available += si.Available
+		st.Delayed += si.Delayed
+		st.Retrying += si.Retrying
+		st.InFlight += si.InFlight
+		st.Dead += si.Dead
 	}
 	sv := settings.Val()
 	if len(sv) != 4 {
@@ -141,4 +166,18 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	}
 	sort.Slice(st.Processes, func(i, j int) bool { return st.Processes[i].ID < st.Processes[j].ID })
 	return st, nil
+}
+
+// masterOf is the address of the Redis Cluster master of shard l, as
+// the client knows it ("" off a cluster, or when it cannot tell).
+func (q *Client) masterOf(ctx context.Context, l layout) string {
+	cc, ok := q.rdb.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	m, err := cc.MasterForKey(ctx, l.settings)
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -148,6 +149,16 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 	fmt.Fprintf(o.stdout, "starts: %s; rate %s\n", starts, rateText(st.Rate))
 	fmt.Fprintf(o.stdout, "workers: %d busy of %d, in %d processes\n", st.Busy, st.Workers, len(st.Processes))
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
+	if st.Shards > 1 {
+		fmt.Fprintln(tw, "SHARD\tTAG\tMASTER\tAVAILABLE\tIN FLIGHT\tDELAYED\tRETRYING\tDEAD\tTENANTS")
+		for _, s := range st.PerShard {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", s.Shard, s.Tag, cmp.Or(s.Master, "-"),
+				s.Available, s.InFlight, s.Delayed, s.Retrying, s.Dead, s.Tenants)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tMODE\tWORKERS\tBUSY\tLIMIT\tPARTITION\tDROPS\tP50/P99\tLEASE")
 	for _, p := range st.Processes {
 		mode, lim, part, drops, took := "-", "-", "-", "-", "-"

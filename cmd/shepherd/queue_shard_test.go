@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
@@ -89,15 +90,34 @@ func TestQueueCommandsOnARedisCluster(t *testing.T) {
 	code, out, errOut := runCmd("queue", "stats", "-queue", name, "-redis", addr, "-json")
 	require.Equal(t, exitOK, code, errOut)
 	var st struct {
-		Delayed int `json:"delayed"`
-		Shards  int `json:"shards"`
+		Delayed  int `json:"delayed"`
+		Shards   int `json:"shards"`
+		PerShard []struct {
+			Shard   int    `json:"shard"`
+			Tag     string `json:"tag"`
+			Master  string `json:"master"`
+			Delayed int    `json:"delayed"`
+		} `json:"per_shard"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
 	assert.Equal(t, 6, st.Delayed, out)
 	assert.Equal(t, 3, st.Shards, out)
+	require.Len(t, st.PerShard, 3, out)
+	sum := 0
+	for i, s := range st.PerShard {
+		assert.Equal(t, i, s.Shard)
+		assert.Equal(t, name+map[bool]string{true: "", false: fmt.Sprint("#", i)}[i == 0], s.Tag)
+		m, err := c.NodeOf(ctx, "shepherd:{"+s.Tag+"}:queue:settings")
+		require.NoError(t, err)
+		assert.Equal(t, c.Addrs()[m], s.Master, "shard %d's master", i)
+		sum += s.Delayed
+	}
+	assert.Equal(t, 6, sum, "the shards' parts add up")
 	code, out, errOut = runCmd("queue", "stats", "-queue", name, "-redis", addr)
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "queue "+name+" (3 shards): 0 available, 6 delayed")
+	assert.Regexp(t, `(?m)^SHARD +TAG +MASTER +AVAILABLE`, out)
+	assert.Regexp(t, `(?m)^1 +`+regexp.QuoteMeta(name+"#1")+` +127\.0\.0\.1:\d+ +0 `, out)
 
 	code, _, errOut = runCmd("queue", "reshard", "-queue", name, "-redis", addr, "2")
 	assert.Equal(t, exitError, code, "a live process and unfinished tasks")
