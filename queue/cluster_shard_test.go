@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -413,5 +415,52 @@ func TestShardedQueueAsACLUserOnRedisCluster(t *testing.T) {
 		res, err := c.Node(i).Do(ctx, "ACL", "LOG").Result()
 		require.NoError(t, err)
 		assert.Empty(t, res, "master %d denied the queue's user something", i)
+	}
+}
+
+// A process closes while one shard's master is frozen: Close returns (an
+// error: that shard did not answer), and the process has left the other
+// shards at once, not after its lease runs out there.
+func TestCloseWhileAShardIsFrozen(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
+	ctx := testCtx(t, 60*time.Second)
+	name, masters := spreadQueueName(t, ctx, c)
+	q, err := Open(ctx, c.NewClient(0), name, WithShards(3), WithTTL(60*time.Second), WithCallTimeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	tenants := tenantsByShard(t, 3)
+	require.NoError(t, q.SetTenant(ctx, tenants[1], 1))
+	started := make(chan struct{}, 1)
+	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, WithWorkers(1))
+	_, err = q.Submit(ctx, []byte("held"), WithTenant(tenants[1]))
+	require.NoError(t, err)
+	<-started
+
+	pid := c.Pids()[masters[1]]
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	closed := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		closed <- q.Close(cctx)
+	}()
+	select {
+	case err := <-closed:
+		assert.Error(t, err, "the frozen shard did not answer")
+	case <-time.After(20 * time.Second):
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		t.Fatal("Close did not return while a shard was frozen")
+	}
+	for _, s := range []int{0, 2} {
+		l := q.known()[s]
+		member, err := c.Node(masters[s]).HExists(ctx, l.alive, q.proc).Result()
+		require.NoError(t, err)
+		assert.False(t, member, "the process is still a member of shard %d", s)
 	}
 }

@@ -9,17 +9,37 @@ import (
 	"github.com/shepherd-go/shepherd/internal/script"
 )
 
-// giveBack runs deregisterScript on every shard (see there): it gives
-// back all the tasks the process does not run, and deregisters it with
-// remove.
+// giveBack runs deregisterScript on every shard at once (see there): it
+// gives back all the tasks the process does not run, and deregisters it
+// with remove. A shard that does not answer holds back no other's, and
+// once ctx ends it no longer waits for it: go-redis may not give up a
+// call to a frozen server at the deadline (a new connection's handshake
+// waits for it), and the call ends, in the background, when the server
+// answers or the client closes.
 func (q *Queue) giveBack(ctx context.Context, remove bool) (int64, error) {
+	all := q.known()
+	type answer struct {
+		n   int64
+		err error
+	}
+	answers := make(chan answer, len(all))
+	for _, l := range all {
+		go func() {
+			n, err := q.giveBackShard(ctx, l, remove)
+			answers <- answer{n, err}
+		}()
+	}
 	var sum int64
 	var errs []error
-	for _, l := range q.known() {
-		n, err := q.giveBackShard(ctx, l, remove)
-		sum += n
-		if err != nil {
-			errs = append(errs, err)
+	for range all {
+		select {
+		case a := <-answers:
+			sum += a.n
+			if a.err != nil {
+				errs = append(errs, a.err)
+			}
+		case <-ctx.Done():
+			return sum, errors.Join(append(errs, ctx.Err())...)
 		}
 	}
 	return sum, errors.Join(errs...)
