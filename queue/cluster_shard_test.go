@@ -62,10 +62,7 @@ func TestShardedQueueOnRedisCluster(t *testing.T) {
 	submitter := openOn(WithShards(3))
 	a, b := openOn(), openOn()
 	require.Len(t, a.known(), 3, "the servers adopt the shard count")
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, submitter.SetTenant(ctx, ten, 3))
-	}
+	tenants := registerTenantsByShard(t, ctx, submitter, 3, 3)
 	serve(t, a, echo, WithWorkers(3))
 	serve(t, b, echo, WithWorkers(3))
 
@@ -128,10 +125,7 @@ func TestShardDownOthersGoOn(t *testing.T) {
 		return q
 	}
 	submitter := openOn(WithShards(3))
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, submitter.SetTenant(ctx, ten, 4))
-	}
+	tenants := registerTenantsByShard(t, ctx, submitter, 3, 4)
 	for range 2 {
 		serve(t, openOn(), echo, WithWorkers(2))
 	}
@@ -173,29 +167,8 @@ func TestEndsOfAShardDownWaitOthersGoOn(t *testing.T) {
 	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(context.Background()) })
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 4))
-	}
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(free) // before Close (cleanups run last first): no handler left blocked
-	var runs atomic.Int64
-	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
-		runs.Add(1)
-		if string(task.Payload) == "held" {
-			<-release
-		}
-		return echo(ctx, task)
-	}, WithWorkers(4))
-	var held []*Future
-	for range 2 {
-		f, err := q.Submit(ctx, []byte("held"), WithTenant(tenants[1]))
-		require.NoError(t, err)
-		held = append(held, f)
-	}
-	require.Eventually(t, func() bool { return runs.Load() == 2 }, 10*time.Second, 5*time.Millisecond, "the shard's tasks did not start")
+	tenants := registerTenantsByShard(t, ctx, q, 3, 4)
+	held, runs, free := serveHolding(t, ctx, q, tenants[1])
 	require.NoError(t, c.Kill(masters[1]))
 	free() // their ends cannot be recorded now
 	var during []*Future
@@ -235,29 +208,8 @@ func TestFrozenShardHoldsBackNoOtherShard(t *testing.T) {
 	q, err := Open(ctx, c.NewClient(0), name, WithShards(3), WithTTL(60*time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(context.Background()) })
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 4))
-	}
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(free)
-	var runs atomic.Int64
-	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
-		runs.Add(1)
-		if string(task.Payload) == "held" {
-			<-release
-		}
-		return echo(ctx, task)
-	}, WithWorkers(4))
-	var held []*Future
-	for range 2 {
-		f, err := q.Submit(ctx, []byte("held"), WithTenant(tenants[1]))
-		require.NoError(t, err)
-		held = append(held, f)
-	}
-	require.Eventually(t, func() bool { return runs.Load() == 2 }, 10*time.Second, 5*time.Millisecond, "the shard's tasks did not start")
+	tenants := registerTenantsByShard(t, ctx, q, 3, 4)
+	held, _, free := serveHolding(t, ctx, q, tenants[1])
 
 	pid := c.Pids()[masters[1]]
 	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
@@ -322,10 +274,7 @@ func TestClusterMessagesAreSharded(t *testing.T) {
 	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(context.Background()) })
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 4))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 4)
 	serve(t, q, echo, WithWorkers(2))
 	var took []time.Duration
 	for i := range 30 {
@@ -372,10 +321,7 @@ func TestShardedQueueAsACLUserOnRedisCluster(t *testing.T) {
 	q, err := Open(ctx, rdb, name, WithShards(3), WithTTL(time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(context.Background()) })
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 2))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 2)
 	srv := serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
 		if string(task.Payload) == "block" {
 			<-ctx.Done()
@@ -463,4 +409,31 @@ func TestCloseWhileAShardIsFrozen(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, member, "the process is still a member of shard %d", s)
 	}
+}
+
+// serveHolding serves q with 4 workers that echo, and submits 2 tasks of
+// tenant whose handlers hold them until free is called (at the latest
+// when the test ends, before q closes: cleanups run last first); it
+// returns once both run. runs counts the handlers' runs.
+func serveHolding(t *testing.T, ctx context.Context, q *Queue, tenant string) (held []*Future, runs *atomic.Int64, free func()) {
+	t.Helper()
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free = func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	runs = new(atomic.Int64)
+	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
+		runs.Add(1)
+		if string(task.Payload) == "held" {
+			<-release
+		}
+		return echo(ctx, task)
+	}, WithWorkers(4))
+	for range 2 {
+		f, err := q.Submit(ctx, []byte("held"), WithTenant(tenant))
+		require.NoError(t, err)
+		held = append(held, f)
+	}
+	require.Eventually(t, func() bool { return runs.Load() == 2 }, 10*time.Second, 5*time.Millisecond, "the shard's tasks did not start")
+	return held, runs, free
 }

@@ -29,10 +29,7 @@ func TestShardedCancelResultAndFinishedList(t *testing.T) {
 	q := open(t, name, WithShards(3))
 	c, err := NewClient(srv.Client(), name)
 	require.NoError(t, err)
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 1))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
 	var futures []*Future
 	for i, ten := range tenants {
 		f, err := q.Submit(ctx, nil, WithTenant(ten), WithTaskID(idAwayFrom(t, fmt.Sprint("c", i), i, 3)))
@@ -70,10 +67,7 @@ func TestShardedPollFindsOutcomesInEveryShard(t *testing.T) {
 	name := redistest.Name(t)
 	q := open(t, name, WithShards(3))
 	other := open(t, name)
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 1))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
 	serve(t, other, echo, WithWorkers(2))
 	var done []string
 	for i, ten := range tenants {
@@ -110,10 +104,7 @@ func TestShardedProgress(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	name := redistest.Name(t)
 	q := open(t, name, WithShards(3))
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 1))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
 	reported := make(chan struct{}, 1)
 	release := make(chan struct{})
 	var once sync.Once

@@ -107,10 +107,7 @@ func TestShardedTasksMergeEveryShard(t *testing.T) {
 	q := open(t, name, WithShards(3))
 	c, err := NewClient(srv.Client(), name)
 	require.NoError(t, err)
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 1))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
 	// Delayed tasks, due in the order submitted, round the shards.
 	var delayed []string
 	for i := range 9 {
@@ -174,10 +171,7 @@ func TestShardedDeadLetters(t *testing.T) {
 	q := open(t, name, WithShards(3))
 	c, err := NewClient(srv.Client(), name)
 	require.NoError(t, err)
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 1))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
 	serve(t, q, func(context.Context, *Task) ([]byte, error) {
 		return nil, Permanent(errors.New("no"))
 	}, WithWorkers(2))
@@ -305,10 +299,7 @@ func TestShardedReadsOnRedisCluster(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, q.Close(context.Background())) })
 	cl, err := NewClient(c.NewClient(0), name)
 	require.NoError(t, err)
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, cl.SetTenant(ctx, ten, 2))
-	}
+	tenants := registerTenantsByShard(t, ctx, cl, 3, 2)
 	var waiting []*Future
 	for i, ten := range tenants {
 		f, err := q.Submit(ctx, []byte("wait"), WithTenant(ten), WithTaskID(idAwayFrom(t, fmt.Sprint("w", i), i, 3)))

@@ -23,10 +23,7 @@ func TestShardedSchedules(t *testing.T) {
 	q := open(t, name, WithShards(3))
 	c, err := NewClient(srv.Client(), name)
 	require.NoError(t, err)
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 5))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 5)
 	holding := func(sched string) []int {
 		t.Helper()
 		var in []int

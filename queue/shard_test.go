@@ -32,6 +32,19 @@ func tenantsByShard(t *testing.T, n int) []string {
 	return out
 }
 
+// registerTenantsByShard registers, with capacity, a tenant for each of
+// n shards (tenantsByShard), and returns them.
+func registerTenantsByShard(t *testing.T, ctx context.Context, q interface {
+	SetTenant(context.Context, string, int) error
+}, n, capacity int) []string {
+	t.Helper()
+	tenants := tenantsByShard(t, n)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, capacity))
+	}
+	return tenants
+}
+
 // shardHolding returns the shards of q whose task key of id Redis holds.
 func shardHolding(t *testing.T, q *Queue, id string) []int {
 	t.Helper()
@@ -63,10 +76,7 @@ func TestShardedQueueSpreadsItsTasksAndRunsThem(t *testing.T) {
 	}
 	assert.Contains(t, q.known()[1].settings, "{"+name+"#1}")
 
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 2))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 2)
 	var futures []*Future
 	want := map[string]int{} // task → its shard
 	for i := range 30 {
@@ -141,10 +151,7 @@ func TestNoShardStarves(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
 	q := open(t, redistest.Name(t), WithShards(3))
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 100))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 100)
 	var busy []*Future
 	for range 60 {
 		f, err := q.Submit(ctx, []byte("busy"), WithTenant(tenants[0]))
@@ -303,10 +310,7 @@ func TestShardedBatch(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	name := redistest.Name(t)
 	q := open(t, name, WithShards(3))
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 5))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 5)
 	b := q.NewBatch(CollectAll)
 	first, err := b.Submit(ctx, nil, WithTenant(tenants[1]))
 	require.NoError(t, err)
@@ -631,10 +635,7 @@ func TestStatsPerShard(t *testing.T) {
 	q, err := Open(ctx, srv.Client(), name, WithShards(3))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(context.Background()) })
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 1))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
 	for _, s := range []struct {
 		shard int
 		opts  []SubmitOption
