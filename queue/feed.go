@@ -150,10 +150,13 @@ func (f *feeder) canTake() bool {
 }
 
 // unrecorded tells whether ends wait to be recorded apart from the
-// rounds' calls, or a side call is out.
+// rounds' calls, or a side call is out. Once the feed's ctx ends (Close,
+// or Stop giving up) a side call out no longer counts: go-redis may hold
+// a call to a frozen server past its ctx, and its answer finds room in
+// f.answers.
 func (f *feeder) unrecorded() bool {
 	for i, p := range f.pending {
-		if len(p) > 0 || f.calling[i] {
+		if len(p) > 0 || f.calling[i] && f.ctx.Err() == nil {
 			return true
 		}
 	}
@@ -244,8 +247,9 @@ func (f *feeder) absorb(a sideAnswer) {
 	case a.err == nil:
 		f.forget(a.batch)
 		if f.sick[i] {
-			f.sick[i], f.fails[i] = false, 0
-			f.bo[i].Reset()
+			// Its backoff goes on until a take succeeds: a process
+			// declared dead there is refused until it joins again.
+			f.sick[i] = false
 			f.look[i], f.due[i] = true, time.Time{}
 		}
 	case f.ctx.Err() != nil:
