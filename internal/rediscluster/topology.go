@@ -3,6 +3,7 @@ package rediscluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -120,6 +121,45 @@ func (c *Cluster) role(ctx context.Context, i int) (role, error) {
 	return r, nil
 }
 
+// roles returns each node's role as node i sees it (CLUSTER NODES), by
+// node index: "master", or the index of the master it replicates; the
+// nodes in skip are left out.
+func (c *Cluster) roles(ctx context.Context, i int, skip func(int) bool) (map[int]string, error) {
+	text, err := c.probes[i].ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	type entry struct{ addr, flags, master string }
+	byID := map[string]entry{}
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			return nil, fmt.Errorf("CLUSTER NODES line %q", line)
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		byID[f[0]] = entry{addr, f[2], f[3]}
+	}
+	out := map[int]string{}
+	for _, e := range byID {
+		n := c.index(e.addr)
+		if n < 0 {
+			return nil, fmt.Errorf("node %s is not one of ours", e.addr)
+		}
+		if skip(n) {
+			continue
+		}
+		switch flags := strings.Split(e.flags, ","); {
+		case slices.Contains(flags, "master"):
+			out[n] = "master"
+		case slices.Contains(flags, "slave"):
+			out[n] = fmt.Sprint(c.index(byID[e.master].addr))
+		default:
+			out[n] = e.flags
+		}
+	}
+	return out, nil
+}
+
 // poll calls check every pollEvery until it reports done, ctx ends or
 // timeout passes; the error then carries check's last word.
 func poll(ctx context.Context, timeout time.Duration, what string, check func(context.Context) (done bool, last string)) error {
@@ -141,11 +181,14 @@ func poll(ctx context.Context, timeout time.Duration, what string, check func(co
 // waitOK polls the live nodes until each reports cluster_state:ok, all
 // slots assigned and served, and knows every node (replicas and dead
 // ones too); they agree on who serves which slots; every master serves
-// slots; and every replica's link to its master is up (ROLE: connected),
+// slots, and on which live node is a master and which replicates which
+// (a master votes for a replica's promotion only once it knows it is
+// one); and every replica's link to its master is up (ROLE: connected),
 // so that it has its master's data and WAIT can count it. The caller
 // holds c.mu, or is Start.
 func (c *Cluster) waitOK(ctx context.Context) error {
 	live := c.live()
+	dead := func(n int) bool { return !slices.Contains(live, n) }
 	want := []string{
 		"cluster_state:ok",
 		fmt.Sprintf("cluster_slots_assigned:%d", Slots),
@@ -154,6 +197,7 @@ func (c *Cluster) waitOK(ctx context.Context) error {
 	}
 	return poll(ctx, okTimeout, "cluster not ok", func(ctx context.Context) (bool, string) {
 		var first []span
+		var firstRoles map[int]string
 		for _, i := range live {
 			info, err := c.probes[i].ClusterInfo(ctx).Result()
 			if err != nil {
@@ -161,6 +205,15 @@ func (c *Cluster) waitOK(ctx context.Context) error {
 			}
 			if !hasAll(info, want) {
 				return false, fmt.Sprintf("node %d: %s", i, strings.Join(strings.Fields(info), " "))
+			}
+			roles, err := c.roles(ctx, i, dead)
+			if err != nil {
+				return false, fmt.Sprintf("node %d: %v", i, err)
+			}
+			if firstRoles == nil {
+				firstRoles = roles
+			} else if !maps.Equal(firstRoles, roles) {
+				return false, fmt.Sprintf("nodes %d and %d disagree on the roles: %v, %v", live[0], i, firstRoles, roles)
 			}
 			spans, err := c.slots(ctx, i)
 			if err != nil {
