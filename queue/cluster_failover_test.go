@@ -181,3 +181,71 @@ func failover(t *testing.T, ttl time.Duration) (held []string, heldRuns int64) {
 	assert.Zero(t, st.Available+st.Delayed+st.Retrying+st.InFlight, "tasks left: %+v", st.PerShard)
 	return held, heldRuns
 }
+
+// A manual failover (CLUSTER FAILOVER on shard 1's replica) demotes a
+// master that stays up: Redis unsubscribes the shard's channels on it
+// (SUNSUBSCRIBE) and keeps the connection, and the process subscribes to
+// them again, on the node the client says serves the shard (the new
+// master, or the old one if the client has not heard yet: Redis sends a
+// shard's messages to its replicas too). Its wake-ups and outcomes of
+// shard 1 then come by message, not by the polls that stand in for lost
+// ones (each 1 s).
+func TestShardMessagesFollowAManualFailover(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, rediscluster.WithReplicas(1))
+	ctx := testCtx(t, 90*time.Second)
+	name, masters := spreadQueueName(t, ctx, c)
+	replicas, err := c.ReplicasOf(ctx, masters[1])
+	require.NoError(t, err)
+	require.Len(t, replicas, 1)
+	replica := replicas[0]
+	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	tenants := tenantsByShard(t, 3)
+	for _, ten := range tenants {
+		require.NoError(t, q.SetTenant(ctx, ten, 4))
+	}
+	serve(t, q, echo, WithWorkers(2))
+	// median returns the median time of 5 tasks of shard 1, each
+	// submitted to an idle server, which needs a wake-up to take it.
+	median := func() time.Duration {
+		var took []time.Duration
+		for range 5 {
+			time.Sleep(20 * time.Millisecond) // the server goes idle
+			began := time.Now()
+			f, err := q.Submit(ctx, []byte("x"), WithTenant(tenants[1]))
+			require.NoError(t, err)
+			res, err := wait(t, f, 10*time.Second)
+			require.NoError(t, err)
+			require.Equal(t, "x#1", string(res))
+			took = append(took, time.Since(began))
+		}
+		slices.Sort(took)
+		return took[len(took)/2]
+	}
+	require.Less(t, median(), 300*time.Millisecond, "wake-ups before the failover")
+	// subscribers returns the number of subscribers to shard 1's wake-ups
+	// on its two nodes.
+	wakes := q.known()[1].wakeChannel()
+	subscribers := func() int64 {
+		var sum int64
+		for _, n := range []int{masters[1], replica} {
+			v, err := c.Node(n).Do(ctx, "PUBSUB", "SHARDNUMSUB", wakes).Slice()
+			require.NoError(t, err)
+			sum += v[1].(int64)
+		}
+		return sum
+	}
+	require.EqualValues(t, 1, subscribers())
+
+	require.NoError(t, c.Node(replica).Do(ctx, "CLUSTER", "FAILOVER").Err())
+	require.Eventually(t, func() bool {
+		n, err := c.NodeOf(ctx, "shepherd:{"+shardName(name, 1)+"}:queue:settings")
+		return err == nil && n == replica
+	}, 20*time.Second, 20*time.Millisecond, "the replica did not take over")
+	require.NotZero(t, c.Pids()[masters[1]], "the old master stays up")
+	require.Eventually(t, func() bool { return subscribers() == 1 }, 10*time.Second, 20*time.Millisecond,
+		"the process did not subscribe to shard 1's channels again")
+	assert.Less(t, median(), 300*time.Millisecond, "tasks of shard 1 after the failover waited for polls")
+}
