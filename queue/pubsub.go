@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/backoff"
 )
 
 // shardedPubSub tells whether a queue's messages go by sharded pub/sub
@@ -27,33 +31,44 @@ func shardedPubSub(rdb redis.UniversalClient) bool {
 type subscription struct {
 	rdb     redis.UniversalClient
 	sharded bool
-	subs    []*redis.PubSub // classic: one; sharded: one a shard, in the shards' order
+
+	mu       sync.Mutex
+	closed   bool
+	subs     []*redis.PubSub // classic: one; sharded: one a shard, in the shards' order
+	channels [][]string      // sharded: each shard's channels
 }
 
 // subscribe subscribes to the channels of one shard, and waits until
 // Redis confirms each: a message published after it returns reaches the
 // process.
 func (s *subscription) subscribe(ctx context.Context, channels ...string) error {
-	var err error
-	switch {
-	case s.sharded:
-		ps := s.rdb.(*redis.ClusterClient).SSubscribe(ctx)
+	if s.sharded {
+		ps, err := s.ssubscribe(ctx, channels)
+		if err != nil {
+			return fmt.Errorf("subscribe (sharded pub/sub, which a queue on Redis Cluster uses, needs Redis 7.0): %w", err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			_ = ps.Close()
+			return redis.ErrClosed
+		}
 		s.subs = append(s.subs, ps)
-		err = ps.SSubscribe(ctx, channels...)
-	case len(s.subs) == 0:
-		s.subs = append(s.subs, s.rdb.Subscribe(ctx))
-		fallthrough
-	default:
-		err = s.subs[0].Subscribe(ctx, channels...)
+		s.channels = append(s.channels, channels)
+		return nil
 	}
+	s.mu.Lock()
+	if len(s.subs) == 0 {
+		s.subs = append(s.subs, s.rdb.Subscribe(ctx))
+	}
+	ps := s.subs[0]
+	s.mu.Unlock()
+	err := ps.Subscribe(ctx, channels...)
 	for range channels {
 		if err != nil {
 			break
 		}
-		_, err = s.subs[len(s.subs)-1].ReceiveTimeout(ctx, 0)
-	}
-	if err != nil && s.sharded {
-		return fmt.Errorf("subscribe (sharded pub/sub, which a queue on Redis Cluster uses, needs Redis 7.0): %w", err)
+		_, err = ps.ReceiveTimeout(ctx, 0)
 	}
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
@@ -61,38 +76,126 @@ func (s *subscription) subscribe(ctx context.Context, channels ...string) error 
 	return nil
 }
 
+// ssubscribe returns a new connection subscribed to channels, all of one
+// slot, on the node that the client says serves it, once Redis confirmed
+// each.
+func (s *subscription) ssubscribe(ctx context.Context, channels []string) (*redis.PubSub, error) {
+	ps := s.rdb.(*redis.ClusterClient).SSubscribe(ctx)
+	err := ps.SSubscribe(ctx, channels...)
+	for range channels {
+		if err != nil {
+			break
+		}
+		_, err = ps.ReceiveTimeout(ctx, 0)
+	}
+	if err != nil {
+		_ = ps.Close()
+		return nil, err
+	}
+	return ps, nil
+}
+
 // messages returns the messages of every shard's channels on one
 // channel, until ctx ends.
 func (s *subscription) messages(ctx context.Context, spawn func(func()) bool) <-chan *redis.Message {
-	if len(s.subs) == 1 {
+	if !s.sharded {
 		return s.subs[0].Channel(redis.WithChannelSize(1024))
 	}
 	all := make(chan *redis.Message, 1024)
-	for _, ps := range s.subs {
-		in := ps.Channel(redis.WithChannelSize(1024))
-		spawn(func() {
-			for {
-				select {
-				case m, ok := <-in:
-					if !ok {
-						return
-					}
-					select {
-					case all <- m:
-					case <-ctx.Done():
-						return
-					}
-				case <-ctx.Done():
-					return
-				}
-			}
-		})
+	for i := range s.subs {
+		spawn(func() { s.follow(ctx, i, all) })
 	}
 	return all
 }
 
+// follow sends the messages of shard i to all until ctx ends. When Redis
+// unsubscribes the shard's channels itself (SUNSUBSCRIBE: their slot left
+// the node, which a failover that keeps the old master up, or a slot
+// migration, does), the connection stays to a node that sends nothing
+// more, and go-redis does not subscribe again: follow subscribes anew, on
+// the node the client says serves the slot: the new master, or the old
+// one (now its replica, which Redis sends the shard's messages too) until
+// the client hears of the failover. Messages published meanwhile are
+// lost, as on a reconnect (listen says what makes up for them).
+func (s *subscription) follow(ctx context.Context, i int, all chan<- *redis.Message) {
+	s.mu.Lock()
+	ps := s.subs[i]
+	s.mu.Unlock()
+	for {
+		in := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+		if !forward(ctx, in, all) {
+			return
+		}
+		if ps = s.resubscribe(ctx, i); ps == nil {
+			return
+		}
+	}
+}
+
+// forward sends the messages of in to all, and returns true when Redis
+// unsubscribed the channels, false when ctx ended or in closed.
+func forward(ctx context.Context, in <-chan any, all chan<- *redis.Message) bool {
+	for {
+		select {
+		case m, ok := <-in:
+			if !ok {
+				return false
+			}
+			switch m := m.(type) {
+			case *redis.Message:
+				select {
+				case all <- m:
+				case <-ctx.Done():
+					return false
+				}
+			case *redis.Subscription:
+				// The queue never unsubscribes: this is Redis. (The
+				// confirmations of go-redis's own resubscription after a
+				// reconnect say "ssubscribe".)
+				if m.Kind == "sunsubscribe" {
+					return true
+				}
+			}
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// resubscribe subscribes to shard i's channels on a new connection and
+// closes the old one; it tries until it succeeds (nil when ctx ends or
+// the subscription closes). The client is told to reload its map of the
+// slots first: it may not know yet where the slot went.
+func (s *subscription) resubscribe(ctx context.Context, i int) *redis.PubSub {
+	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
+	for {
+		s.rdb.(*redis.ClusterClient).ReloadState(ctx)
+		if !backoff.Sleep(bo.Next(), ctx.Done()) {
+			return nil
+		}
+		ps, err := s.ssubscribe(ctx, s.channels[i])
+		if err != nil {
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = ps.Close()
+			return nil
+		}
+		old := s.subs[i]
+		s.subs[i] = ps
+		s.mu.Unlock()
+		_ = old.Close()
+		return ps
+	}
+}
+
 // close closes every connection.
 func (s *subscription) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
 	var errs []error
 	for _, ps := range s.subs {
 		if err := ps.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {

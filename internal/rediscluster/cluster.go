@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,11 +31,16 @@ const (
 // redis-server or redis-cli cannot be found.
 var ErrNotInstalled = errors.New("rediscluster: redis-server and redis-cli are needed")
 
-// Cluster is a private Redis Cluster of masters only (no replicas). Its
-// methods are safe for concurrent use.
+// Cluster is a private Redis Cluster: masters only, or masters with
+// replicas (WithReplicas). Its nodes have indexes 0 to Nodes()-1, in the
+// order Start launched them; every method that takes or returns a node
+// takes or returns such an index, replicas included. Its methods are safe
+// for concurrent use.
 type Cluster struct {
-	cfg   config
-	nodes []*node
+	cfg     config
+	masters int
+	nodes   []*node
+	probes  []*redis.Client // one per node, by index: the waits' and the topology queries', no retries
 
 	mu      sync.Mutex
 	closed  bool
@@ -44,14 +49,17 @@ type Cluster struct {
 	clients []redis.UniversalClient
 }
 
-// Start starts masters redis-server processes with cluster mode on, joins
-// them into one cluster with `redis-cli --cluster create --cluster-replicas
-// 0`, which spreads the slots evenly, and waits until every node reports
-// cluster_state:ok with all 16384 slots served. masters must be at least
-// MinMasters (3). The caller must Close the cluster. It takes about two
-// seconds, most of it redis-cli waiting for the nodes to agree; each step
-// has a deadline of its own (a node's first PING 15 s, redis-cli 30 s,
-// cluster_state:ok 30 s) besides ctx's.
+// Start starts masters×(1+r) redis-server processes with cluster mode on,
+// r being WithReplicas' count (0 by default), joins them into one cluster
+// with `redis-cli --cluster create --cluster-replicas r`, which spreads
+// the slots evenly over masters masters and gives each r replicas, and
+// waits until every node reports cluster_state:ok with all 16384 slots
+// served and every replica is in sync with its master. masters must be
+// at least MinMasters (3). Which nodes redis-cli makes masters is its
+// choice: ask MasterNodes and ReplicasOf. The caller must Close the
+// cluster. It takes about two seconds, most of it redis-cli waiting for
+// the nodes to agree; each step has a deadline of its own (a node's first
+// PING 15 s, redis-cli 30 s, cluster_state:ok 30 s) besides ctx's.
 func Start(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -59,6 +67,9 @@ func Start(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 	}
 	if masters < MinMasters {
 		return nil, fmt.Errorf("rediscluster: %d masters: redis-cli --cluster create needs at least %d", masters, MinMasters)
+	}
+	if cfg.replicas < 0 {
+		return nil, fmt.Errorf("rediscluster: %d replicas a master: it may not be negative", cfg.replicas)
 	}
 	server, err := exec.LookPath(cfg.server)
 	if err != nil {
@@ -68,14 +79,14 @@ func Start(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, notInstalled(err)
 	}
-	c := &Cluster{cfg: cfg}
+	c := &Cluster{cfg: cfg, masters: masters}
 	ok := false
 	defer func() {
 		if !ok {
 			_ = c.Close()
 		}
 	}()
-	for range masters {
+	for range masters * (1 + cfg.replicas) {
 		dir, err := os.MkdirTemp("", "rediscluster-")
 		if err != nil {
 			return nil, fmt.Errorf("rediscluster: data dir: %w", err)
@@ -85,10 +96,19 @@ func Start(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 		if err := n.start(ctx); err != nil {
 			return nil, err
 		}
+		c.direct = append(c.direct, redis.NewClient(&redis.Options{
+			Addr:                     n.addr(),
+			MaintNotificationsConfig: noMaintNotifications(),
+		}))
+		c.probes = append(c.probes, redis.NewClient(&redis.Options{
+			Addr:                     n.addr(),
+			MaxRetries:               -1,
+			MaintNotificationsConfig: noMaintNotifications(),
+		}))
 	}
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(cfg.replicas), "--cluster-yes")
 	cctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
 	if out, err := exec.CommandContext(cctx, cli, args...).CombinedOutput(); err != nil {
@@ -97,13 +117,10 @@ func Start(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 	if err := c.waitOK(ctx); err != nil {
 		return nil, err
 	}
-	c.client = redis.NewClusterClient(c.options())
-	for _, n := range c.nodes {
-		c.direct = append(c.direct, redis.NewClient(&redis.Options{
-			Addr:                     n.addr(),
-			MaintNotificationsConfig: noMaintNotifications(),
-		}))
+	if err := c.checkRoles(ctx); err != nil {
+		return nil, err
 	}
+	c.client = redis.NewClusterClient(c.options())
 	ok = true
 	return c, nil
 }
@@ -154,26 +171,46 @@ func (c *Cluster) NewClient(poolSize int) *redis.ClusterClient {
 	return cc
 }
 
-// Node returns a client of node i alone (0 ≤ i < number of masters), for
-// INFO, CLUSTER and per-node checks. Do not close it: Close does.
-func (c *Cluster) Node(i int) *redis.Client { return c.direct[i] }
-
-// Masters returns the number of nodes, all masters.
-func (c *Cluster) Masters() int { return len(c.nodes) }
-
-// NodeOf returns the index of the node that serves key's slot.
-func (c *Cluster) NodeOf(ctx context.Context, key string) (int, error) {
-	m, err := c.client.MasterForKey(ctx, key)
+// checkRoles checks that redis-cli made what Start promises: masters
+// masters, each with its replicas.
+func (c *Cluster) checkRoles(ctx context.Context) error {
+	ms, err := c.MasterNodes(ctx)
 	if err != nil {
-		return -1, fmt.Errorf("rediscluster: node of %q: %w", key, err)
+		return err
 	}
-	for i, n := range c.nodes {
-		if n.addr() == m.Options().Addr {
-			return i, nil
+	if len(ms) != c.masters {
+		return fmt.Errorf("rediscluster: %d nodes serve slots, not %d", len(ms), c.masters)
+	}
+	for _, m := range ms {
+		rs, err := c.ReplicasOf(ctx, m)
+		if err != nil {
+			return err
+		}
+		if len(rs) != c.cfg.replicas {
+			return fmt.Errorf("rediscluster: master %d has replicas %v, not %d", m, rs, c.cfg.replicas)
 		}
 	}
-	return -1, fmt.Errorf("rediscluster: key %q is served by %s, which is not one of ours", key, m.Options().Addr)
+	return nil
 }
+
+// Node returns a client of node i alone (0 ≤ i < Nodes()), master or
+// replica, for INFO, CLUSTER, WAIT and per-node checks. Do not close it:
+// Close does.
+func (c *Cluster) Node(i int) *redis.Client { return c.direct[i] }
+
+// Masters returns the number of masters Start was asked for: the number
+// of nodes that serve slots. Without replicas it is the number of nodes,
+// and the masters are nodes 0 to Masters()-1; with replicas, MasterNodes
+// tells which nodes they are.
+func (c *Cluster) Masters() int { return c.masters }
+
+// Nodes returns the number of nodes, replicas included: Masters()×(1+r)
+// with WithReplicas(r).
+func (c *Cluster) Nodes() int { return len(c.nodes) }
+
+// Replicas returns the number of replicas a master was given
+// (WithReplicas).
+func (c *Cluster) Replicas() int { return c.cfg.replicas }
 
 // Pids returns the process id of every running node, by node index (0 for
 // a node that is not running), for tests that check what Close left.
@@ -196,9 +233,12 @@ func (c *Cluster) Dirs() []string {
 	return dirs
 }
 
-// Kill kills node i with SIGKILL and waits until it is gone. Its slots
-// stay unserved (there are no replicas) until Restart: commands on them
-// fail, and after the node timeout the cluster state turns to fail.
+// Kill kills node i with SIGKILL and waits until it is gone. Without
+// replicas its slots stay unserved until Restart: commands on them fail,
+// and after the node timeout the cluster state turns to fail (unless
+// cluster-require-full-coverage is no). With replicas, one of its
+// replicas is promoted in its place after the node timeout: see
+// WaitFailover.
 func (c *Cluster) Kill(i int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -207,8 +247,12 @@ func (c *Cluster) Kill(i int) error {
 
 // Restart starts node i again (killing it first if it runs) on its ports
 // with its data directory and cluster configuration, and waits until every
-// node reports cluster_state:ok again. Without WithAOF the node comes back
-// empty, still serving its slots.
+// live node reports cluster_state:ok again, they agree on the slots and
+// every replica is in sync (see waitOK). Without WithAOF the node comes
+// back empty, still serving its slots if it served them. A master whose
+// replica was promoted meanwhile comes back as a replica of it and copies
+// its data; one restarted before a replica took over comes back as the
+// master, and without WithAOF its replicas then copy its emptiness.
 func (c *Cluster) Restart(ctx context.Context, i int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -223,63 +267,6 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 		return err
 	}
 	return c.waitOK(ctx)
-}
-
-// waitOK polls CLUSTER INFO on every node until each reports
-// cluster_state:ok, all slots assigned and served, and knows every node.
-func (c *Cluster) waitOK(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, okTimeout)
-	defer cancel()
-	want := []string{
-		"cluster_state:ok",
-		fmt.Sprintf("cluster_slots_assigned:%d", Slots),
-		fmt.Sprintf("cluster_slots_ok:%d", Slots),
-		fmt.Sprintf("cluster_known_nodes:%d", len(c.nodes)),
-	}
-	for _, n := range c.nodes {
-		rdb := redis.NewClient(&redis.Options{Addr: n.addr(), MaxRetries: -1, MaintNotificationsConfig: noMaintNotifications()})
-		err := func() error {
-			defer rdb.Close()
-			var last string
-			for {
-				info, err := rdb.ClusterInfo(ctx).Result()
-				if err == nil && hasAll(info, want) {
-					return nil
-				}
-				if err != nil {
-					last = err.Error()
-				} else {
-					last = strings.Join(strings.Fields(info), " ")
-				}
-				select {
-				case <-ctx.Done():
-					return fmt.Errorf("rediscluster: node %s not ok: %w; last CLUSTER INFO: %s", n.addr(), ctx.Err(), last)
-				case <-time.After(20 * time.Millisecond): // polling the nodes' gossip
-				}
-			}
-		}()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func hasAll(info string, lines []string) bool {
-	fields := strings.Fields(info)
-	for _, l := range lines {
-		found := false
-		for _, f := range fields {
-			if f == l {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 // Close closes the cluster's clients, kills every node and removes the
@@ -297,6 +284,9 @@ func (c *Cluster) Close() error {
 	}
 	for _, d := range c.direct {
 		clients = append(clients, d)
+	}
+	for _, p := range c.probes {
+		clients = append(clients, p)
 	}
 	c.mu.Unlock()
 

@@ -43,6 +43,11 @@ func (n *node) args() []string {
 		"--daemonize", "no",
 		"--save", "",
 	}
+	if n.cfg.replicas > 0 {
+		// A master waits repl-diskless-sync-delay (5 s) for more replicas
+		// before it sends a snapshot to the first: Start would wait for it.
+		args = append(args, "--repl-diskless-sync-delay", "0")
+	}
 	if n.cfg.aof {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {

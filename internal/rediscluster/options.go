@@ -8,6 +8,7 @@ type Option func(*config)
 type config struct {
 	server, cli string
 	aof         bool
+	replicas    int
 	nodeTimeout time.Duration
 	args        []string
 }
@@ -40,6 +41,14 @@ func WithBinaries(server, cli string) Option {
 // so acknowledged writes survive Kill and Restart. Defaults to off (no
 // persistence at all: --save "" --appendonly no).
 func WithAOF() Option { return func(c *config) { c.aof = true } }
+
+// WithReplicas gives every master r replicas: Start launches
+// masters×(1+r) nodes and joins them with `redis-cli --cluster create
+// --cluster-replicas r`, and a killed master's slots pass to one of its
+// replicas after the node timeout (see WaitFailover). The replicas sync
+// at once (repl-diskless-sync-delay 0, not Redis's 5 s). A negative r
+// makes Start fail. Defaults to 0: masters only.
+func WithReplicas(r int) Option { return func(c *config) { c.replicas = r } }
 
 // WithNodeTimeout sets cluster-node-timeout. Defaults to
 // DefaultNodeTimeout (2 s).
