@@ -57,10 +57,7 @@ func failover(t *testing.T, ttl time.Duration) (held []string, heldRuns int64) {
 		rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
 	ctx := testCtx(t, 90*time.Second)
 	name, masters := spreadQueueName(t, ctx, c)
-	replicas, err := c.ReplicasOf(ctx, masters[1])
-	require.NoError(t, err)
-	require.Len(t, replicas, 1)
-	replica := replicas[0]
+	replica := replicaOf(t, ctx, c, masters[1])
 	openOn := func(opts ...Option) *Queue {
 		q, err := Open(ctx, c.NewClient(0), name, append([]Option{WithTTL(ttl)}, opts...)...)
 		require.NoError(t, err)
@@ -68,10 +65,7 @@ func failover(t *testing.T, ttl time.Duration) (held []string, heldRuns int64) {
 		return q
 	}
 	submitter := openOn(WithShards(3))
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, submitter.SetTenant(ctx, ten, 4))
-	}
+	tenants := registerTenantsByShard(t, ctx, submitter, 3, 4)
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
@@ -195,17 +189,11 @@ func TestShardMessagesFollowAManualFailover(t *testing.T) {
 	c := redistest.StartCluster(t, 3, rediscluster.WithReplicas(1))
 	ctx := testCtx(t, 90*time.Second)
 	name, masters := spreadQueueName(t, ctx, c)
-	replicas, err := c.ReplicasOf(ctx, masters[1])
-	require.NoError(t, err)
-	require.Len(t, replicas, 1)
-	replica := replicas[0]
+	replica := replicaOf(t, ctx, c, masters[1])
 	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(context.Background()) })
-	tenants := tenantsByShard(t, 3)
-	for _, ten := range tenants {
-		require.NoError(t, q.SetTenant(ctx, ten, 4))
-	}
+	tenants := registerTenantsByShard(t, ctx, q, 3, 4)
 	serve(t, q, echo, WithWorkers(2))
 	// median returns the median time of 5 tasks of shard 1, each
 	// submitted to an idle server, which needs a wake-up to take it.
@@ -248,4 +236,13 @@ func TestShardMessagesFollowAManualFailover(t *testing.T) {
 	require.Eventually(t, func() bool { return subscribers() == 1 }, 10*time.Second, 20*time.Millisecond,
 		"the process did not subscribe to shard 1's channels again")
 	assert.Less(t, median(), 300*time.Millisecond, "tasks of shard 1 after the failover waited for polls")
+}
+
+// replicaOf returns the node index of master's one replica.
+func replicaOf(t *testing.T, ctx context.Context, c *redistest.Cluster, master int) int {
+	t.Helper()
+	replicas, err := c.ReplicasOf(ctx, master)
+	require.NoError(t, err)
+	require.Len(t, replicas, 1)
+	return replicas[0]
 }
