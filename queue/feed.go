@@ -253,9 +253,9 @@ func (f *feeder) absorb(a sideAnswer) {
 			f.look[i], f.due[i] = true, time.Time{}
 		}
 	case f.ctx.Err() != nil:
-		// The Queue closes: its deregistration gives the tasks back.
-		endUnrecorded(a.batch)
-		f.forget(a.batch)
+		// Given up (Close, or Stop: giveUp): the tasks go back (Stop's
+		// give-back, Close's deregistration, or a keep-alive's).
+		f.drop(a.batch)
 	default:
 		f.pending[i] = append(a.batch, f.pending[i]...)
 		f.failed(i, a.err)
@@ -263,9 +263,23 @@ func (f *feeder) absorb(a sideAnswer) {
 	}
 }
 
-// forget forgets the attempts whose ends are recorded (or given up at
-// Close). Only then: until recorded, an attempt must not look like a
-// task marked in flight here that nobody runs (checkOrphans).
+// drop gives up ends that cannot be recorded (the feed's ctx ended):
+// their tasks stay marked in flight here until given back; the server
+// keeps their ids for that (Server.dropped).
+func (f *feeder) drop(batch []outcomeReq) {
+	endUnrecorded(batch)
+	f.forget(batch)
+	s := f.s
+	s.mu.Lock()
+	for _, o := range batch {
+		s.dropped[o.t.shard] = append(s.dropped[o.t.shard], o.t.ID)
+	}
+	s.mu.Unlock()
+}
+
+// forget forgets the attempts whose ends are recorded (or given up).
+// Only then: until recorded, an attempt must not look like a task
+// marked in flight here that nobody runs (checkOrphans).
 func (f *feeder) forget(recorded []outcomeReq) {
 	if len(recorded) == 0 {
 		return
@@ -512,9 +526,8 @@ func (f *feeder) exchange(r *round, ends []outcomeReq) {
 	case ok || len(batch) == 0:
 		r.recorded = batch
 	case f.ctx.Err() != nil:
-		// The Queue closes: its deregistration gives the tasks back.
-		endUnrecorded(batch)
-		r.recorded = batch
+		// Given up, as in absorb.
+		f.drop(batch)
 	default:
 		f.pending[c] = append(batch, f.pending[c]...)
 	}

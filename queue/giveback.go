@@ -146,3 +146,44 @@ end
 if back > 0 then wake() end
 return back
 `)
+
+// owe notes, per shard, the ids of tasks a stopped server could not give
+// back (Redis did not answer its Stop): the keep-alive gives them back
+// once their shard answers again (giveBackOwed). Without it they would
+// stay marked in flight on this live process, which runs them no more,
+// until it closes.
+func (q *Queue) owe(ids map[int][]string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for shard, list := range ids {
+		if q.owed == nil {
+			q.owed = make(map[int][]string)
+		}
+		q.owed[shard] = append(q.owed[shard], list...)
+	}
+}
+
+// giveBackOwed gives back the owed ids (owe) of the shards of all that
+// answered. An id no longer marked in flight here (reaped meanwhile) is
+// only forgotten.
+func (q *Queue) giveBackOwed(ctx context.Context, all []layout, answered func(int) bool) {
+	q.mu.Lock()
+	todo := make(map[int][]string)
+	for shard, ids := range q.owed {
+		if shard < len(all) && answered(shard) {
+			todo[shard] = ids
+			delete(q.owed, shard)
+		}
+	}
+	q.mu.Unlock()
+	for shard, ids := range todo {
+		n, err := q.giveBackShard(ctx, all[shard], false, ids...)
+		if err != nil {
+			q.owe(map[int][]string{shard: ids})
+			continue
+		}
+		if n > 0 {
+			q.logger.Info("gave back tasks whose ends a stopped server could not record", "tasks", n, "shard", shard)
+		}
+	}
+}

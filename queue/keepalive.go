@@ -77,6 +77,7 @@ func (q *Queue) keepAlive(ctx context.Context) {
 		}
 		wg.Wait()
 	}
+	q.giveBackOwed(cctx, all, func(i int) bool { return answers[i].err == nil })
 	var res any
 	failed := false
 	var gone []int // the shards other than the home one that declared the process dead

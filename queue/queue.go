@@ -52,6 +52,7 @@ type Queue struct {
 	mu      sync.Mutex
 	closed  bool
 	futures map[string]*Future
+	owed    map[int][]string // per shard: ids a stopped server could not give back (owe)
 	server  *Server
 	serials int64 // servers made: a server's serial tells it apart from the process's earlier ones
 	// withdrawing holds this process's failed Submits being withdrawn,

@@ -51,6 +51,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	running map[string]*run         // by task id, from hand-out to outcome
+	dropped map[int][]string        // per shard: ids of the ends feed gave up (drop)
 	early   map[string]time.Time    // cancels of tasks not handed out yet, by task id → when (see cancelTask)
 	suspect map[int]map[string]bool // per shard: in the inflight set but not running, last check
 }
@@ -106,6 +107,7 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		loops:    group.New(context.Background()),
 		stopping: make(chan struct{}),
 		running:  make(map[string]*run),
+		dropped:  make(map[int][]string),
 		suspect:  make(map[int]map[string]bool),
 		outcomes: make(chan outcomeReq, 4*cfg.workers+cfg.prefetch),
 		fed:      make(chan struct{}),
@@ -200,7 +202,12 @@ func (s *Server) Stop(ctx context.Context) error {
 	// could not be recorded, a dequeue whose reply was lost) goes back.
 	gctx, cancel := redisutil.CallContext(context.WithoutCancel(ctx), s.q.cfg.callTimeout)
 	if n, gerr := s.q.giveBack(gctx, false); gerr != nil {
-		s.q.logger.Warn("giving back unfinished tasks failed; they go back when this process closes or its lease runs out", "error", s.q.redisTimeout(gctx, "stop", gerr))
+		s.mu.Lock()
+		dropped := s.dropped
+		s.dropped = make(map[int][]string)
+		s.mu.Unlock()
+		s.q.owe(dropped)
+		s.q.logger.Warn("giving back unfinished tasks failed; the keep-alive gives back those whose ends were given up, the others go back when this process closes or its lease runs out", "error", s.q.redisTimeout(gctx, "stop", gerr))
 	} else if n > 0 {
 		s.q.logger.Info("gave back unfinished tasks", "tasks", n)
 	}
