@@ -25,11 +25,7 @@ import (
 func TestShardedCancelResultAndFinishedList(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 20*time.Second)
-	name := redistest.Name(t)
-	q := open(t, name, WithShards(3))
-	c, err := NewClient(srv.Client(), name)
-	require.NoError(t, err)
-	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
+	q, c, tenants := openSharded(t, ctx, 1)
 	var futures []*Future
 	for i, ten := range tenants {
 		f, err := q.Submit(ctx, nil, WithTenant(ten), WithTaskID(idAwayFrom(t, fmt.Sprint("c", i), i, 3)))

@@ -103,11 +103,7 @@ func TestShardedStatsAddUpEveryShard(t *testing.T) {
 func TestShardedTasksMergeEveryShard(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 20*time.Second)
-	name := redistest.Name(t)
-	q := open(t, name, WithShards(3))
-	c, err := NewClient(srv.Client(), name)
-	require.NoError(t, err)
-	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
+	q, c, tenants := openSharded(t, ctx, 1)
 	// Delayed tasks, due in the order submitted, round the shards.
 	var delayed []string
 	for i := range 9 {
@@ -167,11 +163,7 @@ func TestShardedTasksMergeEveryShard(t *testing.T) {
 func TestShardedDeadLetters(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
-	name := redistest.Name(t)
-	q := open(t, name, WithShards(3))
-	c, err := NewClient(srv.Client(), name)
-	require.NoError(t, err)
-	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
+	q, c, tenants := openSharded(t, ctx, 1)
 	serve(t, q, func(context.Context, *Task) ([]byte, error) {
 		return nil, Permanent(errors.New("no"))
 	}, WithWorkers(2))

@@ -9,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/shepherd-go/shepherd/internal/redistest"
 )
 
 // A schedule lives in the shard of its tasks (its tenant's, else its
@@ -19,11 +17,7 @@ import (
 func TestShardedSchedules(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
-	name := redistest.Name(t)
-	q := open(t, name, WithShards(3))
-	c, err := NewClient(srv.Client(), name)
-	require.NoError(t, err)
-	tenants := registerTenantsByShard(t, ctx, q, 3, 5)
+	q, c, tenants := openSharded(t, ctx, 5)
 	holding := func(sched string) []int {
 		t.Helper()
 		var in []int

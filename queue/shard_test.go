@@ -45,6 +45,17 @@ func registerTenantsByShard(t *testing.T, ctx context.Context, q interface {
 	return tenants
 }
 
+// openSharded opens a new queue of 3 shards on srv, with a Client of it
+// and a tenant of each shard registered with capacity.
+func openSharded(t *testing.T, ctx context.Context, capacity int) (*Queue, *Client, []string) {
+	t.Helper()
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(3))
+	c, err := NewClient(srv.Client(), name)
+	require.NoError(t, err)
+	return q, c, registerTenantsByShard(t, ctx, q, 3, capacity)
+}
+
 // shardHolding returns the shards of q whose task key of id Redis holds.
 func shardHolding(t *testing.T, q *Queue, id string) []int {
 	t.Helper()
