@@ -63,17 +63,22 @@ func (s *subscription) subscribe(ctx context.Context, channels ...string) error 
 	}
 	ps := s.subs[0]
 	s.mu.Unlock()
-	err := ps.Subscribe(ctx, channels...)
-	for range channels {
-		if err != nil {
-			break
-		}
-		_, err = ps.ReceiveTimeout(ctx, 0)
-	}
-	if err != nil {
+	if err := confirmed(ctx, ps, len(channels), ps.Subscribe(ctx, channels...)); err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
 	return nil
+}
+
+// confirmed waits for Redis to confirm n subscriptions on ps after a
+// subscribe that returned err, and returns the first error.
+func confirmed(ctx context.Context, ps *redis.PubSub, n int, err error) error {
+	for range n {
+		if err != nil {
+			return err
+		}
+		_, err = ps.ReceiveTimeout(ctx, 0)
+	}
+	return err
 }
 
 // ssubscribe returns a new connection subscribed to channels, all of one
@@ -81,14 +86,7 @@ func (s *subscription) subscribe(ctx context.Context, channels ...string) error 
 // each.
 func (s *subscription) ssubscribe(ctx context.Context, channels []string) (*redis.PubSub, error) {
 	ps := s.rdb.(*redis.ClusterClient).SSubscribe(ctx)
-	err := ps.SSubscribe(ctx, channels...)
-	for range channels {
-		if err != nil {
-			break
-		}
-		_, err = ps.ReceiveTimeout(ctx, 0)
-	}
-	if err != nil {
+	if err := confirmed(ctx, ps, len(channels), ps.SSubscribe(ctx, channels...)); err != nil {
 		_ = ps.Close()
 		return nil, err
 	}
