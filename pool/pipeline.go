@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
+	"github.com/shepherd-go/shepherd/internal/script"
 )
 
 // scriptCall is one run of a script in a pipeline, and its outcome.
@@ -19,7 +20,9 @@ type scriptCall struct {
 // runPipelined runs s once per call in one pipeline (one round trip for
 // all of them) and stores each outcome in its call. Calls that found the
 // script not loaded (a Redis restart flushed it) run again one by one
-// through run, which loads it.
+// through run, which loads it; so do calls Redis refused while the pool's
+// slot moved to another master of a Redis Cluster (run waits for the
+// move, script.Run).
 func (n *Node) runPipelined(ctx context.Context, s *redis.Script, op string, calls []*scriptCall) {
 	if len(calls) == 1 {
 		c := calls[0]
@@ -29,13 +32,13 @@ func (n *Node) runPipelined(ctx context.Context, s *redis.Script, op string, cal
 	pipe := n.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = s.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = s.EvalSha(ctx, pipe, script.WithGuard(c.keys), c.args...)
 	}
 	// Errors are per command, read below.
 	_, _ = pipe.Exec(ctx)
 	for i, c := range calls {
 		c.res, c.err = cmds[i].Result()
-		if redisutil.HasErrorCode(c.err, "NOSCRIPT") {
+		if redisutil.HasErrorCode(c.err, "NOSCRIPT") || script.Moving(c.err) {
 			c.res, c.err = n.run(ctx, s, op, c.keys, c.args...)
 		} else if c.err != nil && c.err != redis.Nil {
 			c.err = wrapOp(op, c.err)

@@ -28,7 +28,7 @@ func (s *Server) record(ctx context.Context, l layout, batch []outcomeReq, n int
 		args = append(args, o.t.ID, o.t.Attempt, o.kind, o.data, o.delay.Milliseconds(), o.stack)
 	}
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-	res, err := script.Run(cctx, q.rdb, completeScript, "queue: record outcomes", l.common(l.inflight(q.proc)), args...)
+	res, err := script.Try(cctx, q.rdb, completeScript, "queue: record outcomes", l.common(l.inflight(q.proc)), args...)
 	cancel()
 	if err != nil {
 		return nil, -1, false, err

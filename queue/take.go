@@ -22,12 +22,14 @@ var (
 const promoteLimit = 500
 
 // dequeue takes up to n tasks from shard l; next is when the shard's
-// next delayed task is due (-1: none).
+// next delayed task is due (-1: none). Like record, it tries once
+// (script.Try): a shard whose slot is moving between two masters fails
+// as a shard that is down does, and the feed goes on with the others.
 func (s *Server) dequeue(ctx context.Context, l layout, n int) ([]*Task, time.Duration, error) {
 	q := s.q
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
-	res, err := script.Run(cctx, q.rdb, dequeueScript, "queue: dequeue", l.common(l.inflight(q.proc)),
+	res, err := script.Try(cctx, q.rdb, dequeueScript, "queue: dequeue", l.common(l.inflight(q.proc)),
 		l.commonArgs(q.proc, n, promoteLimit)...)
 	if err != nil {
 		return nil, -1, err

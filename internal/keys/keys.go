@@ -30,6 +30,7 @@ const (
 	KindPool        = "pool"        // a pool's own hashes and leases (pool)
 	KindQueue       = "queue"       // a queue's tasks, lists and leases (queue)
 	KindChaosLog    = "chaoslog"    // the chaos suite's event log (examples/chaos)
+	KindGuard       = "guard"       // the slot guard, never written (Guard)
 )
 
 // ErrInvalidTag is returned for a tag that cannot be a hash tag.
@@ -49,7 +50,7 @@ func New(tag string) (Space, error) {
 	if strings.Contains(tag, "}") {
 		return Space{}, fmt.Errorf("%w: %q contains '}'", ErrInvalidTag, tag)
 	}
-	return Space{prefix: "shepherd:{" + tag + "}:"}, nil
+	return Space{prefix: prefixStart + tag + "}:"}, nil
 }
 
 // Valid reports whether s was made by New.
@@ -67,6 +68,30 @@ func (s Space) Key(kind, name string) string {
 	}
 	return s.prefix + kind + ":" + name
 }
+
+// Guard returns the slot guard of the tag of key, a name made by Key: a
+// key that nothing ever writes, which every script declares beside its
+// own keys (internal/script). While Redis Cluster moves a slot from one
+// master to another, it refuses a script that declares a key it does not
+// hold (TRYAGAIN, or ASK and then TRYAGAIN): so no script runs on either
+// master with part of the slot's keys moved, which would make the keys it
+// names in its body but does not declare (a queue's task keys) look
+// missing, or stop it with an error midway, its first writes kept. ok is
+// false for a key not made by Key.
+func Guard(key string) (guard string, ok bool) {
+	rest, found := strings.CutPrefix(key, prefixStart)
+	if !found {
+		return "", false
+	}
+	end := strings.IndexByte(rest, '}')
+	if end <= 0 {
+		return "", false
+	}
+	return prefixStart + rest[:end] + "}:" + KindGuard + ":slot", true
+}
+
+// prefixStart is what every name begins with, before its tag.
+const prefixStart = "shepherd:{"
 
 // Pattern returns a SCAN/KEYS pattern that matches every name in s, with
 // glob characters in the tag escaped. Tests and cleanup use it.

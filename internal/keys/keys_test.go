@@ -55,3 +55,19 @@ func TestKindPatternAndGlob(t *testing.T) {
 	assert.Equal(t, `shepherd:{q\*#1}:queue:*`, s.KindPattern(KindQueue))
 	assert.Equal(t, `a\\b\]`, Glob(`a\b]`))
 }
+
+func TestGuard(t *testing.T) {
+	s, err := New("orders:eu{1")
+	require.NoError(t, err)
+	g, ok := Guard(s.Key(KindQueue, "task:abc"))
+	require.True(t, ok)
+	assert.Equal(t, "shepherd:{orders:eu{1}:guard:slot", g, "the tag is the text up to the first }")
+	assert.Equal(t, s.Key(KindGuard, "slot"), g)
+	g2, ok := Guard(s.Key(KindPool, "settings"))
+	require.True(t, ok)
+	assert.Equal(t, g, g2, "one guard per tag, whatever the kind")
+	for _, k := range []string{"", "other:{x}:y", "shepherd:{}:queue:x", "shepherd:{open"} {
+		_, ok := Guard(k)
+		assert.False(t, ok, "%q", k)
+	}
+}

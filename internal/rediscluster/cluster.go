@@ -41,6 +41,7 @@ type Cluster struct {
 	masters int
 	nodes   []*node
 	probes  []*redis.Client // one per node, by index: the waits' and the topology queries', no retries
+	spare   []int           // the nodes AddMaster added: masters that may serve no slot
 
 	mu      sync.Mutex
 	closed  bool

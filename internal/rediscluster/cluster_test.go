@@ -146,3 +146,52 @@ func TestMastersOnlyByDefault(t *testing.T) {
 		assert.Equal(t, "5", cfg["repl-diskless-sync-delay"], "node %d: the command line changed without replicas", i)
 	}
 }
+
+// A master added to the cluster serves a slot once MoveSlot gives it one:
+// the slot's keys move with it, readers that knew the old master follow
+// the MOVED replies, and a slot moved to the master that has it stays.
+func TestMoveSlotToAnAddedMaster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx := ctxT(t, 60*time.Second)
+	rdb := c.Client()
+	const tag = "{moved}"
+	for i := range 250 {
+		require.NoError(t, rdb.Set(ctx, fmt.Sprintf("%s:%d", tag, i), i, 0).Err())
+	}
+	slot, err := rdb.ClusterKeySlot(ctx, tag+":0").Result()
+	require.NoError(t, err)
+	from, err := c.NodeOf(ctx, tag+":0")
+	require.NoError(t, err)
+
+	added, err := c.AddMaster(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, added)
+	ms, err := c.MasterNodes(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int{0, 1, 2}, ms, "an added master serves no slot yet")
+
+	require.NoError(t, c.MoveSlot(ctx, int(slot), from, 10, 0), "a move to its own master")
+	require.NoError(t, c.MoveSlot(ctx, int(slot), added, 7, time.Millisecond))
+	n, err := c.NodeOf(ctx, tag+":0")
+	require.NoError(t, err)
+	assert.Equal(t, added, n)
+	keys, err := c.Node(from).ClusterCountKeysInSlot(ctx, int(slot)).Result()
+	require.NoError(t, err)
+	assert.Zero(t, keys, "keys left on the old master")
+	keys, err = c.Node(added).ClusterCountKeysInSlot(ctx, int(slot)).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 250, keys)
+	for i := range 250 {
+		v, err := rdb.Get(ctx, fmt.Sprintf("%s:%d", tag, i)).Int()
+		require.NoError(t, err)
+		assert.Equal(t, i, v)
+	}
+	ms, err = c.MasterNodes(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []int{0, 1, 2, 3}, ms)
+
+	assert.Error(t, c.MoveSlot(ctx, rediscluster.Slots, 0, 10, 0))
+	assert.Error(t, c.MoveSlot(ctx, 0, 0, 0, 0))
+	assert.Error(t, c.MoveSlot(ctx, 0, 9, 10, 0))
+}

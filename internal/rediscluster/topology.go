@@ -229,7 +229,7 @@ func (c *Cluster) waitOK(ctx context.Context) error {
 				return false, fmt.Sprintf("node %d: %v", i, err)
 			}
 			switch {
-			case r.kind == "master" && !slices.Contains(owners(spans), i):
+			case r.kind == "master" && !slices.Contains(owners(spans), i) && !slices.Contains(c.spare, i):
 				// A failed-over master that restarts claims its old
 				// slots until the others tell it it lost them.
 				return false, fmt.Sprintf("node %d: a master with no slots", i)

@@ -11,8 +11,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	shkeys "github.com/shepherd-go/shepherd/internal/keys"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // Run runs s with keys and args via EVALSHA, falling back to EVAL when the
@@ -20,7 +24,46 @@ import (
 // are wrapped as "op: err"; redis.Nil is returned as is, since callers
 // branch on it. On a Redis Cluster client, a call that Redis did not
 // answer makes the client reload its map of the slots (reloadSlots).
+//
+// Every call also declares the slot guard of its first key (WithGuard):
+// while Redis Cluster moves the keys' slot to another master, Redis
+// refuses the call with TRYAGAIN before running any of it, and Run tries
+// again (as after a MOVED or ASK that go-redis did not follow to the
+// end), backing off from 5 ms to 100 ms, until the move is over and the
+// script runs, or ctx ends (then it returns the last error: TRYAGAIN,
+// or ctx's). A slot left half-moved (a reshard that stopped midway, until
+// `redis-cli --cluster fix`) thus fails every call on it once its ctx
+// ends. Try is Run without these retries.
 func Run(ctx context.Context, rdb redis.Scripter, s *redis.Script, op string, keys []string, args ...any) (any, error) {
+	keys = WithGuard(keys)
+	wait := firstMovingWait
+	for {
+		res, err := run(ctx, rdb, s, op, keys, args)
+		if err == nil || !Moving(err) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, lastMovingWait)
+	}
+}
+
+// Try runs s once, as Run does, and returns a Moving error at once: for callers that have retries of their own and should not wait
+// for one slot (the queue's feed, which serves many shards).
+func Try(ctx context.Context, rdb redis.Scripter, s *redis.Script, op string, keys []string, args ...any) (any, error) {
+	return run(ctx, rdb, s, op, WithGuard(keys), args)
+}
+
+// The waits between the tries of a call refused while its slot moves.
+const (
+	firstMovingWait = 5 * time.Millisecond
+	lastMovingWait  = 100 * time.Millisecond
+)
+
+func run(ctx context.Context, rdb redis.Scripter, s *redis.Script, op string, keys []string, args []any) (any, error) {
 	res, err := s.Run(ctx, rdb, keys, args...).Result()
 	if err == redis.Nil {
 		return nil, redis.Nil
@@ -30,6 +73,38 @@ func Run(ctx context.Context, rdb redis.Scripter, s *redis.Script, op string, ke
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return res, nil
+}
+
+// Moving reports whether err is Redis Cluster refusing a call because
+// the slot of its keys is moving between two masters (TRYAGAIN), or
+// serves it elsewhere (MOVED, ASK: go-redis follows these, and returns
+// the last one when the move used up its redirects): the call did not
+// run, and may be sent again.
+func Moving(err error) bool {
+	switch redisutil.ErrorCode(err) {
+	case "TRYAGAIN", "MOVED", "ASK":
+		return true
+	}
+	return false
+}
+
+// WithGuard returns keys with the slot guard of keys[0] (keys.Guard)
+// appended, in a new slice; keys not made by internal/keys are returned
+// as they are. A script never reads the guard (it is past the keys it
+// names) and nothing writes it: declared, it makes Redis Cluster refuse
+// the call while the slot moves, as Run says.
+func WithGuard(keys []string) []string {
+	if len(keys) == 0 {
+		return keys
+	}
+	g, ok := shkeys.Guard(keys[0])
+	if !ok {
+		return keys
+	}
+	out := make([]string, len(keys)+1)
+	copy(out, keys)
+	out[len(keys)] = g
+	return out
 }
 
 // reloadSlots makes a Redis Cluster client reload its map of which node

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,4 +53,63 @@ func TestRun(t *testing.T) {
 	ccancel()
 	_, err = Run(cctx, srv.Client(), echo, "echo", []string{key}, "x")
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// keysOf returns the number of keys a call declared and the last one.
+var keysOf = redis.NewScript(`return {#KEYS, KEYS[#KEYS]}`)
+
+func TestEveryCallDeclaresTheSlotGuard(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sp, err := keys.New(redistest.Name(t))
+	require.NoError(t, err)
+	mine := make([]string, 2, 8) // room to append: the caller's array must not change
+	mine[0], mine[1] = sp.Key(keys.KindQueue, "a"), sp.Key(keys.KindQueue, "b")
+	for _, run := range []func(context.Context, redis.Scripter, *redis.Script, string, []string, ...any) (any, error){Run, Try} {
+		res, err := run(ctx, srv.Client(), keysOf, "keys", mine)
+		require.NoError(t, err)
+		assert.Equal(t, []any{int64(3), sp.Key(keys.KindGuard, "slot")}, res)
+		assert.Equal(t, sp.Key(keys.KindQueue, "b"), mine[:3][1])
+		assert.Empty(t, mine[:3][2], "the guard was written into the caller's slice")
+	}
+	res, err := Run(ctx, srv.Client(), keysOf, "keys", []string{"not-ours"})
+	require.NoError(t, err)
+	assert.Equal(t, []any{int64(1), "not-ours"}, res, "a key not made by internal/keys has no guard")
+}
+
+// moving answers TRYAGAIN, as Redis Cluster does while a slot moves,
+// until its counter KEYS[1] reaches ARGV[1].
+var moving = redis.NewScript(`
+local n = redis.call('INCR', KEYS[1])
+if n < tonumber(ARGV[1]) then return redis.error_reply('TRYAGAIN Multiple keys request during rehashing of slot') end
+return n`)
+
+// Run waits out a moving slot (TRYAGAIN) until ctx ends; Try does not.
+// go-redis retries TRYAGAIN itself 3 times, so 10 tries need Run's.
+func TestRunWaitsOutAMovingSlot(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := redistest.Name(t)
+	res, err := Run(ctx, srv.Client(), moving, "move", []string{key}, 10)
+	require.NoError(t, err)
+	assert.EqualValues(t, 10, res)
+
+	_, err = Try(ctx, srv.Client(), moving, "move", []string{key + "-try"}, 10)
+	require.Error(t, err)
+	assert.True(t, Moving(err), "%v", err)
+	assert.ErrorContains(t, err, "move: TRYAGAIN")
+
+	short, cancel2 := context.WithTimeout(ctx, 150*time.Millisecond)
+	defer cancel2()
+	began := time.Now()
+	_, err = Run(short, srv.Client(), moving, "move", []string{key + "-never"}, 1<<30)
+	require.Error(t, err)
+	assert.True(t, Moving(err) || errors.Is(err, context.DeadlineExceeded), "%v", err)
+	assert.Less(t, time.Since(began), 2*time.Second, "Run went on after its ctx ended")
+
+	for _, e := range []error{redis.Nil, errors.New("TRYAGAIN not a reply"), context.Canceled} {
+		assert.False(t, Moving(e), "%v", e)
+	}
 }

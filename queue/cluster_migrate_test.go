@@ -1,0 +1,231 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/script"
+)
+
+// A shard's slot moves to a master added to the cluster while the queue
+// runs (the way a cluster scales out: add a master, move slots to it):
+// every acknowledged task still runs once and completes, Submits to the
+// moving shard wait out the move instead of failing, and after it the new
+// master runs the shard's scripts and sends its messages.
+func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx := testCtx(t, 120*time.Second)
+	name, _ := spreadQueueName(t, ctx, c)
+	openOn := func(opts ...Option) *Queue {
+		q, err := Open(ctx, c.NewClient(0), name, append([]Option{WithShards(3)}, opts...)...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = q.Close(context.Background()) })
+		return q
+	}
+	submitter, a, b := openOn(), openOn(), openOn()
+	tenants := registerTenantsByShard(t, ctx, submitter, 3, 4)
+
+	var mu sync.Mutex
+	runs := map[string]int{}
+	handler := func(_ context.Context, t *Task) ([]byte, error) {
+		mu.Lock()
+		runs[t.ID]++
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		return t.Payload, nil
+	}
+	serve(t, a, handler, WithWorkers(4))
+	serve(t, b, handler, WithWorkers(4))
+
+	type sent struct {
+		f       *Future
+		payload string
+	}
+	var (
+		smu      sync.Mutex
+		all      []sent
+		failures []error
+	)
+	submit := func(i int, opts ...SubmitOption) {
+		p := fmt.Sprint("t", i)
+		f, err := submitter.Submit(ctx, []byte(p), opts...)
+		smu.Lock()
+		defer smu.Unlock()
+		if err != nil {
+			failures = append(failures, err)
+			return
+		}
+		all = append(all, sent{f, p})
+	}
+	// A backlog on shard 1, so that the slot holds keys to move.
+	for i := range 2000 {
+		submit(i, WithTenant(tenants[1]))
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := 100000*(g+1) + int(n.Add(1))
+				if i%2 == 0 {
+					submit(i, WithTenant(tenants[i%3]))
+				} else {
+					submit(i)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+
+	added, err := c.AddMaster(ctx)
+	require.NoError(t, err)
+	settings := "shepherd:{" + shardName(name, 1) + "}:queue:settings"
+	slot, err := c.Node(0).ClusterKeySlot(ctx, settings).Result()
+	require.NoError(t, err)
+	began := time.Now()
+	require.NoError(t, c.MoveSlot(ctx, int(slot), added, 10, 2*time.Millisecond))
+	moved := time.Since(began)
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	for _, s := range all {
+		res, err := wait(t, s.f, 30*time.Second)
+		require.NoError(t, err, "task %s", s.f.ID())
+		assert.Equal(t, s.payload, string(res))
+	}
+	mu.Lock()
+	for id, k := range runs {
+		assert.Equal(t, 1, k, "task %s ran %d times", id, k)
+	}
+	mu.Unlock()
+	t.Logf("moved in %v; %d tasks, %d failed Submits", moved, len(all), len(failures))
+	assert.Empty(t, failures, "Submits failed during the move")
+	st, err := c.Node(added).Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	assert.Contains(t, st, "cmdstat_evalsha", "the new master ran no script of shard 1")
+	assert.True(t, strings.Contains(st, "cmdstat_spublish"), "the new master sent no message of shard 1")
+	stats, err := submitter.Stats(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, stats.Available+stats.Delayed+stats.Retrying+stats.InFlight+stats.Dead)
+}
+
+// Redis moves a slot's keys in whatever order it lists them. A script
+// whose declared keys are all still on the old master, but whose task
+// key (named in its body, not declared) has moved, would run there up to
+// its read of that key and stop with an error, its writes before it
+// kept: a take that popped a task's id from ready would lose the task.
+// Every call declares the slot guard too, a key nothing writes, so Redis
+// refuses a call while its slot moves (TRYAGAIN) and none runs half. The
+// test makes every key the take declares exist, as in a busy queue (a
+// retry and a delayed task, dead letters over the limit, a parked
+// tenant, a held slot, a withdrawn Submit, an idle process), moves the
+// key of the next task to take, and takes.
+func TestNoScriptRunsHalfWhileItsSlotMoves(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	name := redistest.Name(t)
+	q, err := Open(ctx, c.NewClient(0), name, WithMaxDeadLetters(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	l := q.known()[0]
+	take := func(n int) []any {
+		t.Helper()
+		res, err := script.Run(ctx, q.rdb, dequeueScript, "take", l.common(l.inflight(q.proc)), l.commonArgs(q.proc, n, promoteLimit)...)
+		require.NoError(t, err)
+		return res.([]any)
+	}
+	end := func(id, kind string, delay time.Duration) {
+		t.Helper()
+		_, err := script.Run(ctx, q.rdb, completeScript, "end", l.common(l.inflight(q.proc)),
+			l.commonArgs(q.proc, 0, promoteLimit, id, 1, kind, "boom", delay.Milliseconds(), "")...)
+		require.NoError(t, err)
+	}
+	submit := func(opts ...SubmitOption) *Future {
+		t.Helper()
+		f, err := q.Submit(ctx, []byte("x"), opts...)
+		require.NoError(t, err)
+		return f
+	}
+
+	take(1) // nothing to take: the process is idle
+	var ids []string
+	for range 3 {
+		ids = append(ids, submit().ID())
+	}
+	require.Len(t, take(3), 2+3*takenFields)
+	end(ids[0], "fail", time.Hour) // retrying in an hour
+	end(ids[1], "perm", 0)         // dead
+	end(ids[2], "perm", 0)         // dead, and one dead letter dropped
+	require.NoError(t, q.SetTenant(ctx, "acme", 1))
+	require.NoError(t, q.SetTenant(ctx, "beta", 1))
+	submit(WithTenant("acme"))
+	submit(WithTenant("acme"))
+	require.Len(t, take(1), 2+takenFields) // acme at its capacity, running
+	require.Len(t, take(1), 2)             // acme parked
+	slot, err := q.Acquire(ctx, "beta")
+	require.NoError(t, err)
+	defer func() { _ = slot.Release(context.Background()) }()
+	_, err = script.Run(ctx, q.rdb, withdrawScript, "withdraw", l.common(),
+		l.commonArgs("gone", "gone", withdrawnTTL.Milliseconds(), "")...)
+	require.NoError(t, err)
+	submit(WithDelay(time.Hour))
+	var backlog []*Future
+	for range 10 {
+		backlog = append(backlog, submit())
+	}
+	rdb := c.Client()
+	for _, k := range l.common(l.inflight(q.proc)) {
+		n, err := rdb.Exists(ctx, k).Result()
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n, "key %s does not exist", k)
+	}
+
+	// The slot starts moving; the key of the next task to take moves first.
+	from, err := c.NodeOf(ctx, l.settings)
+	require.NoError(t, err)
+	to := (from + 1) % 3
+	hslot, err := rdb.ClusterKeySlot(ctx, l.settings).Result()
+	require.NoError(t, err)
+	id := func(i int) string { return c.Node(i).Do(ctx, "CLUSTER", "MYID").Val().(string) }
+	require.NoError(t, c.Node(to).Do(ctx, "CLUSTER", "SETSLOT", hslot, "IMPORTING", id(from)).Err())
+	require.NoError(t, c.Node(from).Do(ctx, "CLUSTER", "SETSLOT", hslot, "MIGRATING", id(to)).Err())
+	next := backlog[0].ID()
+	require.Equal(t, next, c.Node(from).LIndex(ctx, l.ready, -1).Val())
+	host, port, _ := strings.Cut(c.Addrs()[to], ":")
+	require.NoError(t, c.Node(from).Do(ctx, "MIGRATE", host, port, "", 0, 5000, "KEYS", l.task(next)).Err())
+
+	turns := c.Node(from).LRange(ctx, l.turns, 0, -1).Val()
+	_, err = script.Try(ctx, q.rdb, dequeueScript, "take", l.common(l.inflight(q.proc)), l.commonArgs(q.proc, 1, promoteLimit)...)
+	require.Error(t, err, "a take ran while its slot moved")
+	assert.True(t, script.Moving(err), "%v", err)
+	assert.EqualValues(t, 10, c.Node(from).LLen(ctx, l.ready).Val(), "the take popped ids")
+	assert.Equal(t, turns, c.Node(from).LRange(ctx, l.turns, 0, -1).Val(), "the take popped a turn")
+
+	// The move ends; the backlog runs, the first task too.
+	require.NoError(t, c.MoveSlot(ctx, int(hslot), to, 100, 0))
+	serve(t, q, echo, WithWorkers(2))
+	for _, f := range backlog {
+		_, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err, "task %s", f.ID())
+	}
+}
