@@ -37,9 +37,13 @@ func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
 
 	var mu sync.Mutex
 	runs := map[string]int{}
+	starts := map[string][]time.Time{} // by tenant
 	handler := func(_ context.Context, t *Task) ([]byte, error) {
 		mu.Lock()
 		runs[t.ID]++
+		if t.Tenant != "" {
+			starts[t.Tenant] = append(starts[t.Tenant], time.Now())
+		}
 		mu.Unlock()
 		time.Sleep(time.Millisecond)
 		return t.Payload, nil
@@ -74,6 +78,8 @@ func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var n atomic.Int64
+	// Submitters of their own for each shard's tenant (a Submit to the
+	// moving shard waits for the move), and for untenanted tasks.
 	for g := range 4 {
 		wg.Add(1)
 		go func() {
@@ -85,8 +91,8 @@ func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
 				default:
 				}
 				i := 100000*(g+1) + int(n.Add(1))
-				if i%2 == 0 {
-					submit(i, WithTenant(tenants[i%3]))
+				if g < 3 {
+					submit(i, WithTenant(tenants[g]))
 				} else {
 					submit(i)
 				}
@@ -101,7 +107,7 @@ func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
 	slot, err := c.Node(0).ClusterKeySlot(ctx, settings).Result()
 	require.NoError(t, err)
 	began := time.Now()
-	require.NoError(t, c.MoveSlot(ctx, int(slot), added, 10, 2*time.Millisecond))
+	require.NoError(t, c.MoveSlot(ctx, int(slot), added, 10, 5*time.Millisecond))
 	moved := time.Since(began)
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
@@ -117,7 +123,24 @@ func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
 		assert.Equal(t, 1, k, "task %s ran %d times", id, k)
 	}
 	mu.Unlock()
-	t.Logf("moved in %v; %d tasks, %d failed Submits", moved, len(all), len(failures))
+	// The longest wait between two starts of each shard's tenant's tasks
+	// that overlaps the move: shard 1 waits for the move (and the feed's
+	// backoff after it), the others do not.
+	stall := make([]time.Duration, 3)
+	for s, ten := range tenants {
+		var last time.Time
+		for _, at := range starts[ten] {
+			if !last.IsZero() && at.After(began) && last.Before(began.Add(moved)) {
+				stall[s] = max(stall[s], at.Sub(last))
+			}
+			last = at
+		}
+	}
+	t.Logf("moved in %v; %d tasks, %d failed Submits; each shard's longest pause %v", moved, len(all), len(failures), stall)
+	assert.Greater(t, stall[1], moved/2, "shard 1's tasks ran during its move")
+	assert.Less(t, stall[1], moved+600*time.Millisecond, "shard 1's tasks waited long after its move")
+	assert.Less(t, stall[0], time.Second, "shard 0 waited for shard 1's move")
+	assert.Less(t, stall[2], time.Second, "shard 2 waited for shard 1's move")
 	assert.Empty(t, failures, "Submits failed during the move")
 	st, err := c.Node(added).Info(ctx, "commandstats").Result()
 	require.NoError(t, err)
@@ -126,6 +149,12 @@ func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
 	stats, err := submitter.Stats(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, stats.Available+stats.Delayed+stats.Retrying+stats.InFlight+stats.Dead)
+	// Each process follows the shard's channels to the new master.
+	wakes := submitter.known()[1].wakeChannel()
+	assert.Eventually(t, func() bool {
+		v, err := c.Node(added).Do(ctx, "PUBSUB", "SHARDNUMSUB", wakes).Slice()
+		return err == nil && v[1] == int64(3)
+	}, 10*time.Second, 20*time.Millisecond, "the processes did not subscribe on the new master")
 }
 
 // Redis moves a slot's keys in whatever order it lists them. A script

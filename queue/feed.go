@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/backoff"
+	"github.com/shepherd-go/shepherd/internal/script"
 	"github.com/shepherd-go/shepherd/limit"
 )
 
@@ -296,16 +297,31 @@ func (f *feeder) forget(recorded []outcomeReq) {
 // ends kept, until a side call after its backoff answers.
 func (f *feeder) failed(i int, err error) {
 	f.fails[i]++
+	moving := script.Moving(err)
 	switch {
 	case errors.Is(err, errGone) || errors.Is(err, errLate):
 		// The keep-alive says what happened, once.
 		f.s.q.logger.Debug("not taking tasks until the process is registered again", "error", err, "shard", i)
+	case moving:
+		if f.fails[i] == 1 {
+			f.s.q.logger.Info("the shard's slot is moving to another Redis Cluster master; taking from it again once it has moved", "shard", i)
+		}
 	case f.ctx.Err() == nil && f.fails[i] <= 3 || f.fails[i]%20 == 0:
 		f.s.q.logger.Warn("recording ends or taking tasks failed; the shard is tried again after a backoff", "error", err, "failures", f.fails[i], "shard", i)
 	}
 	f.sick[i] = true
-	f.look[i], f.due[i] = false, time.Now().Add(f.bo[i].Next())
+	wait := movingRetry
+	if !moving {
+		wait = f.bo[i].Next()
+	}
+	f.look[i], f.due[i] = false, time.Now().Add(wait)
 }
+
+// movingRetry is how often a process tries a shard whose slot is moving
+// to another master: no failure to back off from (Redis refuses the
+// call before running it, cheaply), and its tasks should go on soon
+// after the move. go-redis tries each call a few times more itself.
+const movingRetry = 50 * time.Millisecond
 
 // lookAll makes every shard worth a take, but the sick ones.
 func (f *feeder) lookAll() {
