@@ -101,6 +101,11 @@ func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
 		}()
 	}
 
+	reader, err := NewClient(c.NewClient(0), name) // reads only, made before the move
+	require.NoError(t, err)
+	first, err := reader.Stats(ctx)
+	require.NoError(t, err)
+	before := first.PerShard[1].Master
 	added, err := c.AddMaster(ctx)
 	require.NoError(t, err)
 	settings := "shepherd:{" + shardName(name, 1) + "}:queue:settings"
@@ -149,6 +154,12 @@ func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
 	stats, err := submitter.Stats(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, stats.Available+stats.Delayed+stats.Retrying+stats.InFlight+stats.Dead)
+	// A reader's Stats names the new master.
+	assert.NotEqual(t, c.Addrs()[added], before)
+	assert.Eventually(t, func() bool {
+		st, err := reader.Stats(ctx)
+		return err == nil && st.PerShard[1].Master == c.Addrs()[added]
+	}, 5*time.Second, 50*time.Millisecond, "Stats.PerShard names the old master")
 	// Each process follows the shard's channels to the new master.
 	wakes := submitter.known()[1].wakeChannel()
 	assert.Eventually(t, func() bool {
