@@ -67,7 +67,10 @@
 // shard; the queue's pause is in every shard, its rate and untenanted
 // capacity split between them. The count is set when the queue is made;
 // Client.Reshard changes it while the queue is idle. shard.go says where
-// each thing lives.
+// each thing lives. A shard's slot may move to another master of the
+// cluster while the queue runs: its calls wait for the move (Redis
+// refuses them meanwhile; no script runs with part of its keys moved),
+// the other shards go on.
 //
 // # Guarantees
 //
