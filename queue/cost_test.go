@@ -366,3 +366,133 @@ func submitMany(ctx context.Context, q *Queue, n int) ([]*Future, error) {
 	}
 	return fs, nil
 }
+
+// floorSubmit and floorWork are BenchmarkCostFloor's scripts: KEYS[1]
+// ready, KEYS[2] the task key prefix (the floor runs on one private
+// Redis), KEYS[3] active.
+var floorSubmit = redis.NewScript(`
+local t = redis.call('TIME')[1]
+for i = 2, #ARGV do
+  redis.call('HSET', KEYS[2] .. ARGV[i], 'p', ARGV[1], 'sub', 'proc0123456789ab', 'enq', t)
+end
+redis.call('LPUSH', KEYS[1], unpack(ARGV, 2))
+return 1`)
+
+var floorWork = redis.NewScript(`
+local t = redis.call('TIME')[1]
+local ended = {}
+for i = 3, #ARGV do
+  local tk = KEYS[2] .. ARGV[i]
+  redis.call('HSET', tk, 'st', 'done', 'fin', t, 'p', '')
+  redis.call('PEXPIRE', tk, 86400000)
+  ended[#ended+1] = ARGV[i]
+end
+if #ended > 0 then redis.call('HDEL', KEYS[3], unpack(ended)) end
+local ids = redis.call('RPOP', KEYS[1], tonumber(ARGV[2]))
+if not ids then return {} end
+local out, act = {}, {}
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', KEYS[2] .. id, 'p', 'enq')
+  out[#out+1] = id
+  out[#out+1] = f[1]
+  act[#act+1] = id
+  act[#act+1] = ARGV[1]
+end
+redis.call('HSET', KEYS[3], unpack(act))
+return out`)
+
+// BenchmarkCostFloor measures the floor of this design: the least Redis
+// CPU per task a queue that keeps a hash per task and records and takes
+// in one script call per batch can cost, in T1's shape. Its scripts do
+// what no queue can skip and nothing else: a submit writes each task's
+// hash (payload, submitter, time) and pushes the ids (14 a call, as T1's
+// submitters batch); a process's call records k ends (a hash write and
+// an expiry each, the ids out of the active hash) and takes k tasks (a
+// pop, a read of each, the ids into the active hash). No lease, tenant,
+// count, message, index or history. 2 processes, k = SHEPHERD_COST_K (4:
+// T1's idle workers), SHEPHERD_COST tasks (20,000). Run it as
+// BenchmarkCostPerTask, beside it: BENCHMARKS.md, "The floor".
+func BenchmarkCostFloor(bm *testing.B) {
+	t := bm
+	n, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST"))
+	if n <= 0 {
+		n = 20000
+	}
+	k, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST_K"))
+	if k <= 0 {
+		k = 4
+	}
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	admin := srv.Client()
+	cpu := func() float64 {
+		info := admin.Info(ctx, "cpu").Val()
+		s := 0.0
+		for _, m := range regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`).FindAllStringSubmatch(info, -1) {
+			v, _ := strconv.ParseFloat(m[1], 64)
+			s += v
+		}
+		return s
+	}
+	keys := []string{"{f}:ready", "{f}:task:", "{f}:active"}
+	payload := string(make([]byte, 64))
+	require.NoError(t, admin.ConfigResetStat(ctx).Err())
+	cpu0 := cpu()
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 4 {
+		wg.Add(1)
+		c := srv.NewClient()
+		go func() {
+			defer wg.Done()
+			for {
+				args := []any{payload}
+				for range 14 {
+					i := next.Add(1)
+					if i > int64(n) {
+						break
+					}
+					args = append(args, fmt.Sprintf("id%014d", i))
+				}
+				if len(args) == 1 {
+					return
+				}
+				require.NoError(t, floorSubmit.Run(ctx, c, keys, args...).Err())
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+	}
+	for p := range 2 {
+		wg.Add(1)
+		c := srv.NewClient()
+		go func() {
+			defer wg.Done()
+			var ends []string
+			for done.Load() < int64(n) {
+				args := []any{fmt.Sprint("proc", p), k}
+				for _, e := range ends {
+					args = append(args, e)
+				}
+				done.Add(int64(len(ends)))
+				res, err := floorWork.Run(ctx, c, keys, args...).Slice()
+				require.NoError(t, err)
+				ends = ends[:0]
+				for i := 0; i < len(res); i += 2 {
+					ends = append(ends, res[i].(string))
+				}
+				if len(ends) == 0 {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	stats := admin.Info(ctx, "commandstats").Val()
+	m := regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=(\d+)`).FindStringSubmatch(stats)
+	calls, _ := strconv.ParseFloat(m[1], 64)
+	usec, _ := strconv.ParseFloat(m[2], 64)
+	t.Logf("%d tasks in %v, k=%d: Redis CPU %.1f us/task; evalsha %.3f calls/task, %.1f us/task", n, el.Round(time.Millisecond), k,
+		(cpu()-cpu0)*1e6/float64(n), calls/float64(n), usec/float64(n))
+}
