@@ -69,7 +69,8 @@ var commandStat = regexp.MustCompile(`(?m)^cmdstat_([a-z|]+):calls=(\d+),usec=(\
 // handler) on a private Redis: calls per task of each command (INFO
 // commandstats), script calls per task by script, and Redis's CPU per
 // task. Run it alone, once: go test -run '^$' -bench CostPerTask
-// -benchtime 1x ./queue/ (SHEPHERD_COST=N for N tasks, default 20,000);
+// -benchtime 1x ./queue/ (SHEPHERD_COST=N for N tasks, default 20,000;
+// SHEPHERD_COST_SHARDS=n for a queue of n shards, all on the one Redis);
 // the numbers go into
 // BENCHMARKS.md ("Cost per task").
 func BenchmarkCostPerTask(bm *testing.B) {
@@ -78,6 +79,8 @@ func BenchmarkCostPerTask(bm *testing.B) {
 	if n <= 0 {
 		n = 20000
 	}
+	shards, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST_SHARDS"))
+	shards = max(shards, 1)
 	srv := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -86,7 +89,7 @@ func BenchmarkCostPerTask(bm *testing.B) {
 	open := func() *Queue {
 		c := srv.NewClient()
 		c.AddHook(sc)
-		q, err := Open(ctx, c, "cost")
+		q, err := Open(ctx, c, "cost", WithShards(shards))
 		require.NoError(t, err)
 		handles = append(handles, q)
 		return q

@@ -142,7 +142,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 	q.submits = make([]chan *submitReq, len(all))
 	for i := range all {
 		q.submits[i] = make(chan *submitReq, 4096/len(all)+maxSubmitBatch)
-		for range submitters {
+		for range shardSubmitters(len(all)) {
 			q.tasks.Go(func() { q.submitLoop(all[i], q.submits[i]) })
 		}
 	}

@@ -51,8 +51,9 @@ func Run(ctx context.Context, rdb redis.Scripter, s *redis.Script, op string, ke
 	}
 }
 
-// Try runs s once, as Run does, and returns a Moving error at once: for callers that have retries of their own and should not wait
-// for one slot (the queue's feed, which serves many shards).
+// Try runs s once, as Run does, and returns a Moving error at once: for
+// callers that have retries of their own and should not wait for one
+// slot (the queue's feed, which serves many shards).
 func Try(ctx context.Context, rdb redis.Scripter, s *redis.Script, op string, keys []string, args ...any) (any, error) {
 	return run(ctx, rdb, s, op, WithGuard(keys), args)
 }
