@@ -60,8 +60,9 @@ func TestQueuePageShowsTheShards(t *testing.T) {
 	code, body := get(t, base+"/queue/"+name)
 	require.Equal(t, 200, code, body)
 	assert.Contains(t, body, `<span id="shards">3</span>`)
-	for i := range 3 {
+	for i, st := range mustStats(t, ctx, q).PerShard {
 		assert.Contains(t, body, fmt.Sprintf(`<tr data-shard="%d">`, i), "the shards' table")
+		assert.Contains(t, body, fmt.Sprintf(`<td class="mono">%s</td><td class="num">%d</td>`, st.Tag, st.Slot), "shard %d's slot", i)
 	}
 	code, body = get(t, base+"/queue/"+name+"-plain")
 	require.Equal(t, 200, code, body)
@@ -70,4 +71,12 @@ func TestQueuePageShowsTheShards(t *testing.T) {
 	v := twin(t, base+"/queue/"+name+"?format=json")
 	assert.Equal(t, 3.0, jsonstyle.At(v, "stats.shards"))
 	assert.Equal(t, name+"#2", jsonstyle.At(v, "stats.per_shard.2.tag"))
+}
+
+// mustStats returns q's Stats.
+func mustStats(t *testing.T, ctx context.Context, q *queue.Queue) queue.Stats {
+	t.Helper()
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	return st
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/keys"
 )
 
 // Stats is a snapshot of a queue, read in one round trip (two when it has
@@ -37,6 +39,10 @@ type Stats struct {
 type ShardInfo struct {
 	Shard int    // 0 is the home shard
 	Tag   string // its hash tag: NAME, NAME#1, ...
+	// Slot is the Redis Cluster hash slot of Tag, which holds every key
+	// of the shard (CLUSTER KEYSLOT; `shepherd queue move-shard` moves it
+	// to another master). It is computed, also off a cluster.
+	Slot int
 	// Master is the address of the Redis Cluster master that holds the
 	// shard's slot, as the client knows it; "" off a cluster.
 	Master    string
@@ -117,7 +123,7 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	for i, c := range per {
 		above, _ := strconv.ParseInt(hashes[i]["q:"], 10, 64)
-		si := ShardInfo{Shard: i, Tag: shardName(q.name, i), Master: q.masterOf(ctx, all[i]),
+		si := ShardInfo{Shard: i, Tag: shardName(q.name, i), Slot: keys.Slot(all[i].settings), Master: q.masterOf(ctx, all[i]),
 			Available: c.available.Val() + above, Delayed: c.delayed.Val(), Retrying: c.retrying.Val(),
 			InFlight: c.inflight.Val(), Dead: c.dead.Val()}
 		dropped, _ := strconv.ParseInt(c.dropped.Val(), 10, 64)

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -24,9 +25,11 @@ type queueOpts struct {
 	state          string
 	limit          int
 	yes            bool
+	batch          int // move-shard's keys a MIGRATE
 	timeout        time.Duration
 	stdout, stderr io.Writer
-	ids            []string // the positional arguments
+	ids            []string              // the positional arguments
+	rdb            redis.UniversalClient // the connection, set by runOnQueue
 }
 
 // queueFunc is what a queue or tenants subcommand does with a Client of
@@ -48,7 +51,7 @@ func queueCmd() *cobra.Command {
 	o := &queueOpts{}
 	cmd := &cobra.Command{
 		Use:     "queue",
-		Short:   "inspect a queue: stats, ls, inspect, dead, replay, cancel, delete-dead, purge-dead, drain, pause, resume, rate, reshard",
+		Short:   "inspect a queue: stats, ls, inspect, dead, replay, cancel, delete-dead, purge-dead, drain, pause, resume, rate, reshard, move-shard",
 		GroupID: groupQueue,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    requireSubcommand,
@@ -57,7 +60,7 @@ func queueCmd() *cobra.Command {
 	o.register(fs)
 	fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: waiting, delayed, retry, active or dead")
 	fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
-	fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain: do not ask for confirmation (required with -json)")
+	fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain, move-shard: do not ask for confirmation (required with -json)")
 	taskIDs := rangeArgs(1, -1, "missing task id")
 	cmd.AddCommand(
 		onQueue(o, "stats --queue NAME", "the queue's depth by state, its processes and workers", noArgs, queueStats),
@@ -76,6 +79,7 @@ func queueCmd() *cobra.Command {
 			rateArgs(0, ""), queueRate),
 		onQueue(o, "reshard --queue NAME N", "change an idle queue's shard count (no process open, nothing unfinished, no dead letter)",
 			shardsArg, queueReshard),
+		moveShardCmd(o),
 	)
 	return cmd
 }
@@ -114,6 +118,7 @@ func runOnQueue(cmd *cobra.Command, o queueOpts, ids []string, f queueFunc) erro
 		return err
 	}
 	defer rdb.Close()
+	o.rdb = rdb
 	c, err := queue.NewClient(rdb, o.name)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -150,9 +155,9 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 	fmt.Fprintf(o.stdout, "workers: %d busy of %d, in %d processes\n", st.Busy, st.Workers, len(st.Processes))
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
 	if st.Shards > 1 {
-		fmt.Fprintln(tw, "SHARD\tTAG\tMASTER\tAVAILABLE\tIN FLIGHT\tDELAYED\tRETRYING\tDEAD\tTENANTS")
+		fmt.Fprintln(tw, "SHARD\tTAG\tSLOT\tMASTER\tAVAILABLE\tIN FLIGHT\tDELAYED\tRETRYING\tDEAD\tTENANTS")
 		for _, s := range st.PerShard {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", s.Shard, s.Tag, cmp.Or(s.Master, "-"),
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", s.Shard, s.Tag, s.Slot, cmp.Or(s.Master, "-"),
 				s.Available, s.InFlight, s.Delayed, s.Retrying, s.Dead, s.Tenants)
 		}
 		if err := tw.Flush(); err != nil {

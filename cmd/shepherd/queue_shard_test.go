@@ -95,6 +95,7 @@ func TestQueueCommandsOnARedisCluster(t *testing.T) {
 		PerShard []struct {
 			Shard   int    `json:"shard"`
 			Tag     string `json:"tag"`
+			Slot    int    `json:"slot"`
 			Master  string `json:"master"`
 			Delayed int    `json:"delayed"`
 		} `json:"per_shard"`
@@ -110,14 +111,17 @@ func TestQueueCommandsOnARedisCluster(t *testing.T) {
 		m, err := c.NodeOf(ctx, "shepherd:{"+s.Tag+"}:queue:settings")
 		require.NoError(t, err)
 		assert.Equal(t, c.Addrs()[m], s.Master, "shard %d's master", i)
+		slot, err := c.Node(0).ClusterKeySlot(ctx, "{"+s.Tag+"}").Result()
+		require.NoError(t, err)
+		assert.EqualValues(t, slot, s.Slot, "shard %d's slot", i)
 		sum += s.Delayed
 	}
 	assert.Equal(t, 6, sum, "the shards' parts add up")
 	code, out, errOut = runCmd("queue", "stats", "-queue", name, "-redis", addr)
 	require.Equal(t, exitOK, code, errOut)
 	assert.Contains(t, out, "queue "+name+" (3 shards): 0 available, 6 delayed")
-	assert.Regexp(t, `(?m)^SHARD +TAG +MASTER +AVAILABLE`, out)
-	assert.Regexp(t, `(?m)^1 +`+regexp.QuoteMeta(name+"#1")+` +127\.0\.0\.1:\d+ +0 `, out)
+	assert.Regexp(t, `(?m)^SHARD +TAG +SLOT +MASTER +AVAILABLE`, out)
+	assert.Regexp(t, `(?m)^1 +`+regexp.QuoteMeta(name+"#1")+` +\d+ +127\.0\.0\.1:\d+ +0 `, out)
 
 	code, _, errOut = runCmd("queue", "reshard", "-queue", name, "-redis", addr, "2")
 	assert.Equal(t, exitError, code, "a live process and unfinished tasks")
@@ -135,4 +139,87 @@ func TestQueueCommandsOnARedisCluster(t *testing.T) {
 	f, err := q.Submit(ctx, []byte("y"))
 	require.NoError(t, err)
 	assert.Regexp(t, `^[01]~`, f.ID(), "two shards now")
+}
+
+// move-shard moves a shard of a queue to a master added to the cluster,
+// with its tasks; the queue then reads and cancels them there. Asked
+// again, it finds the shard moved; bad shards, masters and servers are
+// refused with what is wrong.
+func TestQueueMoveShardCommand(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	name := redistest.Name(t)
+	q, err := queue.Open(ctx, c.NewClient(0), name, queue.WithShards(3))
+	require.NoError(t, err)
+	defer q.Close(context.Background())
+	var ofShard1 []string
+	for range 60 {
+		f, err := q.Submit(ctx, []byte("x"), queue.WithDelay(time.Hour))
+		require.NoError(t, err)
+		if f.ID()[:2] == "1~" {
+			ofShard1 = append(ofShard1, f.ID())
+		}
+	}
+	require.NotEmpty(t, ofShard1)
+	added, err := c.AddMaster(ctx)
+	require.NoError(t, err)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	from, to, any := st.PerShard[1].Master, c.Addrs()[added], c.Addrs()[0]
+
+	code, out, errOut := runCmd("queue", "move-shard", "-queue", name, "-redis", any, "1", to, "-yes", "-json", "-batch", "7")
+	require.Equal(t, exitOK, code, errOut)
+	var res struct {
+		Queue, From, To string
+		Shard, Slot     int
+		Keys            int
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	assert.Equal(t, name, res.Queue)
+	assert.Equal(t, 1, res.Shard)
+	assert.Equal(t, st.PerShard[1].Slot, res.Slot)
+	assert.Equal(t, from, res.From)
+	assert.Equal(t, to, res.To)
+	assert.GreaterOrEqual(t, res.Keys, len(ofShard1), "the shard's task keys moved")
+	n, err := c.NodeOf(ctx, "shepherd:{"+name+"#1}:queue:settings")
+	require.NoError(t, err)
+	assert.Equal(t, added, n)
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.PerShard[1].Master == to && st.Delayed == 60
+	}, 10*time.Second, 50*time.Millisecond)
+	require.NoError(t, q.Cancel(ctx, ofShard1[0]), "a script on the shard's new master")
+	info, err := q.Inspect(ctx, ofShard1[0])
+	require.NoError(t, err)
+	assert.Equal(t, queue.StateCancelled, info.State)
+
+	code, out, errOut = runCmd("queue", "move-shard", "-queue", name, "-redis", any, "1", to)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "is on "+to+" already")
+
+	alone, err := queue.Open(ctx, srv.Client(), name) // the same name on a standalone server
+	require.NoError(t, err)
+	defer alone.Close(context.Background())
+	for _, bad := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"-redis", any, "3", to, "-yes"}, exitUsage, "has 3 shards"},
+		{[]string{"-redis", any, "1", "127.0.0.1:1", "-yes"}, exitUsage, "is not a master of the cluster; its masters are"},
+		{[]string{"-redis", any, "x", to}, exitUsage, "want 0 to"},
+		{[]string{"-redis", any, "1", "nowhere"}, exitUsage, "want HOST:PORT"},
+		{[]string{"-redis", any, "0", to, "-json"}, exitUsage, "not confirmed"},
+		{[]string{"-redis", any, "0", to, "-yes", "-batch", "0"}, exitUsage, "-batch"},
+		{[]string{"-redis", srv.Addr(), "0", to, "-yes"}, exitUsage, "not one"},
+	} {
+		code, _, errOut := runCmd(append([]string{"queue", "move-shard", "-queue", name}, bad.args...)...)
+		assert.Equal(t, bad.code, code, "%v: %s", bad.args, errOut)
+		assert.Contains(t, errOut, bad.says, "%v", bad.args)
+	}
+	n, err = c.NodeOf(ctx, "shepherd:{"+name+"}:queue:settings")
+	require.NoError(t, err)
+	assert.NotEqual(t, added, n, "a refused move moved shard 0")
 }

@@ -90,6 +90,30 @@ func Guard(key string) (guard string, ok bool) {
 	return prefixStart + rest[:end] + "}:" + KindGuard + ":slot", true
 }
 
+// Slot returns the Redis Cluster hash slot of key (0 to 16383), as
+// CLUSTER KEYSLOT computes it: the CRC16 (XMODEM) of the key's hash tag,
+// the text between its first "{" and the next "}" when that is not
+// empty, else of the whole key, modulo 16384.
+func Slot(key string) int {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
+
 // prefixStart is what every name begins with, before its tag.
 const prefixStart = "shepherd:{"
 

@@ -71,3 +71,17 @@ func TestGuard(t *testing.T) {
 		assert.False(t, ok, "%q", k)
 	}
 }
+
+// Slot is CLUSTER KEYSLOT's: the values Redis 7.0 gave for these keys.
+func TestSlot(t *testing.T) {
+	for key, slot := range map[string]int{
+		"123456789":                          12739, // CRC16/XMODEM's check value 0x31C3
+		"user1000":                           3443,
+		"foo{user1000}{bar}":                 3443, // the first tag counts
+		"foo{}{bar}":                         8363, // an empty tag: the whole key
+		"shepherd:{orders#1}:queue:settings": 2120,
+		"a":                                  15495,
+	} {
+		assert.Equal(t, slot, Slot(key), "%q", key)
+	}
+}

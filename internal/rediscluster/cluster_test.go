@@ -13,6 +13,7 @@ import (
 
 	"github.com/shepherd-go/shepherd/internal/rediscluster"
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/slotmove"
 )
 
 func TestMain(m *testing.M) {
@@ -192,6 +193,6 @@ func TestMoveSlotToAnAddedMaster(t *testing.T) {
 	assert.Equal(t, []int{0, 1, 2, 3}, ms)
 
 	assert.Error(t, c.MoveSlot(ctx, rediscluster.Slots, 0, 10, 0))
-	assert.Error(t, c.MoveSlot(ctx, 0, 0, 0, 0))
+	assert.ErrorIs(t, c.MoveSlot(ctx, 0, 1, 0, 0), slotmove.ErrBadMove, "no key a MIGRATE")
 	assert.Error(t, c.MoveSlot(ctx, 0, 9, 10, 0))
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/slotmove"
 )
 
 // AddMaster starts one more redis-server in cluster mode, has the cluster
@@ -61,20 +62,15 @@ func (c *Cluster) AddMaster(ctx context.Context) (int, error) {
 }
 
 // MoveSlot moves slot and its keys to node to, a master (one of Start's,
-// or one AddMaster added), as `redis-cli --cluster reshard` moves a slot:
-// CLUSTER SETSLOT IMPORTING on to and MIGRATING on its master, then
-// GETKEYSINSLOT and MIGRATE batch keys at a time (pausing pace between two
-// batches, to hold the slot open longer in a test; 0 for none) until none
-// is left, then SETSLOT NODE on to, on the old master and on every other
-// master. It waits until every live node agrees that to serves the slot.
-// Clients learn it from the MOVED replies of the old master. Moving a
-// slot to the master that serves it is a no-op.
+// or one AddMaster added), as `redis-cli --cluster reshard` moves a slot
+// (internal/slotmove: batch keys a MIGRATE, pausing pace between two, to
+// hold the slot open longer in a test; 0 for none), and waits until every
+// live node agrees that to serves the slot. Clients learn it from the
+// MOVED replies of the old master. Moving a slot to the master that
+// serves it is a no-op.
 func (c *Cluster) MoveSlot(ctx context.Context, slot, to, batch int, pace time.Duration) error {
 	if slot < 0 || slot >= Slots {
 		return fmt.Errorf("rediscluster: slot %d: want 0 to %d", slot, Slots-1)
-	}
-	if batch < 1 {
-		return fmt.Errorf("rediscluster: move slot %d: batch %d: want at least 1 key a MIGRATE", slot, batch)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,62 +97,18 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot, to, batch int, pace time.D
 	if from == to {
 		return nil
 	}
-	ids := map[int]string{}
-	for _, i := range live {
-		id, err := c.probes[i].Do(ctx, "CLUSTER", "MYID").Text()
-		if err != nil {
-			return fmt.Errorf("rediscluster: CLUSTER MYID of node %d: %w", i, err)
-		}
-		ids[i] = id
-	}
-	src, dst := c.probes[from], c.probes[to]
-	setslot := func(cl *redis.Client, args ...any) error {
-		return cl.Do(ctx, append([]any{"CLUSTER", "SETSLOT", slot}, args...)...).Err()
-	}
-	if err := setslot(dst, "IMPORTING", ids[from]); err != nil {
-		return fmt.Errorf("rediscluster: move slot %d: IMPORTING on node %d: %w", slot, to, err)
-	}
-	if err := setslot(src, "MIGRATING", ids[to]); err != nil {
-		return fmt.Errorf("rediscluster: move slot %d: MIGRATING on node %d: %w", slot, from, err)
-	}
-	host, port, _ := net.SplitHostPort(c.nodes[to].addr())
-	for {
-		keys, err := src.ClusterGetKeysInSlot(ctx, slot, batch).Result()
-		if err != nil {
-			return fmt.Errorf("rediscluster: move slot %d: GETKEYSINSLOT: %w", slot, err)
-		}
-		if len(keys) == 0 {
-			break
-		}
-		args := []any{"MIGRATE", host, port, "", 0, 10000, "KEYS"}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		if err := src.Do(ctx, args...).Err(); err != nil {
-			return fmt.Errorf("rediscluster: move slot %d: MIGRATE %d keys: %w", slot, len(keys), err)
-		}
-		if pace > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(pace):
-			}
-		}
-	}
-	// The new owner first, then the old one (which then answers MOVED),
-	// then the others; the epoch bump spreads it over the bus too.
-	order := []int{to, from}
+	var others []*redis.Client
 	for _, i := range live {
 		if i != to && i != from {
 			if r, err := c.role(ctx, i); err == nil && r.kind == "master" {
-				order = append(order, i)
+				others = append(others, c.probes[i])
 			}
 		}
 	}
-	for _, i := range order {
-		if err := setslot(c.probes[i], "NODE", ids[to]); err != nil {
-			return fmt.Errorf("rediscluster: move slot %d: SETSLOT NODE on node %d: %w", slot, i, err)
-		}
+	mv := slotmove.Move{Slot: slot, From: c.probes[from], To: c.probes[to], ToAddr: c.nodes[to].addr(),
+		Others: others, Batch: batch, Pace: pace}
+	if _, err := mv.Run(ctx); err != nil {
+		return fmt.Errorf("rediscluster: move slot %d from node %d to node %d: %w", slot, from, to, err)
 	}
 	return poll(ctx, okTimeout, fmt.Sprintf("slot %d not served by node %d", slot, to), func(ctx context.Context) (bool, string) {
 		for _, i := range live {
