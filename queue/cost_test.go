@@ -62,6 +62,19 @@ func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// redisCPU is Redis's CPU time so far, user and system, in seconds (INFO
+// cpu).
+func redisCPU(ctx context.Context, rdb redis.UniversalClient) float64 {
+	s := 0.0
+	for _, m := range cpuStat.FindAllStringSubmatch(rdb.Info(ctx, "cpu").Val(), -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		s += v
+	}
+	return s
+}
+
+var cpuStat = regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`)
+
 var commandStat = regexp.MustCompile(`(?m)^cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)`)
 
 // BenchmarkCostPerTask measures what a task costs Redis in bench T1's shape (2
@@ -105,15 +118,7 @@ func BenchmarkCostPerTask(bm *testing.B) {
 		}
 	}()
 	admin := srv.Client()
-	cpu := func() float64 {
-		info := admin.Info(ctx, "cpu").Val()
-		s := 0.0
-		for _, m := range regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`).FindAllStringSubmatch(info, -1) {
-			v, _ := strconv.ParseFloat(m[1], 64)
-			s += v
-		}
-		return s
-	}
+	cpu := func() float64 { return redisCPU(ctx, admin) }
 	require.NoError(t, admin.ConfigResetStat(ctx).Err())
 	// With SHEPHERD_COST_SLOWLOG, every command into the slow log, for
 	// each script's own time (it costs Redis CPU too).
@@ -428,15 +433,7 @@ func BenchmarkCostFloor(bm *testing.B) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	admin := srv.Client()
-	cpu := func() float64 {
-		info := admin.Info(ctx, "cpu").Val()
-		s := 0.0
-		for _, m := range regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`).FindAllStringSubmatch(info, -1) {
-			v, _ := strconv.ParseFloat(m[1], 64)
-			s += v
-		}
-		return s
-	}
+	cpu := func() float64 { return redisCPU(ctx, admin) }
 	keys := []string{"{f}:ready", "{f}:task:", "{f}:active"}
 	payload := string(make([]byte, 64))
 	require.NoError(t, admin.ConfigResetStat(ctx).Err())
