@@ -215,7 +215,9 @@ func (f *feeder) launch() {
 			a := sideAnswer{shard: i, batch: batch}
 			if len(batch) == 0 {
 				cctx, cancel := context.WithTimeout(f.ctx, loopCallTimeout)
-				a.err = f.s.q.rdb.Exists(cctx, l.settings).Err()
+				// With the slot guard: refused, as the scripts are, while
+				// the shard's slot moves (script.WithGuard).
+				a.err = f.s.q.rdb.Exists(cctx, script.WithGuard([]string{l.settings})...).Err()
 				cancel()
 			} else {
 				_, _, a.recorded, a.err = f.s.record(f.ctx, l, batch, 0)
