@@ -269,3 +269,97 @@ func TestNoScriptRunsHalfWhileItsSlotMoves(t *testing.T) {
 		require.NoError(t, err, "task %s", f.ID())
 	}
 }
+
+// A move longer than the TTL: the shard's keep-alives and its reaper
+// wait for the move alike (a process whose keep-alive comes after the
+// first reap is declared dead there, and its running tasks of the shard
+// run again). Every acknowledged task still completes, Submits made
+// during the move included, and the queue is left clean, its processes
+// serving the shard. It also caught a feed bug: a shard whose ends went
+// in a side call lost its next look (safetyPoll's), and, with no process
+// in its idle set to wake, its 6 waiting tasks waited for ever (4 runs
+// in 14 before the fix).
+func TestAMoveLongerThanTheTTL(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx := testCtx(t, 120*time.Second)
+	name, _ := spreadQueueName(t, ctx, c)
+	openOn := func() *Queue {
+		q, err := Open(ctx, c.NewClient(0), name, WithShards(3), WithTTL(time.Second), WithCallTimeout(20*time.Second))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = q.Close(context.Background()) })
+		return q
+	}
+	submitter, a, b := openOn(), openOn(), openOn()
+	tenants := registerTenantsByShard(t, ctx, submitter, 3, 8)
+	var runs sync.Map // id → *atomic.Int64
+	handler := func(_ context.Context, t *Task) ([]byte, error) {
+		n, _ := runs.LoadOrStore(t.ID, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		time.Sleep(100 * time.Millisecond)
+		return t.Payload, nil
+	}
+	serve(t, a, handler, WithWorkers(4))
+	serve(t, b, handler, WithWorkers(4))
+	var fs []*Future
+	for i := range 60 {
+		f, err := submitter.Submit(ctx, []byte(fmt.Sprint(i)), WithTenant(tenants[i%3]))
+		require.NoError(t, err)
+		fs = append(fs, f)
+	}
+	added, err := c.AddMaster(ctx)
+	require.NoError(t, err)
+	slot, err := c.Node(0).ClusterKeySlot(ctx, "shepherd:{"+shardName(name, 1)+"}:queue:settings").Result()
+	require.NoError(t, err)
+	moved := make(chan error, 1)
+	began := time.Now()
+	go func() { moved <- c.MoveSlot(ctx, int(slot), added, 1, 150*time.Millisecond) }()
+	time.Sleep(200 * time.Millisecond)
+	var during []*Future
+	for i := range 6 {
+		f, err := submitter.Submit(ctx, []byte(fmt.Sprint("d", i)), WithTenant(tenants[1]))
+		require.NoError(t, err, "a Submit during the move")
+		during = append(during, f)
+	}
+	require.NoError(t, <-moved)
+	took := time.Since(began)
+	require.Greater(t, took, 2*time.Second, "the move was not longer than the TTL")
+	for i, f := range append(fs, during...) {
+		res, err := f.Wait(testCtx(t, 30*time.Second))
+		if err != nil {
+			info, ierr := submitter.Inspect(ctx, f.ID())
+			st, serr := submitter.Stats(ctx)
+			n, _ := runs.Load(f.ID())
+			l := submitter.known()[1]
+			rdb := c.Client()
+			t.Fatalf("task %d (%s): %v; inspect %+v %v; stats %+v %v; runs %v; shard 1: turns %v parked %v rated %v tenants %v members %v idle %v ready %v active %v",
+				i, f.ID(), err, info, ierr, st, serr, n,
+				rdb.LRange(ctx, l.turns, 0, -1).Val(), rdb.SMembers(ctx, l.parked).Val(), rdb.ZRangeWithScores(ctx, l.rated, 0, -1).Val(),
+				rdb.HGetAll(ctx, l.tenants).Val(), rdb.HGetAll(ctx, l.alive).Val(), rdb.SMembers(ctx, l.idle).Val(),
+				rdb.LRange(ctx, l.tenantReady(tenants[1], 0), 0, -1).Val(), rdb.HGetAll(ctx, l.active).Val())
+		}
+		want := fmt.Sprint(i)
+		if i >= len(fs) {
+			want = fmt.Sprint("d", i-len(fs))
+		}
+		assert.Equal(t, want, string(res))
+	}
+	again := 0
+	runs.Range(func(_, v any) bool {
+		if v.(*atomic.Int64).Load() > 1 {
+			again++
+		}
+		return true
+	})
+	t.Logf("moved in %v; %d tasks ran more than once", took, again)
+	require.Eventually(t, func() bool {
+		st, err := submitter.Stats(ctx)
+		return err == nil && st.Available+st.Delayed+st.Retrying+st.InFlight+st.Dead == 0 && len(st.Processes) == 3
+	}, 10*time.Second, 50*time.Millisecond, "the queue was not left clean, its 3 processes registered")
+	// The processes serve shard 1 again.
+	f, err := submitter.Submit(ctx, []byte("after"), WithTenant(tenants[1]))
+	require.NoError(t, err)
+	res, err := wait(t, f, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "after", string(res))
+}

@@ -210,7 +210,15 @@ func (f *feeder) launch() {
 			continue
 		}
 		batch, l := f.pending[i], f.shards[i]
-		f.pending[i], f.calling[i], f.due[i] = nil, true, time.Time{}
+		f.pending[i], f.calling[i] = nil, true
+		if f.sick[i] {
+			// Its backoff is over. A shard that is not sick keeps its due
+			// time (its next delayed task's, or safetyPoll's): it was
+			// cleared here, and a shard not looked at whose ends went in a
+			// side call was then never taken from again without a wake-up
+			// (TestAMoveLongerThanTheTTL).
+			f.due[i] = time.Time{}
+		}
 		go func() {
 			a := sideAnswer{shard: i, batch: batch}
 			if len(batch) == 0 {
