@@ -216,7 +216,7 @@ func (f *feeder) launch() {
 			// time (its next delayed task's, or safetyPoll's): it was
 			// cleared here, and a shard not looked at whose ends went in a
 			// side call was then never taken from again without a wake-up
-			// (TestAMoveLongerThanTheTTL).
+			// (TestShardSafetyPollSurvivesASideCall, TestAMoveLongerThanTheTTL).
 			f.due[i] = time.Time{}
 		}
 		go func() {

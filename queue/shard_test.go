@@ -668,3 +668,59 @@ func TestStatsPerShard(t *testing.T) {
 	assert.EqualValues(t, 3, st.Available)
 	assert.EqualValues(t, 1, st.Delayed)
 }
+
+// A shard's safety poll survives its ends going in a side call. The
+// server takes task A of shard 1 and finds nothing more there (it waits
+// for a wake-up, or its safety poll in 1 s), then takes B of shard 0;
+// A ends while the server works shard 0, so A's end goes in a side call.
+// A wake-up for shard 1 is then lost (the process is gone from its idle
+// set, as after being declared dead there): task C of shard 1 must still
+// start, at the safety poll. Before the fix the side call cleared the
+// poll and C never started.
+func TestShardSafetyPollSurvivesASideCall(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name, WithShards(2))
+	tenants := registerTenantsByShard(t, ctx, q, 2, 4)
+	started := make(chan string, 8)
+	release := map[string]chan struct{}{"A": make(chan struct{}), "B": make(chan struct{}), "C": make(chan struct{})}
+	close(release["C"])
+	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
+		started <- string(t.Payload)
+		select {
+		case <-release[string(t.Payload)]:
+		case <-ctx.Done():
+		}
+		return nil, nil
+	}, WithWorkers(2))
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-started:
+			require.Equal(t, want, got)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("task %s did not start", want)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the server's first takes find nothing: idle in both shards
+	a, err := q.Submit(ctx, []byte("A"), WithTenant(tenants[1]))
+	require.NoError(t, err)
+	next("A")
+	_, err = q.Submit(ctx, []byte("B"), WithTenant(tenants[0]))
+	require.NoError(t, err)
+	next("B")
+	close(release["A"])
+	_, err = wait(t, a, 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, srv.Client().SRem(ctx, q.known()[1].idle, q.proc).Err()) // a lost wake-up
+	_, err = q.Submit(ctx, []byte("C"), WithTenant(tenants[1]))
+	require.NoError(t, err)
+	select {
+	case got := <-started:
+		assert.Equal(t, "C", got)
+	case <-time.After(3 * time.Second):
+		t.Fatal("task C of shard 1 did not start within 3 s: no safety poll")
+	}
+	close(release["B"])
+}
