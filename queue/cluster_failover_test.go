@@ -66,6 +66,10 @@ func failover(t *testing.T, ttl time.Duration) (held []string, heldRuns int64) {
 	}
 	submitter := openOn(WithShards(3))
 	tenants := registerTenantsByShard(t, ctx, submitter, 3, 4)
+	reader, err := NewClient(c.NewClient(0), name) // reads only: it runs no script
+	require.NoError(t, err)
+	_, err = reader.Stats(ctx)
+	require.NoError(t, err)
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
@@ -137,11 +141,16 @@ func failover(t *testing.T, ttl time.Duration) (held []string, heldRuns int64) {
 	n, err := c.NodeOf(ctx, "shepherd:{"+shardName(name, 1)+"}:queue:settings")
 	require.NoError(t, err)
 	require.Equal(t, masters[1], n, "shard 1 was served again before the other shards' tasks ran")
+	_, err = reader.Stats(ctx) // while shard 1 is down
 
 	require.NoError(t, c.Node(replica).ConfigSet(ctx, "cluster-replica-no-failover", "no").Err())
 	began := time.Now()
 	require.NoError(t, c.WaitFailover(ctx, masters[1]))
 	t.Logf("failover in %v", time.Since(began))
+	// A reader's Stats names the new master at once.
+	st, err := reader.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, c.Addrs()[replica], st.PerShard[1].Master, "a reader's Stats names shard 1's dead master")
 	began = time.Now()
 	n, err = c.NodeOf(ctx, "shepherd:{"+shardName(name, 1)+"}:queue:settings")
 	require.NoError(t, err)
@@ -168,7 +177,7 @@ func failover(t *testing.T, ttl time.Duration) (held []string, heldRuns int64) {
 	slices.Sort(took)
 	assert.Less(t, took[len(took)/2], 300*time.Millisecond, "median task of shard 1 after the failover waited for a poll: %v", took)
 
-	st, err := submitter.Stats(ctx)
+	st, err = submitter.Stats(ctx)
 	require.NoError(t, err)
 	require.Len(t, st.PerShard, 3)
 	assert.Equal(t, c.Addrs()[replica], st.PerShard[1].Master, "Stats names shard 1's old master")

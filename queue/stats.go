@@ -44,7 +44,8 @@ type ShardInfo struct {
 	// to another master). It is computed, also off a cluster.
 	Slot int
 	// Master is the address of the Redis Cluster master that holds the
-	// shard's slot, as the client knows it; "" off a cluster.
+	// shard's slot, as the cluster says (CLUSTER SLOTS; the client's own
+	// map if that fails); "" off a cluster.
 	Master    string
 	Available int64
 	Delayed   int64
@@ -121,9 +122,10 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	var st Stats
+	masters := q.masters(ctx, all)
 	for i, c := range per {
 		above, _ := strconv.ParseInt(hashes[i]["q:"], 10, 64)
-		si := ShardInfo{Shard: i, Tag: shardName(q.name, i), Slot: keys.Slot(all[i].settings), Master: q.masterOf(ctx, all[i]),
+		si := ShardInfo{Shard: i, Tag: shardName(q.name, i), Slot: keys.Slot(all[i].settings), Master: masters[i],
 			Available: c.available.Val() + above, Delayed: c.delayed.Val(), Retrying: c.retrying.Val(),
 			InFlight: c.inflight.Val(), Dead: c.dead.Val()}
 		dropped, _ := strconv.ParseInt(c.dropped.Val(), 10, 64)
@@ -174,16 +176,32 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-// masterOf is the address of the Redis Cluster master of shard l, as
-// the client knows it ("" off a cluster, or when it cannot tell).
-func (q *Client) masterOf(ctx context.Context, l layout) string {
+// masters returns the address of the Redis Cluster master of each shard
+// of all ("" off a cluster), from the cluster's own map of its slots
+// (CLUSTER SLOTS, one call): the client's copy stays stale after a
+// failover until a MOVED reply or its reload a minute later, and a
+// Client that only reads may get neither (its reads go to the replica
+// that took over, or fail over on their own). When the call fails, the
+// client's copy.
+func (q *Client) masters(ctx context.Context, all []layout) []string {
+	out := make([]string, len(all))
 	cc, ok := q.rdb.(*redis.ClusterClient)
 	if !ok {
-		return ""
+		return out
 	}
-	m, err := cc.MasterForKey(ctx, l.settings)
-	if err != nil {
-		return ""
+	ranges, err := cc.ClusterSlots(ctx).Result()
+	for i, l := range all {
+		slot := keys.Slot(l.settings)
+		for _, r := range ranges {
+			if err == nil && slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
+				out[i] = r.Nodes[0].Addr
+			}
+		}
+		if out[i] == "" {
+			if m, err := cc.MasterForKey(ctx, l.settings); err == nil {
+				out[i] = m.Options().Addr
+			}
+		}
 	}
-	return m.Options().Addr
+	return out
 }
