@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,4 +223,60 @@ func TestQueueMoveShardCommand(t *testing.T) {
 	n, err = c.NodeOf(ctx, "shepherd:{"+name+"}:queue:settings")
 	require.NoError(t, err)
 	assert.NotEqual(t, added, n, "a refused move moved shard 0")
+}
+
+// A move left half-done (the slot MIGRATING on its master, IMPORTING on
+// the new one, some keys moved) is finished by move-shard run again; the
+// queue's tasks of that shard, refused meanwhile, then run.
+func TestQueueMoveShardFinishesAMoveLeftHalfDone(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	name := redistest.Name(t)
+	q, err := queue.Open(ctx, c.NewClient(0), name, queue.WithShards(2))
+	require.NoError(t, err)
+	defer q.Close(context.Background())
+	var ofShard1 []*queue.Future
+	for range 20 {
+		f, err := q.Submit(ctx, []byte("x"))
+		require.NoError(t, err)
+		if f.ID()[:2] == "1~" {
+			ofShard1 = append(ofShard1, f)
+		}
+	}
+	require.NotEmpty(t, ofShard1)
+	st, err := q.Stats(ctx)
+	require.NoError(t, err)
+	slot := st.PerShard[1].Slot
+	from, err := c.NodeOf(ctx, "shepherd:{"+name+"#1}:queue:settings")
+	require.NoError(t, err)
+	to := (from + 1) % 3
+	myID := func(i int) string { return c.Node(i).Do(ctx, "CLUSTER", "MYID").Val().(string) }
+	require.NoError(t, c.Node(to).Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", myID(from)).Err())
+	require.NoError(t, c.Node(from).Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", myID(to)).Err())
+	keys, err := c.Node(from).ClusterGetKeysInSlot(ctx, slot, 3).Result()
+	require.NoError(t, err)
+	host, port, _ := strings.Cut(c.Addrs()[to], ":")
+	args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	require.NoError(t, c.Node(from).Do(ctx, args...).Err())
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	err = q.Cancel(short, ofShard1[0].ID())
+	require.Error(t, err, "a script of the half-moved shard ran")
+	assert.True(t, errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "TRYAGAIN"), "%v", err)
+
+	code, out, errOut := runCmd("queue", "move-shard", "-queue", name, "-redis", c.Addrs()[0], "1", c.Addrs()[to], "-yes")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "moved shard 1 of queue "+name)
+	_, err = q.Serve(func(_ context.Context, t *queue.Task) ([]byte, error) { return t.Payload, nil }, queue.WithWorkers(2))
+	require.NoError(t, err)
+	for _, f := range ofShard1 {
+		res, err := f.Wait(ctx)
+		require.NoError(t, err, "task %s", f.ID())
+		assert.Equal(t, "x", string(res))
+	}
 }
