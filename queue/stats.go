@@ -178,11 +178,10 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 
 // masters returns the address of the Redis Cluster master of each shard
 // of all ("" off a cluster), from the cluster's own map of its slots
-// (CLUSTER SLOTS, one call): the client's copy stays stale after a
-// failover until a MOVED reply or its reload a minute later, and a
-// Client that only reads may get neither (its reads go to the replica
-// that took over, or fail over on their own). When the call fails, the
-// client's copy.
+// (CLUSTER SLOTS, one call). go-redis's copy of that map can be stale:
+// a Client that only reads named the dead master after a failover
+// (TestEndsRecordedAfterAFailover), go-redis reloading its copy on a
+// MOVED reply or once a minute. When the call fails, go-redis's copy.
 func (q *Client) masters(ctx context.Context, all []layout) []string {
 	out := make([]string, len(all))
 	cc, ok := q.rdb.(*redis.ClusterClient)
