@@ -148,13 +148,7 @@ func TestQueueCommandsOnARedisCluster(t *testing.T) {
 // refused with what is wrong.
 func TestQueueMoveShardCommand(t *testing.T) {
 	t.Parallel()
-	c := redistest.StartCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	name := redistest.Name(t)
-	q, err := queue.Open(ctx, c.NewClient(0), name, queue.WithShards(3))
-	require.NoError(t, err)
-	defer q.Close(context.Background())
+	c, ctx, name, q := queueOnCluster(t, 3)
 	var ofShard1 []string
 	for range 60 {
 		f, err := q.Submit(ctx, []byte("x"), queue.WithDelay(time.Hour))
@@ -230,13 +224,7 @@ func TestQueueMoveShardCommand(t *testing.T) {
 // queue's tasks of that shard, refused meanwhile, then run.
 func TestQueueMoveShardFinishesAMoveLeftHalfDone(t *testing.T) {
 	t.Parallel()
-	c := redistest.StartCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	name := redistest.Name(t)
-	q, err := queue.Open(ctx, c.NewClient(0), name, queue.WithShards(2))
-	require.NoError(t, err)
-	defer q.Close(context.Background())
+	c, ctx, name, q := queueOnCluster(t, 2)
 	var ofShard1 []*queue.Future
 	for range 20 {
 		f, err := q.Submit(ctx, []byte("x"))
@@ -279,4 +267,18 @@ func TestQueueMoveShardFinishesAMoveLeftHalfDone(t *testing.T) {
 		require.NoError(t, err, "task %s", f.ID())
 		assert.Equal(t, "x", string(res))
 	}
+}
+
+// queueOnCluster opens a queue of shards shards on a new 3-master
+// cluster, for a test of a minute at most.
+func queueOnCluster(t *testing.T, shards int) (*redistest.Cluster, context.Context, string, *queue.Queue) {
+	t.Helper()
+	c := redistest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	name := redistest.Name(t)
+	q, err := queue.Open(ctx, c.NewClient(0), name, queue.WithShards(shards))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	return c, ctx, name, q
 }
