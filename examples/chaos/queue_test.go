@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -25,11 +26,14 @@ import (
 // queueTTL is the queue scenarios' TTL.
 const queueTTL = time.Second
 
-// queueCluster is a queue scenario's world: a private Redis with AOF,
-// chaosqueue processes, a submitting Queue in the test process, the log.
+// queueCluster is a queue scenario's world: a private Redis with AOF (or
+// a Redis Cluster), chaosqueue processes, a submitting Queue in the test
+// process, the log.
 type queueCluster struct {
 	t    *testing.T
-	srv  *redistest.Server
+	srv  *redistest.Server  // the standalone Redis, or nil
+	cl   *redistest.Cluster // the Redis Cluster, or nil
+	addr string             // the Redis (a node of the cluster) the processes dial
 	name string
 	log  *Log
 	key  string
@@ -48,11 +52,30 @@ type queueProc struct {
 
 func newQueueCluster(t *testing.T, n int, opts ...queue.Option) *queueCluster {
 	t.Helper()
-	c := &queueCluster{t: t, srv: redistest.Start(t, redistest.WithAOF()), name: redistest.Name(t), procs: map[string]*queueProc{}}
+	srv := redistest.Start(t, redistest.WithAOF())
+	c := &queueCluster{t: t, srv: srv, addr: srv.Addr()}
+	return c.start(n, redis0(t, srv.Addr()), opts...)
+}
+
+// newQueueClusterOn is newQueueCluster on a Redis Cluster.
+func newQueueClusterOn(t *testing.T, cl *redistest.Cluster, n int, opts ...queue.Option) *queueCluster {
+	t.Helper()
+	rdb := cl.NewClient(0)
+	// Read by the node clients it makes on first use: none yet.
+	rdb.Options().ContextTimeoutEnabled = true
+	c := &queueCluster{t: t, cl: cl, addr: cl.Addrs()[0]}
+	return c.start(n, rdb, opts...)
+}
+
+// start opens the submitting Queue and the log on rdb and spawns n
+// processes.
+func (c *queueCluster) start(n int, rdb redis.UniversalClient, opts ...queue.Option) *queueCluster {
+	t := c.t
+	t.Helper()
+	c.name, c.procs = redistest.Name(t), map[string]*queueProc{}
 	var err error
 	c.key, err = LogKey(c.name)
 	require.NoError(t, err)
-	rdb := redis0(t, c.srv.Addr())
 	c.log = NewLog(rdb, c.key)
 	// The processes adopt the submitter's settings (WithShards among them).
 	c.sub, err = queue.Open(ctxFor(t, 20*time.Second), rdb, c.name, append([]queue.Option{queue.WithTTL(queueTTL)}, opts...)...)
@@ -74,7 +97,7 @@ func (c *queueCluster) spawn() string {
 	// survive its faults too.
 	prefetch := 3 * (c.seq % 2)
 	c.mu.Unlock()
-	cmd := exec.Command(queueBin, "-addr", c.srv.Addr(), "-queue", c.name, "-log", c.key, "-name", name,
+	cmd := exec.Command(queueBin, "-addr", c.addr, fmt.Sprintf("-cluster=%v", c.cl != nil), "-queue", c.name, "-log", c.key, "-name", name,
 		"-workers", "3", "-prefetch", fmt.Sprint(prefetch), "-ttl", queueTTL.String(), fmt.Sprintf("-v=%v", *chaosVerbose))
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(c.t, err)
@@ -221,8 +244,54 @@ func TestChaosQueueSharded(t *testing.T) {
 	chaosQueue(t, queue.WithShards(3))
 }
 
+// TestChaosQueueShardMoves is TestChaosQueueSharded on a Redis Cluster of
+// 3 masters and a fourth added, whose third fault moves a shard's slot,
+// with its keys, to another master (a shard a round, round the masters)
+// instead of restarting Redis: a cluster scaling out under load, with
+// kills and pauses between the moves.
+func TestChaosQueueShardMoves(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3)
+	added, err := cl.AddMaster(ctxFor(t, time.Minute))
+	require.NoError(t, err)
+	masters := []int{0, 1, 2, added}
+	c := newQueueClusterOn(t, cl, 3, queue.WithShards(3))
+	round := 0
+	move := func(ctx context.Context, redisDown *atomic.Bool) {
+		round++
+		st, err := c.sub.Stats(ctx)
+		require.NoError(t, err)
+		s := st.PerShard[round%3]
+		from, err := cl.NodeOf(ctx, "shepherd:{"+s.Tag+"}:queue:settings")
+		require.NoError(t, err)
+		to := masters[(slices.Index(masters, from)+1)%len(masters)]
+		redisDown.Store(true) // a Submit that fails meanwhile may still run (its withdrawal races its retried call)
+		began := time.Now()
+		require.NoError(t, cl.MoveSlot(ctx, s.Slot, to, 2, 2*time.Millisecond))
+		t.Logf("shard %d moved from node %d to node %d in %v", s.Shard, from, to, time.Since(began).Round(time.Millisecond))
+		redisDown.Store(false)
+	}
+	chaosQueueWith(t, c, "shard moves", move)
+}
+
 func chaosQueue(t *testing.T, opts ...queue.Option) {
 	c := newQueueCluster(t, 3, opts...)
+	restart := func(ctx context.Context, redisDown *atomic.Bool) {
+		redisDown.Store(true)
+		require.NoError(t, c.srv.Kill())
+		time.Sleep(200 * time.Millisecond)
+		require.NoError(t, c.srv.Restart())
+		time.Sleep(time.Second) // until the clients are back
+		redisDown.Store(false)
+	}
+	chaosQueueWith(t, c, "Redis restarts", restart)
+}
+
+// chaosQueueWith runs the queue scenario on c: submitters, and rounds of
+// a kill, a pause and the third fault, until the phase ends; then its
+// checks. The third fault marks Redis down (redisDown) while a Submit
+// that fails may still have its task run (see checkQueueLog).
+func chaosQueueWith(t *testing.T, c *queueCluster, third string, fault func(ctx context.Context, redisDown *atomic.Bool)) {
 	ctx := ctxFor(t, 5*time.Minute)
 	var acked, failed sync.Map
 	var redisDown atomic.Bool
@@ -235,7 +304,7 @@ func chaosQueue(t *testing.T, opts ...queue.Option) {
 
 	phase := faultPhase(3 * time.Second) // one round of each fault in CI
 	end := time.Now().Add(phase)
-	kills, pauses, restarts := 0, 0, 0
+	kills, pauses, thirds := 0, 0, 0
 	for round := 0; time.Now().Before(end) || round == 0; round++ {
 		time.Sleep(500 * time.Millisecond) // let work flow between faults
 		c.killOne(ctx)
@@ -245,13 +314,8 @@ func chaosQueue(t *testing.T, opts ...queue.Option) {
 		pauses++
 
 		time.Sleep(500 * time.Millisecond)
-		redisDown.Store(true)
-		require.NoError(t, c.srv.Kill())
-		time.Sleep(200 * time.Millisecond)
-		require.NoError(t, c.srv.Restart())
-		restarts++
-		time.Sleep(time.Second) // until the clients are back
-		redisDown.Store(false)
+		fault(ctx, &redisDown)
+		thirds++
 	}
 	close(stop)
 	wg.Wait()
@@ -285,8 +349,8 @@ func chaosQueue(t *testing.T, opts ...queue.Option) {
 	check := checkQueueLog(t, entries, &acked, &failed)
 	nFailed := 0
 	failed.Range(func(any, any) bool { nFailed++; return true })
-	t.Logf("%d tasks acknowledged, %d Submits failed (%d of whose tasks ran: Redis died after receiving them); %d kills, %d pauses, %d Redis restarts; %d attempts started",
-		n, nFailed, check.failedRan, kills, pauses, restarts, check.starts)
+	t.Logf("%d tasks acknowledged, %d Submits failed (%d of whose tasks ran: Redis died after receiving them); %d kills, %d pauses, %d %s; %d attempts started",
+		n, nFailed, check.failedRan, kills, pauses, thirds, third, check.starts)
 	t.Logf("recovery after a kill or a pause (fault → the task's next start elsewhere): %s", check.recovery)
 	if len(check.recoveries) > 0 {
 		assert.LessOrEqual(t, check.recoveries[len(check.recoveries)-1], queueTTL+time.Second,

@@ -33,6 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chaosqueue", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "", "Redis address")
+	cluster := fs.Bool("cluster", false, "addr is a node of a Redis Cluster")
 	name := fs.String("queue", "", "queue name")
 	logKey := fs.String("log", "", "Redis key of the event log")
 	proc := fs.String("name", "", "process name in the log")
@@ -47,7 +48,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "chaosqueue: -addr, -queue, -log, -name and -workers >= 1 are required")
 		return 2
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 20, ContextTimeoutEnabled: true})
+	var rdb redis.UniversalClient = redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 20, ContextTimeoutEnabled: true})
+	if *cluster {
+		_ = rdb.Close()
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{*addr}, PoolSize: 20, ContextTimeoutEnabled: true})
+	}
 	defer rdb.Close()
 	level := slog.LevelError
 	if *verbose {
