@@ -403,6 +403,12 @@ func (f *feeder) want() int {
 // while it wants tasks.
 func (f *feeder) wait() bool {
 	s := f.s
+	if !f.open && !f.unrecorded() {
+		// Nothing left: the last side call's answer was taken in
+		// (absorbAnswers) after the loop checked. Waiting now would wait
+		// for ever, nothing being left to wake it, and Stop with it.
+		return false
+	}
 	var wake <-chan struct{}
 	var tick <-chan time.Time
 	if f.want() > 0 {
