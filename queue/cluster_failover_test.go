@@ -59,10 +59,7 @@ func failover(t *testing.T, ttl time.Duration) (held []string, heldRuns int64) {
 	name, masters := spreadQueueName(t, ctx, c)
 	replica := replicaOf(t, ctx, c, masters[1])
 	openOn := func(opts ...Option) *Queue {
-		q, err := Open(ctx, c.NewClient(0), name, append([]Option{WithTTL(ttl)}, opts...)...)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = q.Close(context.Background()) })
-		return q
+		return openOnCluster(t, ctx, c, name, append([]Option{WithTTL(ttl)}, opts...)...)
 	}
 	submitter := openOn(WithShards(3))
 	tenants := registerTenantsByShard(t, ctx, submitter, 3, 4)
@@ -199,9 +196,7 @@ func TestShardMessagesFollowAManualFailover(t *testing.T) {
 	ctx := testCtx(t, 90*time.Second)
 	name, masters := spreadQueueName(t, ctx, c)
 	replica := replicaOf(t, ctx, c, masters[1])
-	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	q := openOnCluster(t, ctx, c, name, WithShards(3))
 	tenants := registerTenantsByShard(t, ctx, q, 3, 4)
 	serve(t, q, echo, WithWorkers(2))
 	// median returns the median time of 5 tasks of shard 1, each

@@ -27,10 +27,7 @@ func TestShardMovesToAnAddedMasterUnderLoad(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
 	name, _ := spreadQueueName(t, ctx, c)
 	openOn := func(opts ...Option) *Queue {
-		q, err := Open(ctx, c.NewClient(0), name, append([]Option{WithShards(3)}, opts...)...)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = q.Close(context.Background()) })
-		return q
+		return openOnCluster(t, ctx, c, name, append([]Option{WithShards(3)}, opts...)...)
 	}
 	submitter, a, b := openOn(), openOn(), openOn()
 	tenants := registerTenantsByShard(t, ctx, submitter, 3, 4)
@@ -184,9 +181,7 @@ func TestNoScriptRunsHalfWhileItsSlotMoves(t *testing.T) {
 	c := redistest.StartCluster(t, 3)
 	ctx := testCtx(t, 60*time.Second)
 	name := redistest.Name(t)
-	q, err := Open(ctx, c.NewClient(0), name, WithMaxDeadLetters(1))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	q := openOnCluster(t, ctx, c, name, WithMaxDeadLetters(1))
 	l := q.known()[0]
 	take := func(n int) []any {
 		t.Helper()
@@ -285,10 +280,7 @@ func TestAMoveLongerThanTheTTL(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
 	name, _ := spreadQueueName(t, ctx, c)
 	openOn := func() *Queue {
-		q, err := Open(ctx, c.NewClient(0), name, WithShards(3), WithTTL(time.Second), WithCallTimeout(20*time.Second))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = q.Close(context.Background()) })
-		return q
+		return openOnCluster(t, ctx, c, name, WithShards(3), WithTTL(time.Second), WithCallTimeout(20*time.Second))
 	}
 	submitter, a, b := openOn(), openOn(), openOn()
 	tenants := registerTenantsByShard(t, ctx, submitter, 3, 8)

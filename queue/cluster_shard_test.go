@@ -22,6 +22,16 @@ import (
 	"github.com/shepherd-go/shepherd/internal/redistest"
 )
 
+// openOnCluster opens the queue name on a new client of cluster c (a
+// process of its own), closed at the end of the test.
+func openOnCluster(t *testing.T, ctx context.Context, c *redistest.Cluster, name string, opts ...Option) *Queue {
+	t.Helper()
+	q, err := Open(ctx, c.NewClient(0), name, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	return q
+}
+
 // spreadQueueName returns a new queue name whose 3 shards' hash tags land
 // on the cluster's 3 masters, one each, and the master of each shard.
 func spreadQueueName(t *testing.T, ctx context.Context, c *redistest.Cluster) (string, []int) {
@@ -54,10 +64,7 @@ func TestShardedQueueOnRedisCluster(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	name, masters := spreadQueueName(t, ctx, c)
 	openOn := func(opts ...Option) *Queue {
-		q, err := Open(ctx, c.NewClient(0), name, append([]Option{WithTTL(2 * time.Second)}, opts...)...)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = q.Close(context.Background()) })
-		return q
+		return openOnCluster(t, ctx, c, name, append([]Option{WithTTL(2 * time.Second)}, opts...)...)
 	}
 	submitter := openOn(WithShards(3))
 	a, b := openOn(), openOn()
@@ -119,10 +126,7 @@ func TestShardDownOthersGoOn(t *testing.T) {
 	ctx := testCtx(t, 90*time.Second)
 	name, masters := spreadQueueName(t, ctx, c)
 	openOn := func(opts ...Option) *Queue {
-		q, err := Open(ctx, c.NewClient(0), name, append([]Option{WithTTL(time.Second)}, opts...)...)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = q.Close(context.Background()) })
-		return q
+		return openOnCluster(t, ctx, c, name, append([]Option{WithTTL(time.Second)}, opts...)...)
 	}
 	submitter := openOn(WithShards(3))
 	tenants := registerTenantsByShard(t, ctx, submitter, 3, 4)
@@ -164,9 +168,7 @@ func TestEndsOfAShardDownWaitOthersGoOn(t *testing.T) {
 	name, masters := spreadQueueName(t, ctx, c)
 	// A TTL longer than the outage: the process is not declared dead in
 	// the shard that was down, so its ends count.
-	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	q := openOnCluster(t, ctx, c, name, WithShards(3))
 	tenants := registerTenantsByShard(t, ctx, q, 3, 4)
 	held, runs, free := serveHolding(t, ctx, q, tenants[1])
 	require.NoError(t, c.Kill(masters[1]))
@@ -205,9 +207,7 @@ func TestFrozenShardHoldsBackNoOtherShard(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
 	name, masters := spreadQueueName(t, ctx, c)
 	// A TTL longer than the freeze: nobody is declared dead meanwhile.
-	q, err := Open(ctx, c.NewClient(0), name, WithShards(3), WithTTL(60*time.Second))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	q := openOnCluster(t, ctx, c, name, WithShards(3), WithTTL(60*time.Second))
 	tenants := registerTenantsByShard(t, ctx, q, 3, 4)
 	held, _, free := serveHolding(t, ctx, q, tenants[1])
 
@@ -271,9 +271,7 @@ func TestClusterMessagesAreSharded(t *testing.T) {
 	for _, m := range masters {
 		require.NoError(t, c.Node(m).ConfigResetStat(ctx).Err())
 	}
-	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	q := openOnCluster(t, ctx, c, name, WithShards(3))
 	tenants := registerTenantsByShard(t, ctx, q, 3, 4)
 	serve(t, q, echo, WithWorkers(2))
 	var took []time.Duration
@@ -372,9 +370,7 @@ func TestCloseWhileAShardIsFrozen(t *testing.T) {
 	c := redistest.StartCluster(t, 3, rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
 	ctx := testCtx(t, 60*time.Second)
 	name, masters := spreadQueueName(t, ctx, c)
-	q, err := Open(ctx, c.NewClient(0), name, WithShards(3), WithTTL(60*time.Second), WithCallTimeout(time.Second))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	q := openOnCluster(t, ctx, c, name, WithShards(3), WithTTL(60*time.Second), WithCallTimeout(time.Second))
 	tenants := tenantsByShard(t, 3)
 	require.NoError(t, q.SetTenant(ctx, tenants[1], 1))
 	started := make(chan struct{}, 1)
@@ -383,7 +379,7 @@ func TestCloseWhileAShardIsFrozen(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}, WithWorkers(1))
-	_, err = q.Submit(ctx, []byte("held"), WithTenant(tenants[1]))
+	_, err := q.Submit(ctx, []byte("held"), WithTenant(tenants[1]))
 	require.NoError(t, err)
 	<-started
 
