@@ -43,46 +43,32 @@ func moveShardArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// clusterNode is a line of CLUSTER NODES that matters to a move.
+// clusterNode is a master of the cluster, as a move needs it.
 type clusterNode struct {
 	id, addr string
 	slots    [][2]int
 }
 
-// liveMasters reads the cluster's masters (failed ones left out) from
-// CLUSTER NODES, as the node the client asks sees them.
+// liveMasters returns the cluster's masters that are online, those
+// serving no slot yet included, as the node the client asks sees them
+// (CLUSTER SHARDS).
 func liveMasters(ctx context.Context, cc *redis.ClusterClient) ([]clusterNode, error) {
-	text, err := cc.ClusterNodes(ctx).Result()
+	shards, err := cc.ClusterShards(ctx).Result()
 	if err != nil {
-		return nil, fmt.Errorf("CLUSTER NODES: %w", err)
+		return nil, fmt.Errorf("CLUSTER SHARDS: %w", err)
 	}
 	var out []clusterNode
-	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 {
-			continue
-		}
-		flags := strings.Split(f[2], ",")
-		if !slices.Contains(flags, "master") || slices.Contains(flags, "fail") || slices.Contains(flags, "noaddr") || slices.Contains(flags, "handshake") {
-			continue
-		}
-		addr, _, _ := strings.Cut(f[1], "@")
-		n := clusterNode{id: f[0], addr: addr}
-		for _, r := range f[8:] {
-			if strings.HasPrefix(r, "[") {
-				continue // a slot migrating or importing
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" || n.Health != "online" {
+				continue
 			}
-			lo, hi, found := strings.Cut(r, "-")
-			a, err1 := strconv.Atoi(lo)
-			b, err2 := strconv.Atoi(hi)
-			if !found {
-				b, err2 = a, nil
+			c := clusterNode{id: n.ID, addr: net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))}
+			for _, r := range sh.Slots {
+				c.slots = append(c.slots, [2]int{int(r.Start), int(r.End)})
 			}
-			if err1 == nil && err2 == nil {
-				n.slots = append(n.slots, [2]int{a, b})
-			}
+			out = append(out, c)
 		}
-		out = append(out, n)
 	}
 	return out, nil
 }
