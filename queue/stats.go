@@ -122,10 +122,14 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	var st Stats
-	masters := q.masters(ctx, all)
+	slots := make([]int, len(all))
+	for i, l := range all {
+		slots[i] = keys.Slot(l.settings)
+	}
+	masters := q.masters(ctx, all, slots)
 	for i, c := range per {
 		above, _ := strconv.ParseInt(hashes[i]["q:"], 10, 64)
-		si := ShardInfo{Shard: i, Tag: shardName(q.name, i), Slot: keys.Slot(all[i].settings), Master: masters[i],
+		si := ShardInfo{Shard: i, Tag: shardName(q.name, i), Slot: slots[i], Master: masters[i],
 			Available: c.available.Val() + above, Delayed: c.delayed.Val(), Retrying: c.retrying.Val(),
 			InFlight: c.inflight.Val(), Dead: c.dead.Val()}
 		dropped, _ := strconv.ParseInt(c.dropped.Val(), 10, 64)
@@ -177,22 +181,25 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 }
 
 // masters returns the address of the Redis Cluster master of each shard
-// of all ("" off a cluster), from the cluster's own map of its slots
+// of all, whose slots are slots ("" off a cluster), from the cluster's
+// own map of its slots
 // (CLUSTER SLOTS, one call). go-redis's copy of that map can be stale:
 // a Client that only reads named the dead master after a failover
 // (TestEndsRecordedAfterAFailover), go-redis reloading its copy on a
 // MOVED reply or once a minute. When the call fails, go-redis's copy.
-func (q *Client) masters(ctx context.Context, all []layout) []string {
+func (q *Client) masters(ctx context.Context, all []layout, slots []int) []string {
 	out := make([]string, len(all))
 	cc, ok := q.rdb.(*redis.ClusterClient)
 	if !ok {
 		return out
 	}
 	ranges, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		ranges = nil
+	}
 	for i, l := range all {
-		slot := keys.Slot(l.settings)
 		for _, r := range ranges {
-			if err == nil && slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
+			if slots[i] >= r.Start && slots[i] <= r.End && len(r.Nodes) > 0 {
 				out[i] = r.Nodes[0].Addr
 			}
 		}
