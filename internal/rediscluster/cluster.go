@@ -88,24 +88,9 @@ func Start(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 		}
 	}()
 	for range masters * (1 + cfg.replicas) {
-		dir, err := os.MkdirTemp("", "rediscluster-")
-		if err != nil {
-			return nil, fmt.Errorf("rediscluster: data dir: %w", err)
-		}
-		n := &node{cfg: &c.cfg, path: server, dir: dir}
-		c.nodes = append(c.nodes, n)
-		if err := n.start(ctx); err != nil {
+		if _, err := c.startNode(ctx, server); err != nil {
 			return nil, err
 		}
-		c.direct = append(c.direct, redis.NewClient(&redis.Options{
-			Addr:                     n.addr(),
-			MaintNotificationsConfig: noMaintNotifications(),
-		}))
-		c.probes = append(c.probes, redis.NewClient(&redis.Options{
-			Addr:                     n.addr(),
-			MaxRetries:               -1,
-			MaintNotificationsConfig: noMaintNotifications(),
-		}))
 	}
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
@@ -124,6 +109,32 @@ func Start(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 	c.client = redis.NewClusterClient(c.options())
 	ok = true
 	return c, nil
+}
+
+// startNode starts one more node, with the redis-server at path, and
+// its clients, and returns its index. A node that does not start is left
+// out, its directory removed. The caller holds c.mu, or is Start.
+func (c *Cluster) startNode(ctx context.Context, path string) (int, error) {
+	dir, err := os.MkdirTemp("", "rediscluster-")
+	if err != nil {
+		return -1, fmt.Errorf("rediscluster: data dir: %w", err)
+	}
+	n := &node{cfg: &c.cfg, path: path, dir: dir}
+	if err := n.start(ctx); err != nil {
+		_ = os.RemoveAll(dir)
+		return -1, err
+	}
+	c.nodes = append(c.nodes, n)
+	c.direct = append(c.direct, redis.NewClient(&redis.Options{
+		Addr:                     n.addr(),
+		MaintNotificationsConfig: noMaintNotifications(),
+	}))
+	c.probes = append(c.probes, redis.NewClient(&redis.Options{
+		Addr:                     n.addr(),
+		MaxRetries:               -1,
+		MaintNotificationsConfig: noMaintNotifications(),
+	}))
+	return len(c.nodes) - 1, nil
 }
 
 func notInstalled(err error) error {

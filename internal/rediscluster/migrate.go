@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -25,25 +24,13 @@ func (c *Cluster) AddMaster(ctx context.Context) (int, error) {
 	if c.closed {
 		return -1, errors.New("rediscluster: add a master to a closed cluster")
 	}
-	dir, err := os.MkdirTemp("", "rediscluster-")
+	i, err := c.startNode(ctx, c.nodes[0].path)
 	if err != nil {
-		return -1, fmt.Errorf("rediscluster: data dir: %w", err)
-	}
-	var path string
-	if len(c.nodes) > 0 {
-		path = c.nodes[0].path
-	}
-	n := &node{cfg: &c.cfg, path: path, dir: dir}
-	if err := n.start(ctx); err != nil {
-		_ = os.RemoveAll(dir)
 		return -1, err
 	}
-	c.nodes = append(c.nodes, n)
-	i := len(c.nodes) - 1
+	n := c.nodes[i]
 	c.spare = append(c.spare, i)
-	c.direct = append(c.direct, redis.NewClient(&redis.Options{Addr: n.addr(), MaintNotificationsConfig: noMaintNotifications()}))
-	c.probes = append(c.probes, redis.NewClient(&redis.Options{Addr: n.addr(), MaxRetries: -1, MaintNotificationsConfig: noMaintNotifications()}))
-	var via int = -1
+	via := -1
 	for _, j := range c.live() {
 		if j != i {
 			via = j
