@@ -62,6 +62,15 @@ func (c *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// envInt is the environment variable name as a positive number, or def
+// (unset, not a number, or below 1).
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 1 {
+		return v
+	}
+	return def
+}
+
 // redisCPU is Redis's CPU time so far, user and system, in seconds (INFO
 // cpu).
 func redisCPU(ctx context.Context, rdb redis.UniversalClient) float64 {
@@ -88,12 +97,8 @@ var commandStat = regexp.MustCompile(`(?m)^cmdstat_([a-z|]+):calls=(\d+),usec=(\
 // BENCHMARKS.md ("Cost per task").
 func BenchmarkCostPerTask(bm *testing.B) {
 	t := bm
-	n, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST"))
-	if n <= 0 {
-		n = 20000
-	}
-	shards, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST_SHARDS"))
-	shards = max(shards, 1)
+	n := envInt("SHEPHERD_COST", 20000)
+	shards := envInt("SHEPHERD_COST_SHARDS", 1)
 	srv := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -264,8 +269,7 @@ func BenchmarkCostComplete(bm *testing.B) {
 	q, err := Open(ctx, srv.NewClient(), "costcomplete")
 	require.NoError(t, err)
 	defer func() { _ = q.Close(context.Background()) }()
-	k, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST_K"))
-	k = max(k, 1)
+	k := envInt("SHEPHERD_COST_K", 1)
 	n, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST"))
 	n = max(n, 8000)
 	_, err = submitMany(ctx, q, n)
@@ -422,14 +426,8 @@ return out`)
 // BenchmarkCostPerTask, beside it: BENCHMARKS.md, "The floor".
 func BenchmarkCostFloor(bm *testing.B) {
 	t := bm
-	n, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST"))
-	if n <= 0 {
-		n = 20000
-	}
-	k, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST_K"))
-	if k <= 0 {
-		k = 4
-	}
+	n := envInt("SHEPHERD_COST", 20000)
+	k := envInt("SHEPHERD_COST_K", 4)
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	admin := srv.Client()
