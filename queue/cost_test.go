@@ -112,8 +112,14 @@ func BenchmarkCostPerTask(bm *testing.B) {
 		handles = append(handles, q)
 		return q
 	}
+	// SHEPHERD_COST_PREFETCH=n: WithPrefetch(n) (0 included); unset,
+	// the process takes ahead on its own.
+	serveOpts := []ServeOption{WithWorkers(4)}
+	if v, err := strconv.Atoi(os.Getenv("SHEPHERD_COST_PREFETCH")); err == nil {
+		serveOpts = append(serveOpts, WithPrefetch(v))
+	}
 	for range 2 {
-		_, err := open().Serve(func(context.Context, *Task) ([]byte, error) { return nil, nil }, WithWorkers(4))
+		_, err := open().Serve(func(context.Context, *Task) ([]byte, error) { return nil, nil }, serveOpts...)
 		require.NoError(t, err)
 	}
 	sub := open()

@@ -88,7 +88,7 @@
 //     flight run elsewhere; when it comes back it learns so, abandons them
 //     and registers again. Nothing is routed to a process: each takes
 //     tasks itself, so a paused one holds only what it was running (and
-//     what it took ahead, with WithPrefetch).
+//     what it took ahead: see WithPrefetch).
 //   - No dead time. Workers are woken by a pub/sub message when work
 //     arrives, and sleep until the next due time of a delayed task; they
 //     also look every second, in case a message was lost.
@@ -107,8 +107,9 @@
 // clock). Each process registers with a lease (keep-alives every TTL/3)
 // and one goroutine that talks to Redis for its workers: in one script
 // call it records a batch of attempts' ends (fenced by process and
-// attempt) and takes as many due tasks as workers are idle (plus the
-// prefetch, WithPrefetch), which marks them in flight on the process; the
+// attempt) and takes as many due tasks as workers are idle (plus, while
+// the queue has a backlog of short tasks, what its workers end in about
+// 5 ms: see WithPrefetch), which marks them in flight on the process; the
 // first idle worker starts each. Every
 // process looks for processes whose lease ran out and gives their tasks
 // back. Submits of a process are sent in batches, one script call each.

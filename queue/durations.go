@@ -3,6 +3,7 @@ package queue
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,11 +20,23 @@ type durations struct {
 	mu   sync.Mutex
 	ring []time.Duration
 	next int
+	// avg is a moving average of the run times (weight 1/8 for the
+	// latest), in ns, 0 before the first: how many tasks the workers end
+	// soon, for taking ahead (aheadDepth). Read without the lock.
+	avg atomic.Int64
 }
+
+// recent is the moving average of the run times (0: none yet).
+func (d *durations) recent() time.Duration { return time.Duration(d.avg.Load()) }
 
 func (d *durations) add(v time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if a := d.avg.Load(); a == 0 {
+		d.avg.Store(max(int64(v), 1))
+	} else {
+		d.avg.Store(max(a+(int64(v)-a)/8, 1))
+	}
 	if len(d.ring) < tookKept {
 		d.ring = append(d.ring, v)
 		return

@@ -28,6 +28,7 @@ func (s *Server) feed() {
 	defer close(s.fed)
 	f := s.newFeeder()
 	defer f.timer.Stop()
+	defer f.holdTimer.Stop()
 	for f.open || len(f.batch) > 0 || f.unrecorded() {
 		f.absorbWakes()
 		f.absorbAnswers()
@@ -83,6 +84,18 @@ type feeder struct {
 	stopping <-chan struct{} // s.stopping, nil once it closed (or the server drained)
 	open     bool            // s.outcomes is open
 	batch    []outcomeReq    // ends to record
+
+	// Taking ahead on its own (Server.aheadMax > 0): full is whether
+	// the last take got all the workers wanted, not counting what it took
+	// ahead (asked): the queue has a backlog, and only then does it take
+	// ahead; holdOff is set when it gave back what waited too long
+	// (releaseStale), until a worker ends an attempt; waitingSince is when
+	// tasks last began to wait in ready with none waiting before.
+	full         bool
+	asked        int // of the last want, taken ahead on its own
+	holdOff      bool
+	waitingSince time.Time
+	holdTimer    *time.Timer
 }
 
 // round is what one round of feed asked for and got.
@@ -114,22 +127,23 @@ type shardTake struct {
 func (s *Server) newFeeder() *feeder {
 	all := s.q.known()
 	f := &feeder{
-		s:        s,
-		ctx:      s.feedCtx,
-		timer:    time.NewTimer(time.Hour),
-		bo:       make([]backoff.Backoff, len(all)),
-		pending:  make([][]outcomeReq, len(all)),
-		sick:     make([]bool, len(all)),
-		calling:  make([]bool, len(all)),
-		answers:  make(chan sideAnswer, len(all)),
-		fails:    make([]int, len(all)),
-		shards:   all,
-		look:     make([]bool, len(all)),
-		due:      make([]time.Time, len(all)),
-		demand:   true,
-		stopping: s.stopping,
-		open:     true,
-		batch:    make([]outcomeReq, 0, maxRecordBatch),
+		s:         s,
+		ctx:       s.feedCtx,
+		timer:     time.NewTimer(time.Hour),
+		holdTimer: time.NewTimer(time.Hour),
+		bo:        make([]backoff.Backoff, len(all)),
+		pending:   make([][]outcomeReq, len(all)),
+		sick:      make([]bool, len(all)),
+		calling:   make([]bool, len(all)),
+		answers:   make(chan sideAnswer, len(all)),
+		fails:     make([]int, len(all)),
+		shards:    all,
+		look:      make([]bool, len(all)),
+		due:       make([]time.Time, len(all)),
+		demand:    true,
+		stopping:  s.stopping,
+		open:      true,
+		batch:     make([]outcomeReq, 0, maxRecordBatch),
 	}
 	for i := range f.look {
 		f.look[i] = true
@@ -137,6 +151,7 @@ func (s *Server) newFeeder() *feeder {
 	}
 	f.cur = shardOfKey(s.q.proc, len(all)) // processes start on different shards
 	f.timer.Stop()
+	f.holdTimer.Stop()
 	return f
 }
 
@@ -257,6 +272,11 @@ func (f *feeder) absorb(a sideAnswer) {
 	switch {
 	case a.err == nil:
 		f.forget(a.batch)
+		if len(a.batch) > 0 && !f.sick[i] && f.s.Mode() == ModeDrain {
+			// Draining: the ends may have made tasks available here
+			// (stopIfDrained).
+			f.look[i], f.due[i] = true, time.Time{}
+		}
 		if f.sick[i] {
 			// Its backoff goes on until a take succeeds: a process
 			// declared dead there is refused until it joins again.
@@ -390,10 +410,80 @@ func (f *feeder) want() int {
 		return 0
 	}
 	n := int(f.s.avail.Load())
+	f.asked = 0
 	if n > 0 && f.s.lim == nil {
-		n += f.s.cfg.prefetch
+		f.asked = f.aheadDepth(n)
+		n += f.s.cfg.prefetch + f.asked
 	}
 	return max(n-f.outstanding, 0)
+}
+
+// aheadHorizon is how far ahead a process takes on its own: as many
+// tasks as its workers end in about this time (aheadDepth). It bounds
+// what taking ahead costs the tasks: one waits in a busy process about
+// this long, when another process may have had an idle worker.
+const aheadHorizon = 5 * time.Millisecond
+
+// aheadPerWorker bounds, per worker, the tasks taken ahead on its own.
+const aheadPerWorker = 8
+
+// maxHeld is how long tasks taken ahead on its own wait while no worker
+// picks one (all busy with something long) before they go back to the
+// queue (releaseStale).
+const maxHeld = 100 * time.Millisecond
+
+// aheadDepth is how many tasks to take ahead on its own for avail
+// workers with an open resource: none without a backlog (the last take
+// got less than the workers wanted, not counting what it took ahead),
+// after a give-back of tasks that waited
+// too long until an attempt ends, or before a run time is known; else
+// as many as they end in aheadHorizon at their recent run times, up to
+// aheadMax. Short tasks then go in batches of up to 9 per worker (ends
+// and takes in one call each), which is what costs Redis least per task
+// (BENCHMARKS.md, "Taking ahead"); tasks of 5 ms or more a worker are
+// not taken ahead.
+func (f *feeder) aheadDepth(avail int) int {
+	s := f.s
+	if s.aheadMax == 0 || !f.full || f.holdOff {
+		return 0
+	}
+	avg := s.took.recent()
+	if avg <= 0 {
+		return 0
+	}
+	return int(min(int64(avail)*int64(aheadHorizon)/int64(avg), int64(s.aheadMax)))
+}
+
+// staleAt is when the tasks waiting have waited maxHeld with no worker
+// picking one.
+func (f *feeder) staleAt() time.Time {
+	at := f.waitingSince
+	if p := time.Unix(0, f.s.picked.Load()); p.After(at) {
+		at = p
+	}
+	return at.Add(maxHeld)
+}
+
+// releaseStale gives back to the queue, no attempt used, the tasks taken
+// that wait in ready: they waited maxHeld with every worker busy, when
+// another process may have idle ones. Nothing more is taken ahead until
+// an attempt ends.
+func (f *feeder) releaseStale() {
+	var back []*Task
+	for {
+		select {
+		case t := <-f.s.ready:
+			back = append(back, t)
+			continue
+		default:
+		}
+		break
+	}
+	for _, t := range back {
+		f.batch = append(f.batch, outcomeReq{t: t, kind: "release"})
+	}
+	f.holdOff = true
+	f.s.q.logger.Debug("gave back tasks taken ahead: every worker has been busy", "tasks", len(back), "waited", maxHeld)
 }
 
 // wait blocks until something happens: an attempt's end (it returns true,
@@ -421,7 +511,25 @@ func (f *feeder) wait() bool {
 	if !f.open {
 		outcomes = nil // closed: only unrecorded ends keep the feed
 	}
+	// Taking ahead on its own, what waits too long goes back
+	// (releaseStale).
+	var stale <-chan time.Time
+	if s.aheadMax > 0 && len(s.ready) > 0 {
+		d := time.Until(f.staleAt())
+		if d <= 0 {
+			f.releaseStale()
+			return true
+		}
+		f.holdTimer.Reset(d)
+		defer f.holdTimer.Stop()
+		stale = f.holdTimer.C
+	}
 	select {
+	case <-stale:
+		if len(s.ready) > 0 && !time.Now().Before(f.staleAt()) {
+			f.releaseStale()
+			return true
+		}
 	case a := <-f.answers:
 		f.absorb(a)
 	case o, ok := <-outcomes:
@@ -430,6 +538,7 @@ func (f *feeder) wait() bool {
 			return false
 		}
 		f.batch = append(f.batch, o)
+		f.holdOff = false
 		return true
 	case <-wake:
 		f.absorbWakes()
@@ -464,6 +573,7 @@ func (f *feeder) gather() {
 				return
 			}
 			f.batch = append(f.batch, o)
+			f.holdOff = false
 		default:
 			return
 		}
@@ -603,6 +713,10 @@ func (f *feeder) attach(r round) {
 func (f *feeder) learn(r round) {
 	if r.err == nil {
 		f.demand = len(r.tasks) == r.n && r.n > 0 || f.demand && r.n == 0
+		if r.n > 0 {
+			// A backlog: more tasks than the workers' own want.
+			f.full = len(r.tasks) >= max(r.n-f.asked, 1)
+		}
 	}
 	if len(r.tasks) < r.n {
 		// Fewer tasks than permits: the limit is not what holds the
@@ -614,6 +728,9 @@ func (f *feeder) learn(r round) {
 
 // handOut puts the tasks taken in ready, for the first idle workers.
 func (f *feeder) handOut(tasks []*Task) {
+	if len(tasks) > 0 && len(f.s.ready) == 0 {
+		f.waitingSince = time.Now()
+	}
 	f.outstanding += len(tasks)
 	for _, t := range tasks {
 		f.s.ready <- t // never blocks: outstanding <= cap(s.ready)
@@ -621,10 +738,13 @@ func (f *feeder) handOut(tasks []*Task) {
 }
 
 // stopIfDrained stops a server in ModeDrain once a take found less than
-// it asked for and none of its tasks is in flight.
+// it asked for, none of its tasks is in flight, and every end is
+// recorded: an end still to record (in a side call) may make tasks
+// available again (a tenant below its capacity, a retry), and its shard
+// is looked at again once it is (absorb).
 func (f *feeder) stopIfDrained(r round) {
 	s := f.s
-	if r.err == nil && r.n > 0 && len(r.tasks) < r.n && !f.canTake() && !f.anySick() && f.outstanding == 0 && f.stopping != nil && s.Mode() == ModeDrain {
+	if r.err == nil && r.n > 0 && len(r.tasks) < r.n && !f.canTake() && !f.anySick() && f.outstanding == 0 && !f.unrecorded() && f.stopping != nil && s.Mode() == ModeDrain {
 		// Drained: nothing it may run now, nothing in flight.
 		f.stopping = nil
 		s.stopOnce.Do(func() { close(s.stopping) }) // SetMode says ErrStopped from now on

@@ -13,6 +13,7 @@ type ServeOption func(*serveConfig) error
 type serveConfig struct {
 	workers     int
 	prefetch    int
+	prefetchSet bool // WithPrefetch: else the process takes ahead on its own (aheadDepth)
 	mode        Mode
 	limitAlg    limit.Algorithm // WithConcurrencyLimit's (nil: the default)
 	limitSet    bool            // WithConcurrencyLimit
@@ -102,12 +103,16 @@ func WithLimit(l *Limit, partition string) ServeOption {
 // MaxPrefetch bounds WithPrefetch.
 const MaxPrefetch = 10000
 
-// WithPrefetch lets the process take up to n tasks ahead of its workers
-// (0, the default: a task is taken only for an idle worker). A task taken
-// ahead waits in the process for the first worker that ends its attempt,
-// which starts it without a round trip to Redis; and the attempts' ends
-// and the takes go in bigger batches. With many short tasks that is
-// faster (see BENCHMARKS.md, scenario T1); the costs:
+// WithPrefetch lets the process take exactly n tasks ahead of its
+// workers (0: a task is taken only for an idle worker). Without it, the
+// process takes ahead on its own, and only while the queue has a backlog
+// for it: as many tasks as its workers end in about 5 ms at their recent
+// run times, at most 8 per worker, so many short tasks go in bigger
+// batches and long ones are not taken ahead at all (see "Taking ahead"
+// in README.md). A task taken ahead waits in the process for the first
+// worker that ends its attempt, which starts it without a round trip to
+// Redis; and the attempts' ends and the takes go in bigger batches. The
+// costs:
 //
 //   - a task taken ahead is in flight for the rest of the cluster: an
 //     idle worker elsewhere does not get it, and Inspect shows it running;
@@ -119,14 +124,18 @@ const MaxPrefetch = 10000
 //   - Stop, and a task cancelled before it started, give it back (or end
 //     it) without running it.
 //
-// Use it for short, numerous tasks; leave it at 0 for long or costly
-// ones. n must be 0 to MaxPrefetch.
+// Taken ahead on its own, a task that no worker picks up within 100 ms
+// (every worker busy with something long) goes back to the queue, no
+// attempt used; with WithPrefetch(n) it waits for a worker. Use n > 0
+// for short, numerous tasks; 0 when no task should ever wait in a busy
+// process. n must be 0 to MaxPrefetch. Not with a concurrency limit
+// (WithConcurrencyLimit, WithLimit), which takes nothing ahead.
 func WithPrefetch(n int) ServeOption {
 	return func(c *serveConfig) error {
 		if n < 0 || n > MaxPrefetch {
 			return invalid("prefetch must be 0 to %d, got %d", MaxPrefetch, n)
 		}
-		c.prefetch = n
+		c.prefetch, c.prefetchSet = n, true
 		return nil
 	}
 }

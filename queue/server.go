@@ -15,13 +15,16 @@ import (
 //
 // One goroutine (feed) talks to Redis for the workers: it records the
 // attempts' ends and takes tasks in the same script call, up to the
-// workers with an open resource plus the prefetch, and puts them in
-// ready, where the first idle worker picks each up.
+// workers with an open resource plus the prefetch (or what it takes
+// ahead on its own: aheadDepth), and puts them in ready, where the
+// first idle worker picks each up.
 type Server struct {
 	q        *Queue
 	cfg      serveConfig
 	workers  []*worker
-	ready    chan *Task    // taken, not started; capacity workers + prefetch
+	ready    chan *Task    // taken, not started; capacity workers + prefetch + aheadMax
+	aheadMax int           // most tasks taken ahead on its own (0: WithPrefetch, or a limit)
+	picked   atomic.Int64  // when a worker last picked a task from ready (unix ns)
 	avail    atomic.Int64  // workers with an open resource
 	availed  chan struct{} // capacity 1: avail grew
 	loops    *group.Group  // the workers
@@ -99,17 +102,22 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 	if err != nil {
 		return nil, err
 	}
+	aheadMax := 0
+	if !cfg.prefetchSet && lim == nil {
+		aheadMax = min(aheadPerWorker*cfg.workers, MaxPrefetch)
+	}
 	s := &Server{
 		q:        q,
 		cfg:      cfg,
-		ready:    make(chan *Task, cfg.workers+cfg.prefetch),
+		aheadMax: aheadMax,
+		ready:    make(chan *Task, cfg.workers+cfg.prefetch+aheadMax),
 		availed:  make(chan struct{}, 1),
 		loops:    group.New(context.Background()),
 		stopping: make(chan struct{}),
 		running:  make(map[string]*run),
 		dropped:  make(map[int][]string),
 		suspect:  make(map[int]map[string]bool),
-		outcomes: make(chan outcomeReq, 4*cfg.workers+cfg.prefetch),
+		outcomes: make(chan outcomeReq, 4*cfg.workers+cfg.prefetch+aheadMax),
 		fed:      make(chan struct{}),
 		modeSet:  make(chan struct{}, 1),
 		done:     make(chan struct{}),

@@ -38,6 +38,7 @@ func (s *Server) work(w *worker) {
 		for fine {
 			select {
 			case t := <-s.ready:
+				s.picked.Store(time.Now().UnixNano())
 				if s.isStopping() {
 					fine = false
 					break

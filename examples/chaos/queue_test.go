@@ -93,9 +93,12 @@ func (c *queueCluster) spawn() string {
 	c.mu.Lock()
 	c.seq++
 	name := fmt.Sprintf("q%d", c.seq)
-	// Every other process takes tasks ahead of its workers: those must
-	// survive its faults too.
-	prefetch := 3 * (c.seq % 2)
+	// Every other process takes 3 tasks ahead of its workers, the others
+	// take ahead on their own: those must survive its faults too.
+	prefetch := 3
+	if c.seq%2 == 0 {
+		prefetch = -1
+	}
 	c.mu.Unlock()
 	cmd := exec.Command(queueBin, "-addr", c.addr, fmt.Sprintf("-cluster=%v", c.cl != nil), "-queue", c.name, "-log", c.key, "-name", name,
 		"-workers", "3", "-prefetch", fmt.Sprint(prefetch), "-ttl", queueTTL.String(), fmt.Sprintf("-v=%v", *chaosVerbose))

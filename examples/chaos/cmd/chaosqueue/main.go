@@ -38,7 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logKey := fs.String("log", "", "Redis key of the event log")
 	proc := fs.String("name", "", "process name in the log")
 	workers := fs.Int("workers", 3, "workers")
-	prefetch := fs.Int("prefetch", 0, "tasks taken ahead of the workers (queue.WithPrefetch)")
+	prefetch := fs.Int("prefetch", -1, "tasks taken ahead of the workers (queue.WithPrefetch; -1: taken ahead on its own)")
 	ttl := fs.Duration("ttl", time.Second, "TTL")
 	verbose := fs.Bool("v", false, "log the queue's warnings to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +69,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "chaosqueue:", err)
 		return 1
 	}
+	serveOpts := []queue.ServeOption{queue.WithWorkers(*workers), queue.WithBackoff(10*time.Millisecond, 100*time.Millisecond)}
+	if *prefetch >= 0 {
+		serveOpts = append(serveOpts, queue.WithPrefetch(*prefetch))
+	}
 	_, err = q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) {
 		att := fmt.Sprint(t.Attempt)
 		if err := log.AppendRetry(ctx, chaos.EvTaskStart, *proc, att, t.ID); err != nil {
@@ -87,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return nil, err
 		}
 		return []byte(*proc + "/" + att), nil
-	}, queue.WithWorkers(*workers), queue.WithPrefetch(*prefetch), queue.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
+	}, serveOpts...)
 	if err != nil {
 		fmt.Fprintln(stderr, "chaosqueue:", err)
 		_ = q.Close(context.Background())

@@ -1,0 +1,163 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+// submitAll submits n tasks with payload prefix+i from 16 goroutines and
+// returns their futures in order.
+func submitAll(t *testing.T, ctx context.Context, q *Queue, prefix string, n int) []*Future {
+	t.Helper()
+	fs := make([]*Future, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 16 {
+				f, err := q.Submit(ctx, fmt.Appendf(nil, "%s%d", prefix, i))
+				if err != nil {
+					errs <- err
+					return
+				}
+				fs[i] = f
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	require.NoError(t, <-errs)
+	return fs
+}
+
+// TestShortTasksAreTakenAheadInBatches: with a backlog of short tasks, a
+// process takes ahead on its own, so that its calls each record and take
+// far more tasks than its workers; WithPrefetch(0) turns that off.
+func TestShortTasksAreTakenAheadInBatches(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	for _, c := range []struct {
+		name string
+		opts []ServeOption
+		ok   func(perCall float64) bool
+	}{
+		// 4 workers, 32 ahead at most: up to 36 ends and 36 takes a call.
+		{"by default", nil, func(perCall float64) bool { return perCall > 10 }},
+		// Never more than the 4 workers: at most 4 ends and 4 takes.
+		{"WithPrefetch(0)", []ServeOption{WithPrefetch(0)}, func(perCall float64) bool { return perCall <= 4 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t, 60*time.Second)
+			name := redistest.Name(t)
+			fs := submitAll(t, ctx, open(t, name), "", n)
+			sc := newScriptCounter()
+			rdb := srv.NewClient()
+			rdb.AddHook(sc)
+			q, err := Open(ctx, rdb, name)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = q.Close(context.Background()); _ = rdb.Close() })
+			serve(t, q, echo, append([]ServeOption{WithWorkers(4)}, c.opts...)...)
+			for _, f := range fs {
+				_, err := wait(t, f, 30*time.Second)
+				require.NoError(t, err)
+			}
+			sc.mu.Lock()
+			calls := sc.calls["complete"] + sc.calls["dequeue"]
+			sc.mu.Unlock()
+			perCall := float64(n) / float64(calls)
+			t.Logf("%d tasks in %d record-and-take calls: %.1f a call", n, calls, perCall)
+			assert.True(t, c.ok(perCall), "%.1f tasks a call", perCall)
+		})
+	}
+}
+
+// TestLongTasksAreNotTakenAhead: tasks of 20 ms are not taken ahead (2
+// workers end fewer than one in aheadHorizon), however long the backlog:
+// the process never holds more tasks than its workers.
+func TestLongTasksAreNotTakenAhead(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	q := open(t, redistest.Name(t))
+	fs := submitAll(t, ctx, q, "", 60)
+	var most atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			st, err := q.Stats(ctx)
+			if err == nil && st.InFlight > most.Load() {
+				most.Store(st.InFlight)
+			}
+			if err == nil && st.Available == 0 && st.InFlight == 0 {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
+		time.Sleep(20 * time.Millisecond) // the task's work
+		return echo(ctx, t)
+	}, WithWorkers(2))
+	for _, f := range fs {
+		_, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+	}
+	<-done
+	assert.LessOrEqual(t, most.Load(), int64(2), "a process with 2 workers held more tasks than its workers")
+	assert.Positive(t, most.Load())
+}
+
+// TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy: a process that took
+// short tasks ahead and whose only worker then runs a long one gives the
+// tasks it holds back after maxHeld, no attempt used; another process
+// runs them meanwhile.
+func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	q := open(t, name)
+	before := submitAll(t, ctx, q, "s", 20)
+	first, err := q.Submit(ctx, []byte("block"))
+	require.NoError(t, err)
+	after := submitAll(t, ctx, q, "t", 20)
+
+	b := newBlocker()
+	defer close(b.release)
+	serve(t, q, b.handle, WithWorkers(1))
+	<-b.started
+	for _, f := range before {
+		_, err := wait(t, f, 5*time.Second)
+		require.NoError(t, err)
+	}
+	// Taken ahead while its worker runs "block"...
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.InFlight > 1
+	}, 5*time.Second, time.Millisecond, "nothing was taken ahead")
+	// ... and given back once they waited maxHeld.
+	inFlight(t, q, 1)
+
+	serve(t, open(t, name), echo, WithWorkers(1))
+	for i, f := range after {
+		res, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err, "a task held by the busy process did not run elsewhere")
+		assert.Equal(t, fmt.Sprintf("t%d#1", i), string(res), "a task given back used an attempt")
+	}
+	select {
+	case <-first.Done():
+		t.Fatal("the long task ended before its release")
+	default:
+	}
+}
