@@ -440,8 +440,8 @@ const maxHeld = 100 * time.Millisecond
 // as many as they end in aheadHorizon at their recent run times, up to
 // aheadMax. Short tasks then go in batches of up to 9 per worker (ends
 // and takes in one call each), which is what costs Redis least per task
-// (BENCHMARKS.md, "Taking ahead"); tasks of 5 ms or more a worker are
-// not taken ahead.
+// (BENCHMARKS.md, "Taking ahead"); tasks that run longer than avail ×
+// aheadHorizon are not taken ahead.
 func (f *feeder) aheadDepth(avail int) int {
 	s := f.s
 	if s.aheadMax == 0 || !f.full || f.holdOff {
