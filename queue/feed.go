@@ -435,10 +435,9 @@ const maxHeld = 100 * time.Millisecond
 // aheadDepth is how many tasks to take ahead on its own for avail
 // workers with an open resource: none without a backlog (the last take
 // got less than the workers wanted, not counting what it took ahead),
-// after a give-back of tasks that waited
-// too long until an attempt ends, or before a run time is known; else
-// as many as they end in aheadHorizon at their recent run times, up to
-// aheadMax. Short tasks then go in batches of up to 9 per worker (ends
+// after a give-back of tasks that waited too long until an attempt
+// ends, or before a run time is known; else as many as they end in
+// aheadHorizon at their recent run times, up to aheadMax. Short tasks then go in batches of up to 9 per worker (ends
 // and takes in one call each), which is what costs Redis least per task
 // (BENCHMARKS.md, "Taking ahead"); tasks that run longer than avail ×
 // aheadHorizon are not taken ahead.
