@@ -193,9 +193,11 @@ func ExampleClient() {
 	// true
 }
 
-// Many tiny tasks: each worker has the next task at hand when it ends one
-// (up to 8 taken ahead for the process), and the process talks to Redis
-// in bigger batches.
+// A fixed number of tasks taken ahead: each worker has the next task at
+// hand when it ends one (8 taken ahead for the process, however long the
+// tasks), and the process talks to Redis in bigger batches. Without the
+// option, a process takes short tasks ahead on its own while the queue
+// has a backlog; WithPrefetch(0) takes nothing ahead.
 func ExampleWithPrefetch() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: queue.RedisAddr()})
