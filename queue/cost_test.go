@@ -419,6 +419,48 @@ end
 redis.call('HSET', KEYS[3], unpack(act))
 return out`)
 
+// packedSubmit and packedWork are BenchmarkCostFloor's scripts for
+// SHEPHERD_COST_MODEL=packed, a storage model with no key per task:
+// KEYS[1] ready, KEYS[2] the shard's hash of waiting and running tasks
+// (id → a record the client packed: submitter, time, payload), KEYS[3]
+// active, KEYS[4] the hash of outcomes (id → a packed outcome), KEYS[5]
+// the list of outcomes to delete when their retention ends (one list per
+// period, so one command a call). Every command carries the batch: no
+// command per task.
+var packedSubmit = redis.NewScript(`
+redis.call('HSET', KEYS[2], unpack(ARGV))
+local ids = {}
+for i = 1, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+redis.call('LPUSH', KEYS[1], unpack(ids))
+return 1`)
+
+var packedWork = redis.NewScript(`
+local t = redis.call('TIME')[1]
+if #ARGV > 2 then
+  local ended, outs = {}, {}
+  for i = 3, #ARGV, 2 do
+    ended[#ended + 1] = ARGV[i]
+    outs[#outs + 1] = ARGV[i]
+    outs[#outs + 1] = ARGV[i + 1]
+  end
+  redis.call('HSET', KEYS[4], unpack(outs))
+  redis.call('HDEL', KEYS[2], unpack(ended))
+  redis.call('HDEL', KEYS[3], unpack(ended))
+  redis.call('RPUSH', KEYS[5], unpack(ended))
+end
+local ids = redis.call('RPOP', KEYS[1], tonumber(ARGV[2]))
+if not ids then return {} end
+local recs = redis.call('HMGET', KEYS[2], unpack(ids))
+local out, act = {}, {}
+for i, id in ipairs(ids) do
+  out[#out + 1] = id
+  out[#out + 1] = recs[i]
+  act[#act + 1] = id
+  act[#act + 1] = ARGV[1]
+end
+redis.call('HSET', KEYS[3], unpack(act))
+return out`)
+
 // BenchmarkCostFloor measures the floor of this design: the least Redis
 // CPU per task a queue that keeps a hash per task and records and takes
 // in one script call per batch can cost, in T1's shape. Its scripts do
@@ -430,6 +472,10 @@ return out`)
 // count, message, index or history. 2 processes, k = SHEPHERD_COST_K (4:
 // T1's idle workers), SHEPHERD_COST tasks (20,000). Run it as
 // BenchmarkCostPerTask, beside it: BENCHMARKS.md, "The floor".
+//
+// With SHEPHERD_COST_MODEL=packed it runs the same with packedSubmit and
+// packedWork: tasks and outcomes as packed records in one hash each,
+// every command a call's batch (BENCHMARKS.md, "Taking ahead").
 func BenchmarkCostFloor(bm *testing.B) {
 	t := bm
 	n := envInt("SHEPHERD_COST", 20000)
@@ -440,6 +486,12 @@ func BenchmarkCostFloor(bm *testing.B) {
 	cpu := func() float64 { return redisCPU(ctx, admin) }
 	keys := []string{"{f}:ready", "{f}:task:", "{f}:active"}
 	payload := string(make([]byte, 64))
+	submit, work := floorSubmit, floorWork
+	packed := os.Getenv("SHEPHERD_COST_MODEL") == "packed"
+	if packed {
+		submit, work = packedSubmit, packedWork
+		keys = []string{"{f}:ready", "{f}:tasks", "{f}:active", "{f}:outcomes", "{f}:expire:0"}
+	}
 	require.NoError(t, admin.ConfigResetStat(ctx).Err())
 	cpu0 := cpu()
 	var next, done atomic.Int64
@@ -452,17 +504,24 @@ func BenchmarkCostFloor(bm *testing.B) {
 			defer wg.Done()
 			for {
 				args := []any{payload}
+				if packed {
+					args = args[:0]
+				}
 				for range 14 {
 					i := next.Add(1)
 					if i > int64(n) {
 						break
 					}
 					args = append(args, fmt.Sprintf("id%014d", i))
+					if packed {
+						// Submitter, time and payload, packed by the client.
+						args = append(args, "proc0123456789ab\n1764300000000\n"+payload)
+					}
 				}
-				if len(args) == 1 {
+				if len(args) <= 1 {
 					return
 				}
-				require.NoError(t, floorSubmit.Run(ctx, c, keys, args...).Err())
+				require.NoError(t, submit.Run(ctx, c, keys, args...).Err())
 				time.Sleep(200 * time.Microsecond)
 			}
 		}()
@@ -477,9 +536,12 @@ func BenchmarkCostFloor(bm *testing.B) {
 				args := []any{fmt.Sprint("proc", p), k}
 				for _, e := range ends {
 					args = append(args, e)
+					if packed {
+						args = append(args, "done\n1764300000001\n") // the outcome: state, time, result
+					}
 				}
 				done.Add(int64(len(ends)))
-				res, err := floorWork.Run(ctx, c, keys, args...).Slice()
+				res, err := work.Run(ctx, c, keys, args...).Slice()
 				require.NoError(t, err)
 				ends = ends[:0]
 				for i := 0; i < len(res); i += 2 {
@@ -497,6 +559,6 @@ func BenchmarkCostFloor(bm *testing.B) {
 	m := regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=(\d+)`).FindStringSubmatch(stats)
 	calls, _ := strconv.ParseFloat(m[1], 64)
 	usec, _ := strconv.ParseFloat(m[2], 64)
-	t.Logf("%d tasks in %v, k=%d: Redis CPU %.1f us/task; evalsha %.3f calls/task, %.1f us/task", n, el.Round(time.Millisecond), k,
+	t.Logf("%d tasks in %v, k=%d, packed=%v: Redis CPU %.1f us/task; evalsha %.3f calls/task, %.1f us/task", n, el.Round(time.Millisecond), k, packed,
 		(cpu()-cpu0)*1e6/float64(n), calls/float64(n), usec/float64(n))
 }
