@@ -1,8 +1,11 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,7 +130,8 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
 	name := redistest.Name(t)
-	q := open(t, name)
+	logs := &lockedLog{}
+	q := open(t, name, WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	before := submitAll(t, ctx, q, "s", 20)
 	first, err := q.Submit(ctx, []byte("block"))
 	require.NoError(t, err)
@@ -141,12 +145,11 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 		_, err := wait(t, f, 5*time.Second)
 		require.NoError(t, err)
 	}
-	// Taken ahead while its worker runs "block"...
-	require.Eventually(t, func() bool {
-		st, err := q.Stats(ctx)
-		return err == nil && st.InFlight > 1
-	}, 5*time.Second, time.Millisecond, "nothing was taken ahead")
-	// ... and given back once they waited maxHeld.
+	// Taken ahead while its worker runs "block", and given back once
+	// they waited maxHeld.
+	gaveBack := regexp.MustCompile(`gave back tasks taken ahead.* tasks=([1-9][0-9]*)`)
+	require.Eventually(t, func() bool { return gaveBack.MatchString(logs.String()) }, 5*time.Second, time.Millisecond,
+		"no task taken ahead was given back")
 	inFlight(t, q, 1)
 
 	serve(t, open(t, name), echo, WithWorkers(1))
@@ -160,4 +163,22 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 		t.Fatal("the long task ended before its release")
 	default:
 	}
+}
+
+// lockedLog is a log's text, written and read from several goroutines.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
