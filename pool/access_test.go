@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/testlog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -117,7 +118,7 @@ func TestPoolWithoutClientUnblock(t *testing.T) {
 	s := redistest.Start(t)
 	name := redistest.Name(t)
 	rdb := aclUser(t, s, "limited", name, "+client|unblock")
-	var logs syncBuffer
+	var logs testlog.Buffer
 	exercise(t, rdb, name, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	assert.Equal(t, 1, strings.Count(logs.String(), "may not run CLIENT ID or CLIENT UNBLOCK"), logs.String())
 	for _, entry := range aclLog(t, s) {

@@ -1,40 +1,21 @@
 package pool
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/testlog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// syncBuffer is a bytes.Buffer safe for the node's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestLogsCarryPoolNodeWorkerKey(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	name := redistest.Name(t)
 	n := addNode(t, srv.Client(), name, WithLogger(logger))
@@ -66,7 +47,7 @@ func TestLogsCarryPoolNodeWorkerKey(t *testing.T) {
 func TestStateLostIsReportedOncePerNode(t *testing.T) {
 	t.Parallel()
 	s := redistest.Start(t)
-	var buf syncBuffer
+	var buf testlog.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opt, reader := meterReader(t)
 	n := addNode(t, s.NewClient(), redistest.Name(t), WithLogger(logger), opt)

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/testlog"
 )
 
 // submitAll submits n tasks with payload prefix+i from 16 goroutines and
@@ -130,7 +130,7 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
 	name := redistest.Name(t)
-	logs := &lockedLog{}
+	logs := &testlog.Buffer{}
 	q := open(t, name, WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	before := submitAll(t, ctx, q, "s", 20)
 	first, err := q.Submit(ctx, []byte("block"))
@@ -163,22 +163,4 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 		t.Fatal("the long task ended before its release")
 	default:
 	}
-}
-
-// lockedLog is a log's text, written and read from several goroutines.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

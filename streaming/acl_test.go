@@ -1,37 +1,18 @@
 package streaming
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/testlog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A Redis user without CLIENT UNBLOCK (an ACL that grants the stream
 // commands only) still gets a working sink and reader: their reads fall
@@ -44,7 +25,7 @@ func TestWithoutClientUnblock(t *testing.T) {
 	require.NoError(t, s.Client().Do(ctx, "ACL", "SETUSER", "limited", "on", ">pw", "~*", "&*", "+@all", "-client|unblock").Err())
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "limited", Password: "pw"})
 	t.Cleanup(func() { _ = rdb.Close() })
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 
 	st, err := NewStream(rdb, redistest.Name(t), "jobs")

@@ -5,37 +5,20 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/testlog"
 )
-
-// syncBuffer is a bytes.Buffer safe for the goroutines go-redis logs from.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A failed dial, which go-redis reports with its own logger, reaches the
 // slog logger at the chosen level, and not below it.
 func TestRouteSendsGoRedisLinesToSlog(t *testing.T) {
-	var buf syncBuffer
+	var buf testlog.Buffer
 	Route(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), slog.LevelInfo)
 	// A port nobody listens on: take one and close it.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -52,7 +35,7 @@ func TestRouteSendsGoRedisLinesToSlog(t *testing.T) {
 	assert.Contains(t, buf.String(), "level=INFO")
 	assert.Contains(t, buf.String(), "source=go-redis")
 
-	var quiet syncBuffer
+	var quiet testlog.Buffer
 	Route(slog.New(slog.NewTextHandler(&quiet, nil)), slog.LevelDebug) // below the handler's Info
 	adapter{l: slog.New(slog.NewTextHandler(&quiet, nil)), level: slog.LevelDebug}.Printf(context.Background(), "redis: %s", "noise")
 	assert.Empty(t, quiet.String(), "a line below the handler's level was printed")

@@ -1,0 +1,40 @@
+package testlog
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Many goroutines log into one Buffer while it is read: every line is
+// kept whole (run with -race).
+func TestBufferTakesConcurrentWriters(t *testing.T) {
+	var buf Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				logger.Info("line", "g", g, "i", i)
+				_ = buf.String()
+			}
+		}()
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 800 {
+		t.Fatalf("got %d lines, want 800", len(lines))
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "msg=line") {
+			t.Fatalf("a line was cut: %q", l)
+		}
+	}
+	if !strings.Contains(buf.String(), fmt.Sprintf("g=%d i=%d", 7, 99)) {
+		t.Fatal("a line is missing")
+	}
+}
