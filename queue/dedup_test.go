@@ -104,9 +104,9 @@ func TestDedupWithdrawalAndBadInput(t *testing.T) {
 	assert.Equal(t, before, redistest.Keys(t, q.rdb, "shepherd:{"+name+"}:*"))
 
 	// A Submit as its failed call delivered it, then its withdrawal.
-	res, err := submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, "t1", "p", 1, 1000, 0, 1000, "nonce-1", "", "", "ff", 2, "w", 60_000, "")...).Result()
+	res, err := submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, "t1", "p", "1", 1, 1000, 0, 1000, "nonce-1", "", "", "ff", 2, "w", 60_000, "")...).Result()
 	require.NoError(t, err)
-	require.Equal(t, []any{"OK"}, res)
+	require.Equal(t, int64(1), res, "queued: the count of tasks")
 	res, err = withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs("t1", "nonce-1", withdrawnTTL.Milliseconds())...).Result()
 	require.NoError(t, err)
 	require.Equal(t, "WITHDRAWN", res)

@@ -390,7 +390,7 @@ func TestLateSubmitAfterItsWithdrawalIsRefused(t *testing.T) {
 	res, err := withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs("late", "nonce-1", withdrawnTTL.Milliseconds())...).Result()
 	require.NoError(t, err)
 	assert.Equal(t, "ABSENT", res)
-	res, err = submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, "late", "p", 1, 1000, 0, 1000, "nonce-1", "", "", "ff", 0, "", 0, "")...).Result()
+	res, err = submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, "late", "p", "1", 1, 1000, 0, 1000, "nonce-1", "", "", "ff", 0, "", 0, "")...).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []any{"WITHDRAWN"}, res)
 	_, err = q.Inspect(ctx, "late")

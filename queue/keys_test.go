@@ -128,9 +128,9 @@ func TestAWithdrawnSubmitLeavesNoKeyForEver(t *testing.T) {
 	// task has finished.
 	for i, b := range []string{"alone", done.ID()} {
 		id, nonce := fmt.Sprint("t", i), fmt.Sprint("nonce-", i)
-		res, err := submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, id, "p", 1, 1000, 60_000, 1000, nonce, "", b, "ca", 0, "", 0, "")...).Result()
+		res, err := submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, id, "p", "1", 1, 1000, 60_000, 1000, nonce, "", b, "ca", 0, "", 0, "")...).Result()
 		require.NoError(t, err)
-		require.Equal(t, []any{"OK"}, res)
+		require.Equal(t, int64(1), res, "queued: the count of tasks")
 		res, err = withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(id, nonce, withdrawnTTL.Milliseconds())...).Result()
 		require.NoError(t, err)
 		require.Equal(t, "WITHDRAWN", res)

@@ -417,7 +417,7 @@ func TestPollDoesNotLoseATaskStillBeingSubmitted(t *testing.T) {
 	q.mu.Unlock()
 	q.testAfterPollRead = func() {
 		// The script runs and Submit returns between the read and the verdict.
-		_, err := submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, f.id, "p", 1, 1000, 0, 1000, "n1", "", "", "ff", 0, "", 0, "")...).Result()
+		_, err := submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, f.id, "p", "1", 1, 1000, 0, 1000, "n1", "", "", "ff", 0, "", 0, "")...).Result()
 		require.NoError(t, err)
 		f.submitted.Store(true)
 	}

@@ -248,7 +248,11 @@ func (q *Queue) submitBatch(ctx context.Context, l layout, batch []*submitReq) {
 	}
 	args := l.commonArgs(q.proc, q.cfg.maxQueued)
 	for _, r := range taken {
-		args = append(args, r.f.id, r.payload, r.sc.maxAttempts, r.sc.timeout.Milliseconds(),
+		if r.plain() {
+			args = append(args, r.f.id, r.payload, "")
+			continue
+		}
+		args = append(args, r.f.id, r.payload, "1", r.sc.maxAttempts, r.sc.timeout.Milliseconds(),
 			r.delay.Milliseconds(), r.sc.retention.Milliseconds(), r.nonce, r.sc.tenant, r.sc.batch, r.sc.policy.code(),
 			r.sc.priority, r.sc.dedupKey, r.sc.dedupWindow.Milliseconds(), r.trace)
 	}
@@ -260,6 +264,12 @@ func (q *Queue) submitBatch(ctx context.Context, l layout, batch []*submitReq) {
 	err = q.redisTimeout(cctx, "submit", err)
 	cancel()
 	out, _ := res.([]any)
+	if n, ok := res.(int64); ok && int(n) == len(taken) {
+		out = nil // every task queued: the script says so with their count
+		for range taken {
+			out = append(out, "OK")
+		}
+	}
 	if err == nil && len(out) != len(taken) {
 		err = fmt.Errorf("queue: submit: unexpected reply %v", res)
 	}
@@ -306,6 +316,17 @@ func (q *Queue) submitBatch(ctx context.Context, l layout, batch []*submitReq) {
 			q.withdraw(r)
 		}
 	}
+}
+
+// plain tells whether r's task is submitted with every option at its
+// default and a random id (its own nonce): submitScript then takes its id
+// and payload alone, 3 arguments instead of 15 (each argument costs Redis
+// a string to parse and another for Lua).
+func (r *submitReq) plain() bool {
+	sc := r.sc
+	return sc.maxAttempts == DefaultMaxAttempts && sc.timeout == DefaultTimeout && r.delay == 0 &&
+		sc.retention == DefaultRetention && r.nonce == r.f.id && sc.tenant == "" && sc.batch == "" &&
+		sc.priority == 0 && sc.dedupKey == "" && r.trace == ""
 }
 
 // forget stops waiting for f's outcome (its Submit failed).
@@ -404,23 +425,38 @@ end
 // does not stop the others.
 //
 //	ARGV[4] submitting process, ARGV[5] max queued, then per task: id,
-//	payload, max attempts, timeout (ms), delay (ms, 0: now), retention
-//	(ms), the Submit's nonce, the tenant ("" for none), the batch ("" for
-//	none), its policy ("ff" fail-fast, "ca" collect-all), the priority
-//	(0 to MaxPriority), the deduplication key ("" for none), its window
-//	(ms) and the Submit's span context ("" when not traced)
+//	payload and "" when every option is at its default and the id is its
+//	own nonce (submitReq.plain); else id, payload, "1", max attempts,
+//	timeout (ms), delay (ms, 0: now), retention (ms), the Submit's
+//	nonce, the tenant ("" for none), the batch ("" for none), its policy
+//	("ff" fail-fast, "ca" collect-all), the priority (0 to MaxPriority),
+//	the deduplication key ("" for none), its window (ms) and the
+//	Submit's span context ("" when not traced)
 //
-// Returns one status per task, as queueTask's.
+// Returns how many tasks it queued when it queued them all, else one
+// status per task, as queueTask's.
 var submitScript = redis.NewScript(prelude + submitFn + `
 local t = now()
 local limit = tonumber(ARGV[5])
-local out = {}
-for i = 6, #ARGV, 14 do
-  out[#out + 1] = queueTask(t, ARGV[4], limit, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]),
-    ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], tonumber(ARGV[i + 10]), ARGV[i + 11], ARGV[i + 12],
-    ARGV[i + 13])
+local out, all = {}, true
+local i = 6
+while i <= #ARGV do
+  local st
+  if ARGV[i + 2] == '' then
+    st = queueTask(t, ARGV[4], limit, ARGV[i], ARGV[i + 1], '` + defaultMaxField + `', '` + defaultTimeoutField + `', 0,
+      '` + defaultRetentionField + `', ARGV[i], '', '', 'ff', 0, '', '0', '')
+    i = i + 3
+  else
+    st = queueTask(t, ARGV[4], limit, ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 4], tonumber(ARGV[i + 5]),
+      ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], tonumber(ARGV[i + 11]), ARGV[i + 12], ARGV[i + 13],
+      ARGV[i + 14])
+    i = i + 15
+  end
+  out[#out + 1] = st
+  all = all and st == 'OK'
 end
 queued()
+if all then return #out end
 return out
 `)
 

@@ -267,3 +267,29 @@ func TestDefaultFieldsAreLeftOut(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, DefaultRetention.Seconds(), ttl.Seconds(), 60)
 }
+
+// A plain Submit (every option at its default, a random id: 3 arguments)
+// stores its task as the full form with the default values does, in the
+// same call.
+func TestPlainSubmitStoresWhatTheFullFormDoes(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 10*time.Second)
+	args := q.lay.commonArgs(q.proc, 100,
+		"plain", "p", "",
+		"full", "p", "1", DefaultMaxAttempts, DefaultTimeout.Milliseconds(), 0, DefaultRetention.Milliseconds(), "full", "", "", "ff", 0, "", 0, "")
+	res, err := submitScript.Run(ctx, q.rdb, q.lay.common(), args...).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), res, "both queued")
+	plain := q.rdb.HGetAll(ctx, q.lay.task("plain")).Val()
+	full := q.rdb.HGetAll(ctx, q.lay.task("full")).Val()
+	assert.Equal(t, full, plain)
+	assert.Len(t, plain, 4)
+	ready := q.rdb.LRange(ctx, q.lay.ready, 0, -1).Val()
+	assert.ElementsMatch(t, []string{"plain", "full"}, ready)
+
+	// Refused, a plain task gets its status, the others theirs.
+	res, err = submitScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(q.proc, 100, "fresh", "p", "", "full", "p", "1", 25, 60000, 0, 86400000, "nonce-2", "", "", "ff", 0, "", 0, "")...).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []any{"OK", "DUP"}, res)
+}
