@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,7 +132,8 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	name := redistest.Name(t)
 	logs := &testlog.Buffer{}
-	q := open(t, name, WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	reader, mp := manualMeter(t)
+	q := open(t, name, WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))), WithMeterProvider(mp))
 	before := submitAll(t, ctx, q, "s", 20)
 	first, err := q.Submit(ctx, []byte("block"))
 	require.NoError(t, err)
@@ -151,6 +153,8 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 	require.Eventually(t, func() bool { return gaveBack.MatchString(logs.String()) }, 5*time.Second, time.Millisecond,
 		"no task taken ahead was given back")
 	inFlight(t, q, 1)
+	n, _ := strconv.Atoi(gaveBack.FindStringSubmatch(logs.String())[1])
+	assert.Equal(t, float64(n), collect(t, reader)[MetricAheadGivenBack], "the metric counts the tasks given back")
 
 	serve(t, open(t, name), echo, WithWorkers(1))
 	for i, f := range after {

@@ -482,6 +482,7 @@ func (f *feeder) releaseStale() {
 		f.batch = append(f.batch, outcomeReq{t: t, kind: "release"})
 	}
 	f.holdOff = true
+	f.s.q.m.aheadGivenBack.Add(context.Background(), int64(len(back)), f.s.q.m.attrs)
 	f.s.q.logger.Debug("gave back tasks taken ahead: every worker has been busy", "tasks", len(back), "waited", maxHeld)
 }
 

@@ -33,13 +33,14 @@ const (
 	MetricLimitDrops       = "shepherd.queue.limit.drops"
 	MetricTenantRefused    = "shepherd.queue.tenant.refused"
 	MetricDeduplicated     = "shepherd.queue.tasks.deduplicated"
+	MetricAheadGivenBack   = "shepherd.queue.ahead.given_back"
 )
 
 type metrics struct {
 	attrs metric.MeasurementOption // queue=<name>
 
-	submitted, attempts, requeued, procsDead, deadDropped, revived, stateLost, refused, limitDrops, deduplicated metric.Int64Counter
-	submitDuration, processing, queueWait                                                                        metric.Float64Histogram
+	submitted, attempts, requeued, procsDead, deadDropped, revived, stateLost, refused, limitDrops, deduplicated, aheadGivenBack metric.Int64Counter
+	submitDuration, processing, queueWait                                                                                        metric.Float64Histogram
 
 	reg metric.Registration
 
@@ -86,6 +87,7 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 	m.refused = counter(MetricTenantRefused, "{call}", "Submits and Acquires refused in this process, by reason: unknown (tenant), busy (Acquire's wait ran out).")
 	m.limitDrops = counter(MetricLimitDrops, "{attempt}", "Attempts in this process that counted as drops for its concurrency limit (RetryLater, timeouts), by partition.")
 	m.deduplicated = counter(MetricDeduplicated, "{task}", "Submits in this process refused as duplicates (WithDedup) and handed the first task's future.")
+	m.aheadGivenBack = counter(MetricAheadGivenBack, "{task}", "Tasks this process took ahead of its workers and gave back unstarted: no worker picked one for 100 ms.")
 	m.submitDuration = histogram(MetricSubmitDuration, "Submit calls that queued a task.")
 	m.processing = histogram(MetricProcessing, "Handler calls in this process.")
 	m.queueWait = histogram(MetricQueueWait, "From when a task was due to when an attempt began.")
