@@ -168,3 +168,56 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 	default:
 	}
 }
+
+// TestPauseGivesBackTasksTakenAhead: tasks a process took ahead and has
+// not started go back when the queue is paused, so none starts during
+// the pause, not even once the long task that held its worker ends; all
+// run after Resume, no attempt used.
+func TestPauseGivesBackTasksTakenAhead(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	q := open(t, redistest.Name(t))
+	before := submitAll(t, ctx, q, "s", 20)
+	first, err := q.Submit(ctx, []byte("block"))
+	require.NoError(t, err)
+	after := submitAll(t, ctx, q, "t", 20)
+
+	b := newBlocker()
+	// Held for as long as the worker is busy: only the pause gives them
+	// back.
+	serve(t, q, b.handle, WithWorkers(1), withMaxHeld(time.Hour))
+	<-b.started
+	for _, f := range before {
+		_, err := wait(t, f, 5*time.Second)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		st, err := q.Stats(ctx)
+		return err == nil && st.InFlight > 1
+	}, 5*time.Second, time.Millisecond, "nothing was taken ahead while the worker ran the long task")
+	require.NoError(t, q.Pause(ctx))
+	inFlight(t, q, 1) // the long task's: the others went back
+	close(b.release)
+	_, err = wait(t, first, 5*time.Second)
+	require.NoError(t, err)
+	time.Sleep(quiet) // a task taken ahead would start now
+	for _, p := range b.saw() {
+		assert.NotEqual(t, "t", p[:1], "a task taken ahead started during the pause: %q", p)
+	}
+
+	require.NoError(t, q.Resume(ctx))
+	for i, f := range after {
+		res, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("t%d#1", i), string(res), "a task given back used an attempt")
+	}
+}
+
+// withMaxHeld sets how long tasks taken ahead wait with no worker picking
+// one before they go back (maxHeld).
+func withMaxHeld(d time.Duration) ServeOption {
+	return func(c *serveConfig) error {
+		c.maxHeld = d
+		return nil
+	}
+}

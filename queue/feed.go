@@ -32,6 +32,7 @@ func (s *Server) feed() {
 	for f.open || len(f.batch) > 0 || f.unrecorded() {
 		f.absorbWakes()
 		f.absorbAnswers()
+		f.absorbPause()
 		if len(f.batch) == 0 && (!f.canTake() || f.want() == 0) && !f.launchable() && !f.wait() {
 			continue // no end to record: look again
 		}
@@ -460,7 +461,7 @@ func (f *feeder) staleAt() time.Time {
 	if p := time.Unix(0, f.s.picked.Load()); p.After(at) {
 		at = p
 	}
-	return at.Add(maxHeld)
+	return at.Add(f.s.cfg.maxHeld)
 }
 
 // releaseStale gives back to the queue, no attempt used, the tasks taken
@@ -468,6 +469,36 @@ func (f *feeder) staleAt() time.Time {
 // another process may have idle ones. Nothing more is taken ahead until
 // an attempt ends.
 func (f *feeder) releaseStale() {
+	n := f.releaseWaiting()
+	f.s.q.m.aheadGivenBack.Add(context.Background(), int64(n), f.s.q.m.attrs)
+	f.s.q.logger.Debug("gave back tasks taken ahead: every worker has been busy", "tasks", n, "waited", f.s.cfg.maxHeld)
+}
+
+// absorbPause gives back what waits in ready if a pause was seen
+// (Server.pauseSeen) since the last round.
+func (f *feeder) absorbPause() {
+	select {
+	case <-f.s.paused:
+		f.pause()
+	default:
+	}
+}
+
+// pause gives back, after a pause of the queue or a tenant, the tasks
+// taken that no worker has started: none of them starts during the
+// pause (a tenant's pause gives back the other tenants' too; they are
+// taken again).
+func (f *feeder) pause() {
+	if n := f.releaseWaiting(); n > 0 {
+		f.s.q.logger.Debug("gave back tasks taken and not started: the queue or a tenant was paused", "tasks", n)
+	}
+}
+
+// releaseWaiting gives back to the queue, no attempt used, the tasks
+// taken that wait in ready for a worker (after maxHeld, or a pause:
+// taken ahead or not, with WithPrefetch or not), and returns how many.
+// Nothing more is taken ahead until an attempt ends.
+func (f *feeder) releaseWaiting() int {
 	var back []*Task
 	for {
 		select {
@@ -482,8 +513,7 @@ func (f *feeder) releaseStale() {
 		f.batch = append(f.batch, outcomeReq{t: t, kind: "release"})
 	}
 	f.holdOff = true
-	f.s.q.m.aheadGivenBack.Add(context.Background(), int64(len(back)), f.s.q.m.attrs)
-	f.s.q.logger.Debug("gave back tasks taken ahead: every worker has been busy", "tasks", len(back), "waited", maxHeld)
+	return len(back)
 }
 
 // wait blocks until something happens: an attempt's end (it returns true,
@@ -550,6 +580,9 @@ func (f *feeder) wait() bool {
 		f.limited = nil
 		f.lookAll()
 	case <-s.availed:
+	case <-s.paused:
+		f.pause()
+		return len(f.batch) > 0
 	case <-s.modeSet:
 		f.lookAll() // a server switched to drain looks once more, then stops
 	case <-f.stopping:

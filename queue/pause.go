@@ -10,7 +10,10 @@ import (
 )
 
 // Pause pauses the whole queue: tasks in flight finish, and no task
-// starts on any process until Resume. Submits are still accepted, and
+// starts on any process until Resume. Tasks a process took and has not
+// started (taken ahead of its workers) go back to the queue, no attempt
+// used, as soon as the process hears of the pause (a pub/sub message);
+// one a worker picks up before that still starts. Submits are still accepted, and
 // delayed tasks still come due; they wait. The pause is stored with the
 // queue: it holds across restarts of processes (and of Redis, with AOF),
 // and Stats reports it. Pausing a paused queue does nothing.
@@ -25,6 +28,8 @@ func (q *Client) Resume(ctx context.Context) error {
 
 // PauseTenant pauses a registered tenant: its tasks in flight finish, and
 // none of its tasks starts until ResumeTenant; the other tenants go on.
+// As with Pause, the tasks a process took and has not started go back
+// (the other tenants' too: they are taken again).
 // Acquire is not paused (it guards work outside the queue). Stored like
 // Pause; Tenants reports it. ErrUnknownTenant when the tenant is not
 // registered.
@@ -76,7 +81,9 @@ func (q *Client) setPaused(ctx context.Context, tenant string, paused bool) erro
 
 // pauseScript pauses or resumes the queue (ARGV[4] "") or a tenant: the
 // flag "P" in the settings hash (read with the TTL by take) or
-// "p:TENANT" in the tenants hash, which take honours. A
+// "p:TENANT" in the tenants hash, which take honours. A pause tells
+// every process ("pause" on the wake channel), which gives back the
+// tasks it took and has not started (Server.pauseSeen). A
 // resumed tenant parked by its pause gets its turn back (take parks it
 // again if it is at capacity), and the idle processes are woken.
 //
@@ -95,6 +102,7 @@ if ten ~= '' then
 end
 if ARGV[5] == '1' then
   redis.call('HSET', h, f, '1')
+  redis.call(PUBLISH, P_CHAN .. 'wake', 'pause')
   return 'OK'
 end
 redis.call('HDEL', h, f)

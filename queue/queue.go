@@ -238,6 +238,14 @@ func (q *Queue) listen(msgs <-chan *redis.Message) {
 					s.sched.notify()
 				}
 			case wake:
+				if m.Payload == "pause" {
+					// The queue or a tenant was paused: what the server
+					// took and has not started goes back.
+					if s := q.current(); s != nil {
+						s.pauseSeen()
+					}
+					continue
+				}
 				q.woken[r.shard].Store(true)
 				q.signalWake()
 			}

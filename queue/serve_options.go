@@ -13,7 +13,8 @@ type ServeOption func(*serveConfig) error
 type serveConfig struct {
 	workers     int
 	prefetch    int
-	prefetchSet bool // WithPrefetch: else the process takes ahead on its own (aheadDepth)
+	prefetchSet bool          // WithPrefetch: else the process takes ahead on its own (aheadDepth)
+	maxHeld     time.Duration // maxHeld; tests set another
 	mode        Mode
 	limitAlg    limit.Algorithm // WithConcurrencyLimit's (nil: the default)
 	limitSet    bool            // WithConcurrencyLimit
@@ -25,7 +26,7 @@ type serveConfig struct {
 }
 
 func defaultServeConfig() serveConfig {
-	return serveConfig{workers: DefaultWorkers(), backoffBase: DefaultBackoffBase, backoffCap: DefaultBackoffCap}
+	return serveConfig{workers: DefaultWorkers(), backoffBase: DefaultBackoffBase, backoffCap: DefaultBackoffCap, maxHeld: maxHeld}
 }
 
 // DefaultWorkers is the default number of workers of a process:

@@ -46,6 +46,7 @@ type Server struct {
 	part     *limitPart    // the server's partition of lim
 	mode     atomic.Int32  // Mode
 	modeSet  chan struct{} // capacity 1: the mode changed
+	paused   chan struct{} // capacity 1: the queue or a tenant was paused (pauseSeen)
 	done     chan struct{} // closed when Stop has finished
 	doneOnce sync.Once
 	serial   int64      // this process's servers are numbered from 1 (Client.Drain names one)
@@ -120,6 +121,7 @@ func ServeWith[R any](q *Queue, res Resource[R], h ResourceHandler[R], opts ...S
 		outcomes: make(chan outcomeReq, 4*cfg.workers+cfg.prefetch+aheadMax),
 		fed:      make(chan struct{}),
 		modeSet:  make(chan struct{}, 1),
+		paused:   make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
 	s.feedCtx, s.giveUp = context.WithCancel(q.tasks.Context())
@@ -250,6 +252,16 @@ func (s *Server) awaitFed(ctx context.Context) {
 		s.q.logger.Warn("giving up recording the ends of attempts: Redis does not take them; their tasks run again")
 		s.giveUp()
 		<-s.fed
+	}
+}
+
+// pauseSeen tells the feed that the queue or a tenant was paused: it
+// gives back the tasks it took and no worker has started (releaseWaiting),
+// so that none of them starts during the pause.
+func (s *Server) pauseSeen() {
+	select {
+	case s.paused <- struct{}{}:
+	default:
 	}
 }
 
