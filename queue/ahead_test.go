@@ -134,19 +134,9 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 	logs := &testlog.Buffer{}
 	reader, mp := manualMeter(t)
 	q := open(t, name, WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))), WithMeterProvider(mp))
-	before := submitAll(t, ctx, q, "s", 20)
-	first, err := q.Submit(ctx, []byte("block"))
-	require.NoError(t, err)
-	after := submitAll(t, ctx, q, "t", 20)
-
 	b := newBlocker()
 	defer close(b.release)
-	serve(t, q, b.handle, WithWorkers(1))
-	<-b.started
-	for _, f := range before {
-		_, err := wait(t, f, 5*time.Second)
-		require.NoError(t, err)
-	}
+	first, after := behindALongTask(t, ctx, q, b)
 	// Taken ahead while its worker runs "block", and given back once
 	// they waited maxHeld.
 	gaveBack := regexp.MustCompile(`gave back tasks taken ahead.* tasks=([1-9][0-9]*)`)
@@ -157,11 +147,7 @@ func TestTasksTakenAheadGoBackWhenEveryWorkerIsBusy(t *testing.T) {
 	assert.Equal(t, float64(n), collect(t, reader)[MetricAheadGivenBack], "the metric counts the tasks given back")
 
 	serve(t, open(t, name), echo, WithWorkers(1))
-	for i, f := range after {
-		res, err := wait(t, f, 10*time.Second)
-		require.NoError(t, err, "a task held by the busy process did not run elsewhere")
-		assert.Equal(t, fmt.Sprintf("t%d#1", i), string(res), "a task given back used an attempt")
-	}
+	ranOnFirstAttempt(t, after) // elsewhere
 	select {
 	case <-first.Done():
 		t.Fatal("the long task ended before its release")
@@ -177,20 +163,10 @@ func TestPauseGivesBackTasksTakenAhead(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
 	q := open(t, redistest.Name(t))
-	before := submitAll(t, ctx, q, "s", 20)
-	first, err := q.Submit(ctx, []byte("block"))
-	require.NoError(t, err)
-	after := submitAll(t, ctx, q, "t", 20)
-
 	b := newBlocker()
 	// Held for as long as the worker is busy: only the pause gives them
 	// back.
-	serve(t, q, b.handle, WithWorkers(1), withMaxHeld(time.Hour))
-	<-b.started
-	for _, f := range before {
-		_, err := wait(t, f, 5*time.Second)
-		require.NoError(t, err)
-	}
+	first, after := behindALongTask(t, ctx, q, b, withMaxHeld(time.Hour))
 	require.Eventually(t, func() bool {
 		st, err := q.Stats(ctx)
 		return err == nil && st.InFlight > 1
@@ -198,7 +174,7 @@ func TestPauseGivesBackTasksTakenAhead(t *testing.T) {
 	require.NoError(t, q.Pause(ctx))
 	inFlight(t, q, 1) // the long task's: the others went back
 	close(b.release)
-	_, err = wait(t, first, 5*time.Second)
+	_, err := wait(t, first, 5*time.Second)
 	require.NoError(t, err)
 	time.Sleep(quiet) // a task taken ahead would start now
 	for _, p := range b.saw() {
@@ -206,7 +182,33 @@ func TestPauseGivesBackTasksTakenAhead(t *testing.T) {
 	}
 
 	require.NoError(t, q.Resume(ctx))
-	for i, f := range after {
+	ranOnFirstAttempt(t, after)
+}
+
+// behindALongTask queues 20 short tasks, a long one ("block", held by b)
+// and 20 short ones more ("t0"...), serves q with one worker (and opts),
+// and returns once the long task runs and the tasks before it are done:
+// the process then takes some of the "t" tasks ahead, its worker busy.
+func behindALongTask(t *testing.T, ctx context.Context, q *Queue, b *blocker, opts ...ServeOption) (long *Future, after []*Future) {
+	t.Helper()
+	before := submitAll(t, ctx, q, "s", 20)
+	long, err := q.Submit(ctx, []byte("block"))
+	require.NoError(t, err)
+	after = submitAll(t, ctx, q, "t", 20)
+	serve(t, q, b.handle, append([]ServeOption{WithWorkers(1)}, opts...)...)
+	<-b.started
+	for _, f := range before {
+		_, err := wait(t, f, 5*time.Second)
+		require.NoError(t, err)
+	}
+	return long, after
+}
+
+// ranOnFirstAttempt waits for the "t" tasks of behindALongTask: each ran
+// once, on its first attempt (a task given back uses none).
+func ranOnFirstAttempt(t *testing.T, fs []*Future) {
+	t.Helper()
+	for i, f := range fs {
 		res, err := wait(t, f, 10*time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, fmt.Sprintf("t%d#1", i), string(res), "a task given back used an attempt")
