@@ -127,7 +127,8 @@ const MaxPrefetch = 10000
 //
 // Taken ahead on its own, a task that no worker picks up within 100 ms
 // (every worker busy with something long) goes back to the queue, no
-// attempt used; with WithPrefetch(n) it waits for a worker. Use n > 0
+// attempt used; with WithPrefetch(n) it waits for a worker. Either way a
+// pause of the queue or a tenant gives it back (see Pause). Use n > 0
 // for short, numerous tasks; 0 when no task should ever wait in a busy
 // process. n must be 0 to MaxPrefetch. Not with a concurrency limit
 // (WithConcurrencyLimit, WithLimit), which takes nothing ahead.
