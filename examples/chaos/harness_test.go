@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/testlog"
 	"github.com/shepherd-go/shepherd/pool"
 	"github.com/stretchr/testify/require"
 )
@@ -60,24 +61,15 @@ type proc struct {
 	stderr *lockedBuffer
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// lockedBuffer keeps a process's stderr for the test to read, echoed to
+// the test's own with -chaos.v.
+type lockedBuffer struct{ testlog.Buffer }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if *chaosVerbose {
 		os.Stderr.Write(p)
 	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return l.Buffer.Write(p)
 }
 
 // timing holds the pool-wide timings a cluster runs with.
