@@ -85,45 +85,53 @@ local proc = ARGV[4]
 local t = now()
 local ended = {} -- attempts no longer in flight
 local unloads = {} -- tenant → how many of them
-local function complete(id, attempt, kind, data, delay, stack)
+local function complete(id, run, attempt, kind, data, delay, stack)
   local tk = P_TASK .. id
-  -- What a success needs; the other ends read the rest (g).
-  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'sub', 'ret', 'ten', 'b')
-  if f[1] ~= 'active' or f[2] ~= proc or f[3] ~= attempt then return 'STALE', 0 end
+  -- What a success needs is in active (inFlight); the other ends read
+  -- the rest (g).
+  local p, att, began, sub, ret, b, ten = inFlight(id, run)
+  if p ~= proc or att ~= attempt then return 'STALE', 0 end
   ended[#ended + 1] = id
-  local att, sub, ret, ten, b = tonumber(f[3]), f[4], f[5], f[6] or '', f[7]
   unloads[ten] = (unloads[ten] or 0) + 1
   if kind == 'ok' then
-    return 'done', finish(tk, id, 'done', t, sub, ret, att, nil, data, ten, b)
+    return 'done', finish(tk, id, 'done', t, sub, ret, att, nil, data, ten, b, began)
   end
   local g = redis.call('HMGET', tk, 'max', 'errs', 'cx')
   if g[3] == '1' then
     local errs = g[2]
-    if kind ~= 'release' then errs = adderr(tk, g[2], att, data, t, stack) end
-    return 'cancelled', finish(tk, id, 'cancelled', t, sub, ret, att, errs, nil, ten, b)
+    if kind ~= 'release' then errs = adderr(tk, g[2], tonumber(att), data, t, stack) end
+    return 'cancelled', finish(tk, id, 'cancelled', t, sub, ret, att, errs, nil, ten, b, began)
   end
+  -- The task's hash holds the attempts before this one (attempts that
+  -- do not count leave it so).
   if kind == 'release' then
-    redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', att - 1)
     readyAgain(tk, ten, id)
     return 'released', 0, true
   end
   local due = t + tonumber(delay)
   if kind == 'later' then
-    redis.call('HSET', tk, 'st', 'retry', 'own', '', 'att', att - 1, 'lerr', data, 'due', due)
+    redis.call('HSET', tk, 'st', 'retry', 'lerr', data, 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
     return 'later', 0, true
   end
-  local errs = adderr(tk, g[2], att, data, t, stack)
-  if kind == 'fail' and att < tonumber(g[1] or '` + defaultMaxField + `') then
-    redis.call('HSET', tk, 'st', 'retry', 'own', '', 'due', due)
+  local errs = adderr(tk, g[2], tonumber(att), data, t, stack)
+  if kind == 'fail' and tonumber(att) < tonumber(g[1] or '` + defaultMaxField + `') then
+    redis.call('HSET', tk, 'st', 'retry', 'att', att, 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
     return 'retry', 0, true
   end
-  return 'dead', finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b)
+  return 'dead', finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b, began)
+end
+local ids = {}
+for i = 7, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end
+-- The attempts' values in active, one read for the batch.
+local runs = {}
+for i = 1, #ids, 1000 do
+  for _, v in ipairs(redis.call('HMGET', K_ACTIVE, unpack(ids, i, math.min(i + 999, #ids)))) do runs[#runs + 1] = v end
 end
 local out, dropped, again = {0, 0}, 0, false
 for i = 7, #ARGV, 6 do
-  local st, d, w = complete(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+  local st, d, w = complete(ARGV[i], runs[(i - 1) / 6], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
   out[#out + 1] = st
   dropped = dropped + d
   again = again or w

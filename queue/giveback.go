@@ -125,11 +125,12 @@ if all then ids = redis.call('SMEMBERS', KEYS[17]) end
 local back = 0
 for _, id in ipairs(ids) do
   local tk = P_TASK .. id
-  local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'ten')
-  if f[1] == 'active' and f[2] == ARGV[4] then
-    local ten = f[4] or ''
+  local p, att, began, _, _, _, ten = inFlight(id)
+  if p == ARGV[4] then
     redis.call('HDEL', K_ACTIVE, id)
-    redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', tonumber(f[3]) - 1)
+    -- Its hash holds the attempts before this one (inFlight), unless an
+    -- earlier version took it.
+    if began == false then redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', tonumber(att) - 1) end
     readyAgain(tk, ten, id)
     unload(ten, 1)
     back = back + 1

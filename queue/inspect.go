@@ -2,9 +2,11 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -258,15 +260,18 @@ func (q *Client) infos(ctx context.Context, ids []located) ([]TaskInfo, error) {
 	}
 	pipe := q.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
+	runs := make([]*redis.StringCmd, len(ids))
 	for i, t := range ids {
 		cmds[i] = pipe.HMGet(ctx, t.lay.task(t.id), taskFields...)
+		runs[i] = pipe.HGet(ctx, t.lay.active, t.id)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("queue: tasks: %w", err)
 	}
 	out := make([]TaskInfo, 0, len(ids))
 	for i, t := range ids {
 		if info, ok := parseTask(t.id, cmds[i].Val()); ok {
+			info.running(runs[i].Val())
 			out = append(out, info)
 		}
 	}
@@ -357,7 +362,7 @@ func (q *Client) Inspect(ctx context.Context, id string) (TaskInfo, error) {
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	_, v, ok, err := q.findTask(ctx, all, id, taskFields...)
+	l, v, ok, err := q.findTask(ctx, all, id, taskFields...)
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("queue: inspect: %w", err)
 	}
@@ -365,7 +370,29 @@ func (q *Client) Inspect(ctx context.Context, id string) (TaskInfo, error) {
 	if !ok || !parsed {
 		return TaskInfo{}, fmt.Errorf("%w: %q", ErrTaskNotFound, id)
 	}
+	if t.State == StateWaiting {
+		run, err := q.rdb.HGet(ctx, l.active, id).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return TaskInfo{}, fmt.Errorf("queue: inspect: %w", err)
+		}
+		t.running(run)
+	}
 	return t, nil
+}
+
+// running shows the attempt run, the task's value in active ("" for
+// none), on t: a take leaves the task's hash as it was, "waiting", and
+// keeps the running attempt in active alone (wire.go, "Running
+// attempts"). A task an earlier version took says "active" in its hash.
+func (t *TaskInfo) running(run string) {
+	parts := strings.SplitN(run, "\n", runningParts)
+	if t.State != StateWaiting || len(parts) != runningParts {
+		return
+	}
+	t.State, t.Process = StateActive, parts[0]
+	if n, err := strconv.Atoi(parts[1]); err == nil {
+		t.Attempt = n
+	}
 }
 
 func validID(id string) error {

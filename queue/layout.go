@@ -15,7 +15,8 @@ import (
 //	              taken from the right (FIFO), requeued ones on the right
 //	delayed       zset: first attempts not due yet, by due time (ms)
 //	retry         zset: later attempts not due yet, by due time (ms)
-//	active        hash: id → process, the tasks in flight
+//	active        hash: id → its running attempt (wire.go, "Running
+//	              attempts"), the tasks in flight
 //	dead          zset: dead letters, by the time they died (ms, Redis's
 //	              clock), raised to one above the newest letter's when
 //	              not above it: strictly increasing, the order of death

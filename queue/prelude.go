@@ -141,6 +141,32 @@ local function unready(ten, id, pri)
 end
 `
 
+// inFlightFn reads a running attempt: finishFn has it, and so does
+// progressScript.
+var inFlightFn = inlineFields(inFlightLua)
+
+// inFlightLua is inFlightFn as written (inlineFields).
+const inFlightLua = `
+-- inFlight reads the running attempt of task id from active (v: its
+-- value when the caller read it, false for none; nil to read it here):
+-- its process, attempt, start (ms), submitter, retention ('' for the
+-- default), batch and tenant ('' for none), all strings; nil when the
+-- task is not running. A take keeps them there alone, joined by
+-- newlines, the tenant last (wire.go, "Running attempts"). A task taken
+-- by an earlier version has only its process there and the rest in its
+-- hash, with state 'active': read from there, with start false.
+local function inFlight(id, v)
+  if v == nil then v = redis.call('HGET', K_ACTIVE, id) end
+  if not v then return nil end
+  local p, a, bg, sub, ret, b, ten = string.match(v, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  if p then return p, a, bg, sub, ret, b, ten end
+  local tk = P_TASK .. id
+  local f = redis.call('HMGET', tk, F_STATE, F_OWNER, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_BATCH, F_TENANT)
+  if f[1] ~= 'active' or f[2] ~= v then return nil end
+  return v, f[3] or '0', false, f[4] or '', f[5] or '', f[6] or '', f[7] or ''
+end
+`
+
 // finishFn records outcomes (finish, flush) and cancels (cancelOne), and
 // gives capacity back (unload, releaseHolds): the scripts that end tasks
 // add it after the prelude. The others leave it out: every function a
@@ -149,7 +175,7 @@ end
 var finishFn = inlineFields(finishLua)
 
 // finishLua is finishFn as written (inlineFields).
-var finishLua = `
+var finishLua = inFlightLua + `
 -- adderr appends an attempt's error, and the stack of its panic if any,
 -- to the task's list and returns it. A task keeps its latest panic's
 -- stack only (a few KiB at most), not one per attempt.
@@ -206,14 +232,18 @@ end
 -- finish records a final outcome (done, dead or cancelled). A dead letter
 -- is kept (with its payload, for replay) in the dead set (fileDead, in
 -- dead.go); other outcomes expire after the task's retention (ret, nil
--- for the default). The submitting process is told by flush, which every
--- script that calls finish runs before it returns. b is the task's batch
--- field when the caller read it (false: none), nil to read it here.
--- Returns how many dead letters were dropped.
+-- or '' for the default). The submitting process is told by flush, which
+-- every script that calls finish runs before it returns. b is the task's
+-- batch field when the caller read it (false or '': none), nil to read it
+-- here. began is what inFlight gave for the attempt that ended: a string
+-- (its start) when the attempt lived in active, and its number att goes
+-- into the hash; false when an earlier version took the task, whose
+-- owner is cleared; nil when no attempt ended (a cancel of a task not
+-- running). Returns how many dead letters were dropped.
 local notes, nfinished, listed, listedFor = {}, 0, {}, 0
 local cancelRest, fin_t, fin_ts
-local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b)
-  ret = ret or '` + defaultRetentionField + `'
+local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
+  if not ret or ret == '' then ret = '` + defaultRetentionField + `' end
   if ten and ten ~= '' then
     lower('n:' .. ten, 1)
     settle(ten)
@@ -234,7 +264,12 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b)
     end
   end
   if fin_t ~= t then fin_t, fin_ts = t, tostring(t) end
-  local f = {'HSET', tk, F_STATE, st, F_FINISHED, fin_ts, F_OWNER, ''}
+  local f = {'HSET', tk, F_STATE, st, F_FINISHED, fin_ts}
+  if began then
+    f[#f + 1] = F_ATTEMPTS; f[#f + 1] = att -- kept in active while it ran
+  elseif began == false then
+    f[#f + 1] = F_OWNER; f[#f + 1] = '' -- taken by an earlier version (inFlight)
+  end
   if res and res ~= '' then f[#f + 1] = F_RESULT; f[#f + 1] = res end
   if st ~= 'dead' then f[#f + 1] = F_PAYLOAD; f[#f + 1] = '' end
   redis.call(unpack(f))
@@ -260,23 +295,26 @@ end
 -- success still wins). Returns "NOTFOUND", "FINISHED", "REQUESTED" or
 -- "CANCELLED".
 local function cancelOne(tk, id, t)
-  local f = redis.call('HMGET', tk, F_STATE, F_OWNER, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_ERRORS, F_TENANT, F_PRIORITY, F_BATCH)
+  local f = redis.call('HMGET', tk, F_STATE, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_ERRORS, F_TENANT, F_PRIORITY, F_BATCH)
   local st = f[1]
   if not st then return 'NOTFOUND' end
   if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
-  if st == 'active' then
-    redis.call('HSET', tk, F_CANCEL, '1')
-    redis.call(PUBLISH, P_CHAN .. 'cancel:' .. f[2], id)
-    return 'REQUESTED'
+  if st == 'waiting' or st == 'active' then
+    local p = inFlight(id)
+    if p then
+      redis.call('HSET', tk, F_CANCEL, '1')
+      redis.call(PUBLISH, P_CHAN .. 'cancel:' .. p, id)
+      return 'REQUESTED'
+    end
   end
   if st == 'waiting' then
-    unready(f[7] or '', id, tonumber(f[8] or '0'))
+    unready(f[6] or '', id, tonumber(f[7] or '0'))
   elseif st == 'delayed' then
     redis.call('ZREM', K_DELAYED, id)
   else
     redis.call('ZREM', K_RETRY, id)
   end
-  finish(tk, id, 'cancelled', t, f[4], f[5], tonumber(f[3] or '0'), f[6], nil, f[7] or '', f[9])
+  finish(tk, id, 'cancelled', t, f[3], f[4], f[2] or '0', f[5], nil, f[6] or '', f[8])
   return 'CANCELLED'
 end
 

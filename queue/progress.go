@@ -111,9 +111,9 @@ func (f *Future) Progress(ctx context.Context) (*Progress, error) {
 //	ARGV[4] process, ARGV[5] attempt, ARGV[6] the record (JSON, no time)
 //
 // Returns "OK" or "STALE".
-var progressScript = redis.NewScript(prelude + `
-local f = redis.call('HMGET', KEYS[17], F_STATE, F_OWNER, F_ATTEMPTS)
-if f[1] ~= 'active' or f[2] ~= ARGV[4] or f[3] ~= ARGV[5] then return 'STALE' end
+var progressScript = redis.NewScript(prelude + inFlightFn + `
+local p, att = inFlight(string.sub(KEYS[17], #P_TASK + 1))
+if p ~= ARGV[4] or att ~= ARGV[5] then return 'STALE' end
 local rec = cjson.decode(ARGV[6])
 rec.t = now()
 redis.call('HSET', KEYS[17], F_PROGRESS, cjson.encode(rec))

@@ -17,7 +17,7 @@ import (
 
 // startTimes records when tasks started, by Redis's clock as the take
 // script saw it (TaskInfo's Due is not enough; the attempt's begin time
-// is the task field "beg").
+// is in the attempt's value in active).
 type startTimes struct {
 	mu sync.Mutex
 	at []time.Time
@@ -35,9 +35,14 @@ func (s *startTimes) list() []time.Time {
 	return append([]time.Time(nil), s.at...)
 }
 
-// began reads the time the take script began the task's current attempt.
+// began reads the time the take script began the task's current
+// attempt, from active (wire.go, "Running attempts").
 func began(ctx context.Context, q *Queue, id string) time.Time {
-	ms, _ := q.rdb.HGet(ctx, q.lay.task(id), fieldBegan).Int64()
+	run := strings.Split(q.rdb.HGet(ctx, q.lay.active, id).Val(), "\n")
+	if len(run) != runningParts {
+		return time.Time{}
+	}
+	ms, _ := strconv.ParseInt(run[2], 10, 64)
 	return time.UnixMilli(ms)
 }
 

@@ -117,17 +117,21 @@ for _, p in ipairs(procs) do
   local ik = P_INFLIGHT .. p
   for _, id in ipairs(redis.call('SMEMBERS', ik)) do
     local tk = P_TASK .. id
-    local f = redis.call('HMGET', tk, 'st', 'own', 'att', 'max', 'sub', 'ret', 'errs', 'cx', 'ten')
-    if f[1] == 'active' and f[2] == p then
+    local q, att, began, sub, ret, b, ten = inFlight(id)
+    if q == p then
       redis.call('HDEL', K_ACTIVE, id)
-      local att, ten = tonumber(f[3]), f[9] or ''
-      local errs = adderr(tk, f[7], att, 'process ' .. p .. ' stopped answering (died, paused or cut off) during the attempt', t)
-      if f[8] == '1' then
-        dropped = dropped + finish(tk, id, 'cancelled', t, f[5], f[6], att, errs, nil, ten)
+      local g = redis.call('HMGET', tk, 'max', 'errs', 'cx')
+      local errs = adderr(tk, g[2], tonumber(att), 'process ' .. p .. ' stopped answering (died, paused or cut off) during the attempt', t)
+      if g[3] == '1' then
+        dropped = dropped + finish(tk, id, 'cancelled', t, sub, ret, att, errs, nil, ten, b, began)
         finished = finished + 1
-      elseif att >= tonumber(f[4] or '` + defaultMaxField + `') then
-        dropped = dropped + finish(tk, id, 'dead', t, f[5], f[6], att, errs, nil, ten)
+      elseif tonumber(att) >= tonumber(g[1] or '` + defaultMaxField + `') then
+        dropped = dropped + finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b, began)
         finished = finished + 1
+      elseif began then
+        redis.call('HSET', tk, 'att', att)
+        readyAgain(tk, ten, id)
+        requeued = requeued + 1
       else
         redis.call('HSET', tk, 'st', 'waiting', 'own', '')
         readyAgain(tk, ten, id)

@@ -213,7 +213,7 @@ local function take(proc, ik, n, promote, t)
       local took = 0
       for _, id in ipairs(ids) do
         local tk = P_TASK .. id
-        local f = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE, F_TRACE)
+        local f = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE, F_TRACE, F_SUBMITTER, F_RETENTION, F_BATCH)
         if f[1] == 'waiting' then
           -- Absent fields are their defaults (wire.go).
           local att, atts = 1, '1' -- a first attempt: no number to format
@@ -222,11 +222,12 @@ local function take(proc, ik, n, promote, t)
             atts = tostring(att)
           end
           ts = ts or tostring(t)
-          redis.call('HSET', tk, F_STATE, 'active', F_ATTEMPTS, atts, F_OWNER, proc, F_BEGAN, ts)
+          -- The attempt lives in active alone (inFlight, in finishFn): the
+          -- task's hash is written again when the attempt ends.
           took = took + 1
           mine[#mine + 1] = id
           owners[#owners + 1] = id
-          owners[#owners + 1] = proc
+          owners[#owners + 1] = proc .. '\n' .. atts .. '\n' .. ts .. '\n' .. (f[9] or '') .. '\n' .. (f[10] or '') .. '\n' .. (f[11] or '') .. '\n' .. ten
           local since = tonumber(f[6])
           if f[7] then since = math.max(since, tonumber(f[7])) end
           out[#out + 1] = id

@@ -30,17 +30,17 @@ import (
 // task key against this list. The names are stored in Redis: renaming
 // one orphans that field of every task already queued.
 const (
-	fieldState       = "st"   // a State: waiting, delayed, retry, active, done, dead or cancelled
+	fieldState       = "st"   // a State: waiting (also while it runs, see below), delayed, retry, done, dead or cancelled
 	fieldPayload     = "p"    // the payload; emptied when the task finishes, kept by a dead letter
-	fieldAttempts    = "att"  // attempts begun, absent for 0
+	fieldAttempts    = "att"  // attempts used, absent for 0; a running attempt is counted when it ends (see below)
 	fieldMaxAttempts = "max"  // max attempts, absent for DefaultMaxAttempts
 	fieldTimeout     = "to"   // per-attempt timeout (ms), absent for DefaultTimeout
 	fieldSubmitter   = "sub"  // the submitting process, told the outcome
-	fieldOwner       = "own"  // the process running it ("" when none)
+	fieldOwner       = "own"  // the process running it, written by versions before running attempts lived in active alone ("" when none)
 	fieldRetention   = "ret"  // how long its outcome is kept (ms), absent for DefaultRetention
 	fieldSubmitted   = "enq"  // submitted at (ms, Redis's clock, as every time below)
 	fieldDue         = "due"  // due at, absent for its submission time
-	fieldBegan       = "beg"  // its last attempt began at
+	fieldBegan       = "beg"  // its last attempt began at, written by versions before running attempts lived in active alone (now kept there only)
 	fieldFinished    = "fin"  // finished at
 	fieldErrors      = "errs" // the attempts' errors: JSON list of {a, e, t, s}, s the stack of the latest panic, on its attempt only
 	fieldLastLater   = "lerr" // the last RetryLater error
@@ -71,6 +71,26 @@ const (
 	defaultTimeoutField   = "60000"    // DefaultTimeout, in ms
 	defaultRetentionField = "86400000" // DefaultRetention, in ms
 )
+
+// Running attempts. A take does not write the task's hash: the attempt
+// lives in active alone, the task's id mapped to its process, attempt
+// number, start (ms), and the fields its end needs, joined by newlines,
+// the tenant last (it may hold one):
+//
+//	PROCESS \n ATTEMPT \n BEGAN \n SUBMITTER \n RETENTION \n BATCH \n TENANT
+//
+// (retention, batch and tenant "" for their defaults). So a running
+// task's hash says "waiting" with the attempts before this one, and its
+// end fences on active (one read for a batch of ends) and writes the
+// attempt's number into the hash with the outcome (its start is not
+// kept). The
+// scripts read it with inFlight (prelude.go); Inspect and Tasks show it
+// (TaskInfo.running). A version before this layout wrote the attempt
+// into the hash (state "active", "own", "att", "beg") and only the
+// process into active: inFlight still reads such a task, so that the
+// new version reaps, cancels and gives back the tasks an old process
+// left in flight.
+const runningParts = 7
 
 // taskHashFields binds each field of the task hash to the Lua local the
 // prelude gives it.

@@ -161,8 +161,11 @@ func TestScriptsUseOnlyTaskFields(t *testing.T) {
 		uses += check(s.file+": "+s.name, s.body, strings.Contains(s.comment, "KEYS[17] task key"))
 	}
 	assert.GreaterOrEqual(t, len(scripts), 18, "the scripts were not found")
-	assert.GreaterOrEqual(t, uses, 90, "the fields' uses were not found") // 97 when written
+	assert.GreaterOrEqual(t, uses, 80, "the fields' uses were not found") // 97 when written, 86 once running attempts left the hash
 	for _, f := range taskHashFields {
+		if f.name == fieldBegan {
+			continue // written by earlier versions only (wire.go)
+		}
 		assert.True(t, used[f.name], "field %q (%s) is declared but no script names it", f.name, f.lua)
 	}
 }

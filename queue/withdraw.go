@@ -74,33 +74,40 @@ local id, nonce = ARGV[4], ARGV[5]
 local t = now()
 withdraw_call(K_WITHDRAWN, nonce, t, ARGV[6])
 local tk = P_TASK .. id
-local f = redis.call('HMGET', tk, 'st', 'n', 'own', 'ten', 'b', 'ret', 'pri', 'dk')
+local f = redis.call('HMGET', tk, 'st', 'n', 'ten', 'b', 'ret', 'pri', 'dk')
 if not f[1] or (f[2] or id) ~= nonce then return 'ABSENT' end
-local mine = f[1] == 'active' and ARGV[7] and ARGV[7] ~= '' and f[3] == ARGV[7]
-if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' or mine then
-  local ten = f[4] or ''
-  if f[1] == 'waiting' then unready(ten, id, tonumber(f[7] or '0')) end
+-- A running task's hash says 'waiting' (active says it runs: inFlight),
+-- or 'active' when an earlier version took it.
+local st, owner = f[1], nil
+if st == 'waiting' or st == 'active' then
+  owner = inFlight(id)
+  if owner then st = 'active' end
+end
+local mine = owner and ARGV[7] and ARGV[7] ~= '' and owner == ARGV[7]
+if st == 'waiting' or st == 'delayed' or st == 'retry' or mine then
+  local ten = f[3] or ''
+  if st == 'waiting' then unready(ten, id, tonumber(f[6] or '0')) end
   if mine then
     -- Taken by this process's own worker, which does not start it.
     redis.call('HDEL', K_ACTIVE, id)
-    redis.call('SREM', P_INFLIGHT .. f[3], id)
+    redis.call('SREM', P_INFLIGHT .. owner, id)
     unload(ten, 1)
   end
   -- Never queued: its deduplication key is free again.
-  local dk = f[8] and string.sub(P_TASK, 1, -6) .. 'dedup:' .. f[8]
+  local dk = f[7] and string.sub(P_TASK, 1, -6) .. 'dedup:' .. f[7]
   if dk and redis.call('GET', dk) == id then redis.call('DEL', dk) end
-  if f[5] and f[5] ~= '' then
+  if f[4] and f[4] ~= '' then
     -- Never part of its batch. A batch left with no task goes; one
     -- whose other tasks have all finished is kept as long as an outcome
     -- (as finish does when its last task finishes).
-    local bk, bt = P_BATCH .. f[5], P_BTASKS .. f[5]
+    local bk, bt = P_BATCH .. f[4], P_BTASKS .. f[4]
     redis.call('LREM', bt, 1, id)
     local n = redis.call('HINCRBY', bk, 'n', -1)
     if n <= 0 then
       redis.call('DEL', bk, bt)
     elseif tonumber(redis.call('HGET', bk, 'done') or '0') >= n then
-      redis.call('PEXPIRE', bk, f[6] or '` + defaultRetentionField + `')
-      redis.call('PEXPIRE', bt, f[6] or '` + defaultRetentionField + `')
+      redis.call('PEXPIRE', bk, f[5] or '` + defaultRetentionField + `')
+      redis.call('PEXPIRE', bt, f[5] or '` + defaultRetentionField + `')
     end
   end
   redis.call('ZREM', K_DELAYED, id)
@@ -113,9 +120,9 @@ if f[1] == 'waiting' or f[1] == 'delayed' or f[1] == 'retry' or mine then
   end
   return 'WITHDRAWN'
 end
-if f[1] == 'active' then
+if owner then
   redis.call('HSET', tk, 'cx', '1')
-  redis.call(PUBLISH, P_CHAN .. 'cancel:' .. f[3], id)
+  redis.call(PUBLISH, P_CHAN .. 'cancel:' .. owner, id)
 end
 return 'CANCELLED'
 `)
