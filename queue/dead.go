@@ -130,7 +130,7 @@ redis.call('ZREM', K_DEAD, id)
 redis.call('INCR', K_COUNT)
 if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
 redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr', 'b') -- a new task, out of its batch
-redis.call('HSET', KEYS[17], 'st', 'waiting', 'att', 0, 'own', '', 'enq', now(), 'due', 0)
+redis.call('HSET', KEYS[17], 'st', 'waiting', 'att', 0, 'enq', now(), 'due', 0)
 pushReady(ten, {id}, true, tonumber(redis.call('HGET', KEYS[17], 'pri') or '0'))
 wake()
 return 'OK'
