@@ -31,11 +31,11 @@ import (
 // one orphans that field of every task already queued.
 const (
 	fieldState       = "st"   // a State: waiting (also while it runs, see below), delayed, retry, done, dead or cancelled
-	fieldPayload     = "p"    // the payload; emptied when the task finishes, kept by a dead letter
+	fieldPayload     = "p"    // the payload; deleted when the task finishes (emptied by earlier versions), kept by a dead letter
 	fieldAttempts    = "att"  // attempts used, absent for 0; a running attempt is counted when it ends (see below)
 	fieldMaxAttempts = "max"  // max attempts, absent for DefaultMaxAttempts
 	fieldTimeout     = "to"   // per-attempt timeout (ms), absent for DefaultTimeout
-	fieldSubmitter   = "sub"  // the submitting process, told the outcome
+	fieldSubmitter   = "sub"  // the submitting process, told the outcome; deleted then, kept by a dead letter
 	fieldOwner       = "own"  // the process running it, written by versions before running attempts lived in active alone ("" when none)
 	fieldRetention   = "ret"  // how long its outcome is kept (ms), absent for DefaultRetention
 	fieldSubmitted   = "enq"  // submitted at (ms, Redis's clock, as every time below)
