@@ -30,7 +30,7 @@ import (
 // task key against this list. The names are stored in Redis: renaming
 // one orphans that field of every task already queued.
 const (
-	fieldState       = "st"   // a State: waiting (also while it runs, see below), delayed, retry, done, dead or cancelled
+	fieldState       = "st"   // a State: waiting (also while it runs, see below; earlier versions wrote active), delayed, retry, done, dead or cancelled
 	fieldPayload     = "p"    // the payload; deleted when the task finishes (emptied by earlier versions), kept by a dead letter
 	fieldAttempts    = "att"  // attempts used, absent for 0; a running attempt is counted when it ends (see below)
 	fieldMaxAttempts = "max"  // max attempts, absent for DefaultMaxAttempts
@@ -83,9 +83,8 @@ const (
 // task's hash says "waiting" with the attempts before this one, and its
 // end fences on active (one read for a batch of ends) and writes the
 // attempt's number into the hash with the outcome (its start is not
-// kept). The
-// scripts read it with inFlight (prelude.go); Inspect and Tasks show it
-// (TaskInfo.running). A version before this layout wrote the attempt
+// kept). The scripts read it with inFlight (prelude.go); Inspect and
+// Tasks show it (TaskInfo.running). A version before this layout wrote the attempt
 // into the hash (state "active", "own", "att", "beg") and only the
 // process into active: inFlight still reads such a task, so that the
 // new version reaps, cancels and gives back the tasks an old process
