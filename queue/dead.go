@@ -40,7 +40,7 @@ func (q *Client) DeadLetters(ctx context.Context, offset, limit int) ([]TaskInfo
 	if err != nil {
 		return nil, fmt.Errorf("queue: dead letters: %w", err)
 	}
-	return q.infos(ctx, ids)
+	return q.infos(ctx, ids, false)
 }
 
 // DeleteDead deletes the dead letter id: its record, payload and errors

@@ -101,7 +101,7 @@ func (q *Client) Tasks(ctx context.Context, state State, offset, limit int) ([]T
 	if err != nil {
 		return nil, fmt.Errorf("queue: tasks: %w", err)
 	}
-	return q.infos(ctx, ids)
+	return q.infos(ctx, ids, true)
 }
 
 // byScore lists the ids of the sorted set key of every shard, lowest
@@ -253,8 +253,10 @@ func (q *Client) waiting(ctx context.Context, all []layout, offset, limit int) (
 }
 
 // infos reads the tasks ids, each in its shard, in one pipeline; those
-// gone meanwhile are left out.
-func (q *Client) infos(ctx context.Context, ids []located) ([]TaskInfo, error) {
+// gone meanwhile are left out. mayRun tells whether they may be running
+// (listed as not finished): their attempts are read from active too
+// (TaskInfo.running); finished ones and dead letters need not.
+func (q *Client) infos(ctx context.Context, ids []located, mayRun bool) ([]TaskInfo, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -263,7 +265,9 @@ func (q *Client) infos(ctx context.Context, ids []located) ([]TaskInfo, error) {
 	runs := make([]*redis.StringCmd, len(ids))
 	for i, t := range ids {
 		cmds[i] = pipe.HMGet(ctx, t.lay.task(t.id), taskFields...)
-		runs[i] = pipe.HGet(ctx, t.lay.active, t.id)
+		if mayRun {
+			runs[i] = pipe.HGet(ctx, t.lay.active, t.id)
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("queue: tasks: %w", err)
@@ -271,7 +275,9 @@ func (q *Client) infos(ctx context.Context, ids []located) ([]TaskInfo, error) {
 	out := make([]TaskInfo, 0, len(ids))
 	for i, t := range ids {
 		if info, ok := parseTask(t.id, cmds[i].Val()); ok {
-			info.running(runs[i].Val())
+			if mayRun {
+				info.running(runs[i].Val())
+			}
 			out = append(out, info)
 		}
 	}
@@ -453,7 +459,7 @@ func (q *Client) finishedIn(ctx context.Context, l layout, state State, offset, 
 		if err != nil {
 			return nil, fmt.Errorf("queue: tasks: %w", err)
 		}
-		infos, err := q.infos(ctx, locate(l, ids))
+		infos, err := q.infos(ctx, locate(l, ids), false)
 		if err != nil {
 			return nil, err
 		}
