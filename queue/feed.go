@@ -438,10 +438,11 @@ const maxHeld = 100 * time.Millisecond
 // got less than the workers wanted, not counting what it took ahead),
 // after a give-back of tasks that waited too long until an attempt
 // ends, or before a run time is known; else as many as they end in
-// aheadHorizon at their recent run times, up to aheadMax. Short tasks then go in batches of up to 9 per worker (ends
-// and takes in one call each), which is what costs Redis least per task
-// (BENCHMARKS.md, "Taking ahead"); tasks that run longer than avail ×
-// aheadHorizon are not taken ahead.
+// aheadHorizon at their recent run times, up to aheadMax. Short tasks
+// then go in batches of up to 9 per worker (ends and takes in one call
+// each), which is what costs Redis least per task (BENCHMARKS.md,
+// "Taking ahead"); tasks that run longer than avail × aheadHorizon are
+// not taken ahead.
 func (f *feeder) aheadDepth(avail int) int {
 	s := f.s
 	if s.aheadMax == 0 || !f.full || f.holdOff {
