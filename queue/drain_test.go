@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,4 +197,52 @@ func TestDrainMissingQueue(t *testing.T) {
 	left, err := srv.Client().HLen(ctx, c.lay.drains).Result()
 	require.NoError(t, err)
 	assert.Zero(t, left, "drain requests left")
+}
+
+// A take begun before the drain was asked for may have read Redis before
+// a task the drain must run was queued: its empty reply does not end the
+// drain, a take begun in ModeDrain does.
+func TestATakeBegunBeforeTheDrainDoesNotEndIt(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 20*time.Second)
+	held, goOn := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	var once sync.Once
+	hook := withAfterRound(func(r round) {
+		if armed.Load() && r.n > 0 && len(r.tasks) == 0 && !r.drain {
+			once.Do(func() { close(held); <-goOn })
+		}
+	})
+	srv := serve(t, q, echo, WithWorkers(1), hook)
+	armed.Store(true)
+	// An empty take, held after its reply until the task is queued and
+	// the drain asked for.
+	require.NoError(t, q.rdb.Publish(ctx, q.lay.chanPrefix+"wake", "").Err())
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("no empty take")
+	}
+	f, err := q.Submit(ctx, []byte("x"))
+	require.NoError(t, err)
+	require.NoError(t, srv.SetMode(ModeDrain))
+	close(goOn)
+	res, err := wait(t, f, 5*time.Second)
+	require.NoError(t, err, "the drain ended with the task left")
+	assert.Equal(t, "x#1", string(res))
+	select {
+	case <-srv.Done():
+	case <-ctx.Done():
+		t.Fatal("the drained server did not stop")
+	}
+}
+
+// withAfterRound has feed call h after each round, before it looks
+// whether the server drained.
+func withAfterRound(h func(round)) ServeOption {
+	return func(c *serveConfig) error {
+		c.afterRound = h
+		return nil
+	}
 }

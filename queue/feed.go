@@ -107,6 +107,11 @@ type round struct {
 	toks     []limit.Token // the permits, with a limit
 	tasks    []*Task       // taken
 	err      error         // a call failed
+	// drain: the server was in ModeDrain when the round began. Only such
+	// a round's take can show it drained (stopIfDrained): one begun
+	// before may have read Redis before tasks the drain must run were
+	// queued.
+	drain bool
 }
 
 // sideAnswer is how a side call went: the ends it carried, and whether
@@ -643,8 +648,9 @@ func (f *feeder) ends() []outcomeReq {
 // the next release (limited).
 func (f *feeder) permits(n int) round {
 	s := f.s
+	drain := s.Mode() == ModeDrain
 	if n <= 0 || s.lim == nil {
-		return round{n: n}
+		return round{n: n, drain: drain}
 	}
 	ch := s.lim.released()
 	toks := s.lim.acquire(s.part, n, f.demand)
@@ -652,7 +658,7 @@ func (f *feeder) permits(n int) round {
 	if len(toks) < n {
 		f.limited = ch
 	}
-	return round{n: len(toks), toks: toks}
+	return round{n: len(toks), toks: toks, drain: drain}
 }
 
 // exchange records ends and takes r.n tasks in one script call
@@ -771,14 +777,17 @@ func (f *feeder) handOut(tasks []*Task) {
 	}
 }
 
-// stopIfDrained stops a server in ModeDrain once a take found less than
-// it asked for, none of its tasks is in flight, and every end is
-// recorded: an end still to record (in a side call) may make tasks
+// stopIfDrained stops a server in ModeDrain once a take begun in that
+// mode (round.drain) found less than it asked for, none of its tasks is
+// in flight, and every end is recorded: an end still to record (in a side call) may make tasks
 // available again (a tenant below its capacity, a retry), and its shard
 // is looked at again once it is (absorb).
 func (f *feeder) stopIfDrained(r round) {
 	s := f.s
-	if r.err == nil && r.n > 0 && len(r.tasks) < r.n && !f.canTake() && !f.anySick() && f.outstanding == 0 && !f.unrecorded() && f.stopping != nil && s.Mode() == ModeDrain {
+	if s.cfg.afterRound != nil {
+		s.cfg.afterRound(r)
+	}
+	if r.err == nil && r.drain && r.n > 0 && len(r.tasks) < r.n && !f.canTake() && !f.anySick() && f.outstanding == 0 && !f.unrecorded() && f.stopping != nil && s.Mode() == ModeDrain {
 		// Drained: nothing it may run now, nothing in flight.
 		f.stopping = nil
 		s.stopOnce.Do(func() { close(s.stopping) }) // SetMode says ErrStopped from now on

@@ -15,6 +15,7 @@ type serveConfig struct {
 	prefetch    int
 	prefetchSet bool          // WithPrefetch: else the process takes ahead on its own (aheadDepth)
 	maxHeld     time.Duration // maxHeld; tests set another
+	afterRound  func(round)   // tests: called by feed after each round, before stopIfDrained
 	mode        Mode
 	limitAlg    limit.Algorithm // WithConcurrencyLimit's (nil: the default)
 	limitSet    bool            // WithConcurrencyLimit
