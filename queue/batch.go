@@ -178,11 +178,11 @@ func (q *Client) batchErrors(ctx context.Context, l layout, id string) error {
 	for start := 0; start < len(ids); start += 1000 {
 		part := ids[start:min(start+1000, len(ids))]
 		pipe := q.rdb.Pipeline()
-		cmds := make([]*redis.SliceCmd, len(part))
+		cmds := make([]*taskRead, len(part))
 		for i, tid := range part {
-			cmds[i] = pipe.HMGet(ctx, l.task(tid), outcomeFields...)
+			cmds[i] = readTask(ctx, pipe, l, tid, outcomeFields...)
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return fmt.Errorf("queue: wait for batch: %w", err)
 		}
 		for i, tid := range part {

@@ -172,7 +172,7 @@ func TestWithdrawnTaskLeavesItsBatch(t *testing.T) {
 	_, err = b.Submit(ctx, []byte("ok"))
 	require.NoError(t, err)
 	// A random id is its Submit's nonce; the task stores none (wire.go).
-	require.Zero(t, q.rdb.HExists(ctx, q.lay.task(gone.ID()), fieldNonce).Val())
+	require.NotContains(t, storedTask(t, ctx, q.rdb, q.lay, gone.ID()), fieldNonce)
 	nonce := gone.ID()
 	res, err := withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs(gone.ID(), nonce, withdrawnTTL.Milliseconds())...).Result()
 	require.NoError(t, err)

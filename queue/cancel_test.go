@@ -65,8 +65,8 @@ func TestOwnWithdrawnSubmitDoesNotStart(t *testing.T) {
 	ctx := testCtx(t, 10*time.Second)
 	_, err := q.Submit(ctx, nil, WithTaskID("w"), WithDelay(time.Hour))
 	require.NoError(t, err)
-	nonce, err := q.rdb.HGet(ctx, q.lay.task("w"), fieldNonce).Result()
-	require.NoError(t, err)
+	nonce := storedTask(t, ctx, q.rdb, q.lay, "w")[fieldNonce]
+	require.NotEmpty(t, nonce)
 
 	assert.False(t, q.maybeWithdrawn(ctx, 0, "w"), "no failed Submit of w")
 	q.noteWithdrawal(nonce, "w", time.Time{})

@@ -96,27 +96,27 @@ local function complete(id, run, attempt, kind, data, delay, stack)
   if kind == 'ok' then
     return 'done', finish(tk, id, 'done', t, sub, ret, att, nil, data, ten, b, began)
   end
-  local g = redis.call('HMGET', tk, 'max', 'errs', 'cx')
-  if g[3] == '1' then
-    local errs = g[2]
-    if kind ~= 'release' then errs = adderr(tk, g[2], tonumber(att), data, t, stack) end
+  local r = rec(id) or {}
+  if r[F_CANCEL] == '1' then
+    local errs = r[F_ERRORS]
+    if kind ~= 'release' then errs = adderr(id, tonumber(att), data, t, stack) end
     return 'cancelled', finish(tk, id, 'cancelled', t, sub, ret, att, errs, nil, ten, b, began)
   end
-  -- The task's hash holds the attempts before this one (attempts that
+  -- The task's record holds the attempts before this one (attempts that
   -- do not count leave it so).
   if kind == 'release' then
-    readyAgain(tk, ten, id)
+    readyAgain(ten, id)
     return 'released', 0, true
   end
   local due = t + tonumber(delay)
   if kind == 'later' then
-    redis.call('HSET', tk, 'st', 'retry', 'lerr', data, 'due', due)
+    recSet(id, 'st', 'retry', 'lerr', data, 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
     return 'later', 0, true
   end
-  local errs = adderr(tk, g[2], tonumber(att), data, t, stack)
-  if kind == 'fail' and tonumber(att) < tonumber(g[1] or '` + defaultMaxField + `') then
-    redis.call('HSET', tk, 'st', 'retry', 'att', att, 'due', due)
+  local errs = adderr(id, tonumber(att), data, t, stack)
+  if kind == 'fail' and tonumber(att) < tonumber(r[F_MAX_ATTEMPTS] or '` + defaultMaxField + `') then
+    recSet(id, 'st', 'retry', 'att', att, 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
     return 'retry', 0, true
   end
@@ -129,6 +129,8 @@ local runs = {}
 for i = 1, #ids, 1000 do
   for _, v in ipairs(redis.call('HMGET', K_ACTIVE, unpack(ids, i, math.min(i + 999, #ids)))) do runs[#runs + 1] = v end
 end
+-- Their records, one read for the batch.
+recLoad(ids)
 local out, dropped, again = {0, 0}, 0, false
 for i = 7, #ARGV, 6 do
   local st, d, w = complete(ARGV[i], runs[(i - 1) / 6], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])

@@ -461,6 +461,90 @@ end
 redis.call('HSET', KEYS[3], unpack(act))
 return out`)
 
+// msgpackSubmit and msgpackWork are packedSubmit and packedWork with the
+// records packed and read in Lua (cmsgpack), as a queue's scripts would:
+// a submit packs the payload, submitter and time of each task; an end
+// reads its task's record (one HMGET for the call's batch) and packs an
+// outcome from it; a take unpacks each record for its payload and
+// submitter. SHEPHERD_COST_MODEL=msgpack.
+var msgpackSubmit = redis.NewScript(`
+local t = tonumber(redis.call('TIME')[1]) * 1000
+local recs, ids = {}, {}
+for i = 2, #ARGV do
+  recs[#recs + 1] = ARGV[i]
+  recs[#recs + 1] = cmsgpack.pack({p = ARGV[1], sub = 'proc0123456789ab', enq = t})
+  ids[#ids + 1] = ARGV[i]
+end
+redis.call('HSET', KEYS[2], unpack(recs))
+redis.call('LPUSH', KEYS[1], unpack(ids))
+return 1`)
+
+var msgpackWork = redis.NewScript(`
+local t = tonumber(redis.call('TIME')[1]) * 1000
+if #ARGV > 2 then
+  local ended = {}
+  for i = 3, #ARGV do ended[#ended + 1] = ARGV[i] end
+  local recs = redis.call('HMGET', KEYS[2], unpack(ended))
+  local outs = {}
+  for i, id in ipairs(ended) do
+    local r = cmsgpack.unpack(recs[i])
+    outs[#outs + 1] = id
+    outs[#outs + 1] = cmsgpack.pack({st = 'done', fin = t, att = 1, enq = r.enq})
+  end
+  redis.call('HSET', KEYS[4], unpack(outs))
+  redis.call('HDEL', KEYS[2], unpack(ended))
+  redis.call('HDEL', KEYS[3], unpack(ended))
+  redis.call('RPUSH', KEYS[5], unpack(ended))
+end
+local ids = redis.call('RPOP', KEYS[1], tonumber(ARGV[2]))
+if not ids then return {} end
+local recs = redis.call('HMGET', KEYS[2], unpack(ids))
+local out, act = {}, {}
+for i, id in ipairs(ids) do
+  local r = cmsgpack.unpack(recs[i])
+  out[#out + 1] = id
+  out[#out + 1] = r.p
+  act[#act + 1] = id
+  act[#act + 1] = ARGV[1] .. '\n1\n' .. t .. '\n' .. r.sub .. '\n\n\n'
+end
+redis.call('HSET', KEYS[3], unpack(act))
+return out`)
+
+// outcomesWork is floorWork with the outcomes packed in Lua into one
+// hash (and a list of ids to expire) instead of each task's hash: the
+// waiting tasks keep a hash each, a task's hash is read whole at its
+// end (HGETALL, what an outcome keeps) and deleted with its batch's.
+// SHEPHERD_COST_MODEL=outcomes.
+var outcomesWork = redis.NewScript(`
+local t = tonumber(redis.call('TIME')[1]) * 1000
+if #ARGV > 2 then
+  local ended, keys, outs = {}, {}, {}
+  for i = 3, #ARGV do
+    local id = ARGV[i]
+    local f = redis.call('HGETALL', KEYS[2] .. id)
+    ended[#ended + 1] = id
+    keys[#keys + 1] = KEYS[2] .. id
+    outs[#outs + 1] = id
+    outs[#outs + 1] = cmsgpack.pack({st = 'done', fin = t, att = 1, enq = f[6]})
+  end
+  redis.call('HSET', KEYS[4], unpack(outs))
+  redis.call('DEL', unpack(keys))
+  redis.call('HDEL', KEYS[3], unpack(ended))
+  redis.call('RPUSH', KEYS[5], unpack(ended))
+end
+local ids = redis.call('RPOP', KEYS[1], tonumber(ARGV[2]))
+if not ids then return {} end
+local out, act = {}, {}
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', KEYS[2] .. id, 'p', 'enq')
+  out[#out+1] = id
+  out[#out+1] = f[1]
+  act[#act+1] = id
+  act[#act+1] = ARGV[1]
+end
+redis.call('HSET', KEYS[3], unpack(act))
+return out`)
+
 // BenchmarkCostFloor measures the floor of this design: the least Redis
 // CPU per task a queue that keeps a hash per task and records and takes
 // in one script call per batch can cost, in T1's shape. Its scripts do
@@ -475,7 +559,12 @@ return out`)
 //
 // With SHEPHERD_COST_MODEL=packed it runs the same with packedSubmit and
 // packedWork: tasks and outcomes as packed records in one hash each,
-// every command a call's batch (BENCHMARKS.md, "Taking ahead").
+// every command a call's batch (BENCHMARKS.md, "Taking ahead"); with
+// msgpack, the same with the records packed in Lua (msgpackSubmit,
+// msgpackWork); with outcomes, a hash per waiting task and the outcomes
+// packed (outcomesWork). It also logs Redis's memory per waiting task
+// (after the submits of a first batch of SHEPHERD_COST tasks, before any
+// take) and per kept outcome (docs/storage.md).
 func BenchmarkCostFloor(bm *testing.B) {
 	t := bm
 	n := envInt("SHEPHERD_COST", 20000)
@@ -487,11 +576,67 @@ func BenchmarkCostFloor(bm *testing.B) {
 	keys := []string{"{f}:ready", "{f}:task:", "{f}:active"}
 	payload := string(make([]byte, 64))
 	submit, work := floorSubmit, floorWork
-	packed := os.Getenv("SHEPHERD_COST_MODEL") == "packed"
-	if packed {
+	model := os.Getenv("SHEPHERD_COST_MODEL")
+	packed := model == "packed"
+	switch model {
+	case "", "hash":
+	case "packed":
 		submit, work = packedSubmit, packedWork
-		keys = []string{"{f}:ready", "{f}:tasks", "{f}:active", "{f}:outcomes", "{f}:expire:0"}
+	case "msgpack":
+		submit, work = msgpackSubmit, msgpackWork
+	case "outcomes":
+		work = outcomesWork
+	default:
+		t.Fatalf("SHEPHERD_COST_MODEL=%q: want hash, packed, msgpack or outcomes", model)
 	}
+	if model != "" && model != "hash" {
+		keys = []string{"{f}:ready", "{f}:tasks", "{f}:active", "{f}:outcomes", "{f}:expire:0"}
+		if model == "outcomes" {
+			keys[1] = "{f}:task:"
+		}
+	}
+	// Memory first: n tasks submitted, then run, by one client; then the
+	// keys go.
+	mem := func() float64 {
+		v, _ := strconv.ParseFloat(regexp.MustCompile(`used_memory:(\d+)`).FindStringSubmatch(admin.Info(ctx, "memory").Val())[1], 64)
+		return v
+	}
+	c := srv.NewClient()
+	mem0 := mem()
+	for i := 0; i < n; i += 14 {
+		args := []any{payload}
+		if packed {
+			args = args[:0]
+		}
+		for j := i; j < min(i+14, n); j++ {
+			args = append(args, fmt.Sprintf("id%014d", j))
+			if packed {
+				args = append(args, "proc0123456789ab\n1764300000000\n"+payload)
+			}
+		}
+		require.NoError(t, submit.Run(ctx, c, keys, args...).Err())
+	}
+	waiting := (mem() - mem0) / float64(n)
+	var ends []any
+	for {
+		args := append([]any{"proc0", 100}, ends...)
+		res, err := work.Run(ctx, c, keys, args...).Slice()
+		require.NoError(t, err)
+		if len(res) == 0 && len(ends) == 0 {
+			break
+		}
+		ends = ends[:0]
+		for i := 0; i < len(res); i += 2 {
+			ends = append(ends, res[i])
+			if packed {
+				ends = append(ends, "done\n1764300000001\n")
+			}
+		}
+	}
+	kept := (mem() - mem0) / float64(n)
+	require.NoError(t, admin.FlushAll(ctx).Err())
+	t.Logf("memory: %.1f bytes a waiting task, %.1f a kept outcome", waiting, kept)
+
 	require.NoError(t, admin.ConfigResetStat(ctx).Err())
 	cpu0 := cpu()
 	var next, done atomic.Int64
@@ -559,6 +704,6 @@ func BenchmarkCostFloor(bm *testing.B) {
 	m := regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=(\d+)`).FindStringSubmatch(stats)
 	calls, _ := strconv.ParseFloat(m[1], 64)
 	usec, _ := strconv.ParseFloat(m[2], 64)
-	t.Logf("%d tasks in %v, k=%d, packed=%v: Redis CPU %.1f us/task; evalsha %.3f calls/task, %.1f us/task", n, el.Round(time.Millisecond), k, packed,
+	t.Logf("%d tasks in %v, k=%d, model %q: Redis CPU %.1f us/task; evalsha %.3f calls/task, %.1f us/task", n, el.Round(time.Millisecond), k, model,
 		(cpu()-cpu0)*1e6/float64(n), calls/float64(n), usec/float64(n))
 }

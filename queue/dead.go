@@ -129,9 +129,16 @@ if ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN
 redis.call('ZREM', K_DEAD, id)
 redis.call('INCR', K_COUNT)
 if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
-redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr', 'b') -- a new task, out of its batch
-redis.call('HSET', KEYS[17], 'st', 'waiting', 'att', 0, 'enq', now(), 'due', 0)
-pushReady(ten, {id}, true, tonumber(redis.call('HGET', KEYS[17], 'pri') or '0'))
+-- A new task, out of its batch: its record, from the letter's hash.
+local all = redis.call('HGETALL', KEYS[17])
+local r = {}
+for i = 1, #all, 2 do r[all[i]] = all[i + 1] end
+r['errs'], r['fin'], r['res'], r['cx'], r['lerr'], r['b'], r['att'], r['due'], r['own'], r['beg'], r['pg'] = nil
+r['st'], r['enq'] = 'waiting', string.format('%d', now())
+redis.call('DEL', KEYS[17])
+recNew(id, r)
+recSave()
+pushReady(ten, {id}, true, tonumber(r['pri'] or '0'))
 wake()
 return 'OK'
 `)

@@ -463,8 +463,8 @@ func TestWithdrawalOfATaskTakenByItsOwnProcess(t *testing.T) {
 	tasks, _, err := s.dequeue(ctx, q.lay, 1)
 	require.NoError(t, err)
 	require.Len(t, tasks, 1, "taken by this process")
-	nonce, err := srv.Client().HGet(ctx, q.lay.task("mine"), fieldNonce).Result()
-	require.NoError(t, err)
+	nonce := storedTask(t, ctx, srv.Client(), q.lay, "mine")[fieldNonce]
+	require.NotEmpty(t, nonce)
 	res, err := withdrawScript.Run(ctx, q.rdb, q.lay.common(), q.lay.commonArgs("mine", nonce, withdrawnTTL.Milliseconds(), q.proc)...).Result()
 	require.NoError(t, err)
 	assert.Equal(t, "WITHDRAWN", res)

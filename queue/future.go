@@ -229,14 +229,14 @@ func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 	defer cancel()
 	all := q.known()
 	pipe := q.rdb.Pipeline()
-	cmds := make([][]*redis.SliceCmd, len(pending))
+	cmds := make([][]*taskRead, len(pending))
 	for i, f := range pending {
 		where := idLayouts(all, f.id)
 		if f.shard >= 0 && f.shard < len(all) {
 			where = all[f.shard : f.shard+1] // one read, also for a caller's id
 		}
 		for _, l := range where {
-			cmds[i] = append(cmds[i], pipe.HMGet(cctx, l.task(f.id), outcomeFields...))
+			cmds[i] = append(cmds[i], readTask(cctx, pipe, l, f.id, outcomeFields...))
 		}
 	}
 	if _, err := pipe.Exec(cctx); err != nil && !errors.Is(err, redis.Nil) {

@@ -130,13 +130,14 @@ for _, id in ipairs(ids) do
     redis.call('HDEL', K_ACTIVE, id)
     -- Its hash holds the attempts before this one (inFlight), unless an
     -- earlier version took it.
-    if began == false then redis.call('HSET', tk, 'st', 'waiting', 'own', '', 'att', tonumber(att) - 1) end
-    readyAgain(tk, ten, id)
+    if began == false then recSet(id, 'own', nil, 'att', tonumber(att) - 1) end
+    readyAgain(ten, id)
     unload(ten, 1)
     back = back + 1
   end
   redis.call('SREM', KEYS[17], id)
 end
+recSave()
 if ARGV[5] == '1' then
   redis.call('HDEL', K_ALIVE, ARGV[4])
   redis.call('HDEL', K_PROCS, ARGV[4])

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
@@ -59,4 +60,37 @@ func wait(t *testing.T, f *Future, d time.Duration) ([]byte, error) {
 
 func echo(_ context.Context, t *Task) ([]byte, error) {
 	return []byte(fmt.Sprintf("%s#%d", t.Payload, t.Attempt)), nil
+}
+
+// storedTask is task id's fields as shard l stores them: the record of an
+// unfinished task, else its own hash (an outcome, a dead letter, or an
+// earlier version's task); empty when l holds neither.
+func storedTask(t testing.TB, ctx context.Context, rdb redis.UniversalClient, l layout, id string) map[string]string {
+	t.Helper()
+	s, err := rdb.HGet(ctx, l.tasks, id).Result()
+	if err == nil {
+		m, err := decodeRecord(s)
+		require.NoError(t, err)
+		return m
+	}
+	require.ErrorIs(t, err, redis.Nil)
+	m, err := rdb.HGetAll(ctx, l.task(id)).Result()
+	require.NoError(t, err)
+	return m
+}
+
+// toEarlierLayout stores the unfinished task id as a version before
+// records did: a hash of its own with its fields, and set, not in tasks.
+func toEarlierLayout(t testing.TB, ctx context.Context, rdb redis.UniversalClient, l layout, id string, set ...any) {
+	t.Helper()
+	s, err := rdb.HGet(ctx, l.tasks, id).Result()
+	require.NoError(t, err, "task %s has no record", id)
+	m, err := decodeRecord(s)
+	require.NoError(t, err)
+	args := []any{}
+	for k, v := range m {
+		args = append(args, k, v)
+	}
+	require.NoError(t, rdb.HSet(ctx, l.task(id), append(args, set...)...).Err())
+	require.NoError(t, rdb.HDel(ctx, l.tasks, id).Err())
 }

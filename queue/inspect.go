@@ -261,10 +261,10 @@ func (q *Client) infos(ctx context.Context, ids []located, mayRun bool) ([]TaskI
 		return nil, nil
 	}
 	pipe := q.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(ids))
+	cmds := make([]*taskRead, len(ids))
 	runs := make([]*redis.StringCmd, len(ids))
 	for i, t := range ids {
-		cmds[i] = pipe.HMGet(ctx, t.lay.task(t.id), taskFields...)
+		cmds[i] = readTask(ctx, pipe, t.lay, t.id, taskFields...)
 		if mayRun {
 			runs[i] = pipe.HGet(ctx, t.lay.active, t.id)
 		}

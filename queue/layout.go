@@ -60,7 +60,11 @@ import (
 //	batch:ID      hash: a batch's policy (pol), tasks (n), finished tasks
 //	              (done) and first failed task (first)
 //	btasks:ID     list: a batch's task ids, in submission order
-//	task:ID       hash: the task (fields in wire.go)
+//	tasks         hash: id → the record of an unfinished task (its
+//	              fields, wire.go, packed: record.go)
+//	task:ID       hash: a finished task, its outcome or dead letter
+//	              (fields in wire.go); an unfinished one of an earlier
+//	              version (until a script moves it into tasks)
 //	inflight:PROC set: the ids a process runs
 //	schedules     hash: schedule name → its version (schedule.go), absent
 //	              while the queue has no schedule
@@ -71,7 +75,7 @@ import (
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains, janitor                                                   string
-	rated, dedupPrefix, histPrefix, finished                                                         string
+	rated, dedupPrefix, histPrefix, finished, tasks                                                  string
 	schedules, schedulePrefix                                                                        string
 
 	taskPrefix, inflightPrefix, chanPrefix string
@@ -111,6 +115,7 @@ func newLayout(name string) (layout, error) {
 		dedupPrefix:    k("dedup:"),
 		histPrefix:     k("hist:"),
 		finished:       k("finished"),
+		tasks:          k("tasks"), // the scripts build it from the task prefix (K_TASKS)
 		schedules:      k("schedules"),
 		schedulePrefix: k("schedule:"),
 		taskPrefix:     k("task:"),

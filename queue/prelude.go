@@ -23,6 +23,7 @@ if string.byte(P_CHAN, 1) == 33 then PUBLISH, P_CHAN = 'SPUBLISH', string.sub(P_
 local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
+local K_TASKS = string.sub(P_TASK, 1, -6) .. 'tasks'
 ` + fieldLocals() + inlineFields(preludeFns)
 
 // preludeFns are the prelude's functions (inlineFields: as written, they
@@ -42,6 +43,104 @@ local function leaseOf(proc, t, ttl)
   if not at or not ttl then return 'GONE' end -- no TTL: the queue's state is gone
   if lapsed(at, t, ttl) then return 'LATE' end
   return nil
+end
+
+-- Unfinished tasks live in the shard's tasks hash, each a record: its
+-- fields (wire.go) packed as one msgpack map of strings (wire.go,
+-- "Records"). A script reads a record once (rec, recLoad), changes it
+-- (recSet) and writes what it changed in one go before it returns
+-- (recSave). A task an earlier version queued has a hash of its own
+-- instead: rec reads it from there, and recSave moves it into tasks.
+local recs, recOld, recDirty, recGone = {}, {}, {}, {}
+
+-- recHash reads task id's own hash (an earlier version's unfinished
+-- task): its fields as a record, or false when it has none or is
+-- finished (an outcome or a dead letter).
+local function recHash(id)
+  local tk = P_TASK .. id
+  local all = redis.call('HGETALL', tk)
+  if #all == 0 then return false end
+  local r = {}
+  for i = 1, #all, 2 do r[all[i]] = all[i + 1] end
+  local st = r[F_STATE]
+  if st == 'done' or st == 'dead' or st == 'cancelled' then return false end
+  recOld[id] = true
+  return r
+end
+
+-- recLoad reads the records of the tasks ids not read yet: one HMGET for
+-- them all.
+local function recLoad(ids)
+  local want = {}
+  for _, id in ipairs(ids) do
+    if recs[id] == nil then want[#want + 1] = id end
+  end
+  for i = 1, #want, 1000 do
+    local j = math.min(i + 999, #want)
+    local v = redis.call('HMGET', K_TASKS, unpack(want, i, j))
+    for k = i, j do
+      local id, s = want[k], v[k - i + 1]
+      if s then recs[id] = cmsgpack.unpack(s) else recs[id] = recHash(id) end
+    end
+  end
+end
+
+-- rec is the record of the unfinished task id (a table of its fields,
+-- all strings), or false when no unfinished task has that id.
+local function rec(id)
+  if recs[id] == nil then recLoad({id}) end
+  return recs[id]
+end
+
+-- recSet sets fields of task id's record: field, value, field,
+-- value... (a value a string, or an integer; nil deletes the field);
+-- recSave writes them.
+local function recSet(id, ...)
+  local r, a = rec(id), {...}
+  if not r then r = {}; recs[id] = r end -- as HSET makes a hash
+  for i = 1, select('#', ...), 2 do
+    local v = a[i + 1]
+    if type(v) == 'number' then v = string.format('%d', v) end
+    r[a[i]] = v
+  end
+  if not recDirty[id] then recDirty[id] = true; recDirty[#recDirty + 1] = id end
+end
+
+-- recNew records a new task id: its fields r (strings).
+local function recNew(id, r)
+  recs[id] = r
+  if not recDirty[id] then recDirty[id] = true; recDirty[#recDirty + 1] = id end
+end
+
+-- recDrop forgets task id's record: it finished (its outcome is its own
+-- hash) or went. An earlier version's hash is left to the caller.
+local function recDrop(id)
+  if recs[id] and not recOld[id] then recGone[#recGone + 1] = id end
+  recs[id] = false
+end
+
+-- recSave writes the records changed since it last ran, deletes those
+-- dropped, and deletes the hashes of the earlier version's tasks it
+-- moved into tasks.
+local function recSave()
+  local put, old = {}, {}
+  for _, id in ipairs(recDirty) do
+    local r = recs[id]
+    if r then
+      put[#put + 1] = id
+      put[#put + 1] = cmsgpack.pack(r)
+      if recOld[id] then
+        old[#old + 1] = P_TASK .. id
+        recOld[id] = nil
+      end
+    end
+    recDirty[id] = nil
+  end
+  recDirty = {}
+  for i = 1, #put, 1000 do redis.call('HSET', K_TASKS, unpack(put, i, math.min(i + 999, #put))) end
+  for i = 1, #old, 1000 do redis.call('DEL', unpack(old, i, math.min(i + 999, #old))) end
+  for i = 1, #recGone, 1000 do redis.call('HDEL', K_TASKS, unpack(recGone, i, math.min(i + 999, #recGone))) end
+  recGone = {}
 end
 
 -- wake tells the processes left with idle workers by their last take
@@ -121,10 +220,12 @@ local function pushReady(ten, ids, left, pri)
   if not before then redis.call('RPUSH', K_TURNS, ten) end
 end
 
--- readyAgain makes the task id (key tk) waiting again, first in line
--- within its priority.
-local function readyAgain(tk, ten, id)
-  pushReady(ten, {id}, false, tonumber(redis.call('HGET', tk, F_PRIORITY) or '0'))
+-- readyAgain makes the task id waiting again, first in line within its
+-- priority.
+local function readyAgain(ten, id)
+  local r = rec(id)
+  if r and r[F_STATE] ~= 'waiting' then recSet(id, F_STATE, 'waiting') end
+  pushReady(ten, {id}, false, tonumber(r and r[F_PRIORITY] or '0'))
 end
 
 -- unready removes a waiting task of priority pri from its tenant's list;
@@ -154,16 +255,16 @@ const inFlightLua = `
 -- task is not running. A take keeps them there alone, joined by
 -- newlines, the tenant last (wire.go, "Running attempts"). A task taken
 -- by an earlier version has only its process there and the rest in its
--- hash, with state 'active': read from there, with start false.
+-- record (or its hash), with state 'active': read from there, with start
+-- false.
 local function inFlight(id, v)
   if v == nil then v = redis.call('HGET', K_ACTIVE, id) end
   if not v then return nil end
   local p, a, bg, sub, ret, b, ten = string.match(v, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n(.*)$')
   if p then return p, a, bg, sub, ret, b, ten end
-  local tk = P_TASK .. id
-  local f = redis.call('HMGET', tk, F_STATE, F_OWNER, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_BATCH, F_TENANT)
-  if f[1] ~= 'active' or f[2] ~= v then return nil end
-  return v, f[3] or '0', false, f[4] or '', f[5] or '', f[6] or '', f[7] or ''
+  local r = rec(id)
+  if not r or r[F_STATE] ~= 'active' or r[F_OWNER] ~= v then return nil end
+  return v, r[F_ATTEMPTS] or '0', false, r[F_SUBMITTER] or '', r[F_RETENTION] or '', r[F_BATCH] or '', r[F_TENANT] or ''
 end
 `
 
@@ -179,7 +280,8 @@ var finishLua = inFlightLua + `
 -- adderr appends an attempt's error, and the stack of its panic if any,
 -- to the task's list and returns it. A task keeps its latest panic's
 -- stack only (a few KiB at most), not one per attempt.
-local function adderr(tk, errs, att, msg, t, stack)
+local function adderr(id, att, msg, t, stack)
+  local errs = (rec(id) or {})[F_ERRORS]
   local list = {}
   if errs and errs ~= '' then list = cjson.decode(errs) end
   local e = {a = att, e = msg, t = t}
@@ -189,7 +291,7 @@ local function adderr(tk, errs, att, msg, t, stack)
   end
   list[#list + 1] = e
   local s = cjson.encode(list)
-  redis.call('HSET', tk, F_ERRORS, s)
+  recSet(id, F_ERRORS, s)
   return s
 end
 
@@ -229,7 +331,9 @@ local function releaseHolds(procs)
 end
 
 ` + fileDeadFn + `
--- finish records a final outcome (done, dead or cancelled). A dead letter
+-- finish records a final outcome (done, dead or cancelled): the task's
+-- record leaves tasks, and its fields go into a hash of its own (tk)
+-- with the outcome's. A dead letter
 -- is kept (with its payload, for replay) in the dead set (fileDead, in
 -- dead.go); other outcomes expire after the task's retention (ret, nil
 -- or '' for the default). The submitting process is told by flush, which
@@ -248,7 +352,7 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
     lower('n:' .. ten, 1)
     settle(ten)
   end
-  if b == nil then b = redis.call('HGET', tk, F_BATCH) end
+  if b == nil then b = (rec(id) or {})[F_BATCH] end
   if b and b ~= '' then
     local bk = P_BATCH .. b
     redis.call('HINCRBY', bk, 'done', 1)
@@ -265,6 +369,18 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
   end
   if fin_t ~= t then fin_t, fin_ts = t, tostring(t) end
   local f = {'HSET', tk, F_STATE, st, F_FINISHED, fin_ts}
+  local r, old = rec(id), recOld[id]
+  if r and not old then
+    -- Its fields, but its state; an outcome kept for its
+    -- retention needs neither its payload nor its submitter (told
+    -- below). A dead letter keeps both, for Replay.
+    for k, v in pairs(r) do
+      if k ~= F_STATE and (st == 'dead' or k ~= F_PAYLOAD and k ~= F_SUBMITTER) then
+        f[#f + 1] = k; f[#f + 1] = v
+      end
+    end
+  end
+  recDrop(id)
   if began then
     f[#f + 1] = F_ATTEMPTS; f[#f + 1] = att -- kept in active while it ran
   elseif began == false then
@@ -272,10 +388,8 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
   end
   if res and res ~= '' then f[#f + 1] = F_RESULT; f[#f + 1] = res end
   redis.call(unpack(f))
-  -- An outcome kept for its retention needs neither its payload nor its
-  -- submitter (told below): without them its hash is 32 bytes smaller.
-  -- A dead letter keeps both, for Replay.
-  if st ~= 'dead' then redis.call('HDEL', tk, F_PAYLOAD, F_SUBMITTER) end
+  -- An earlier version's task had its hash already: it drops them there.
+  if old and st ~= 'dead' then redis.call('HDEL', tk, F_PAYLOAD, F_SUBMITTER) end
   nfinished = nfinished + 1
   local dropped = 0
   if st == 'dead' then
@@ -298,26 +412,29 @@ end
 -- success still wins). Returns "NOTFOUND", "FINISHED", "REQUESTED" or
 -- "CANCELLED".
 local function cancelOne(tk, id, t)
-  local f = redis.call('HMGET', tk, F_STATE, F_ATTEMPTS, F_SUBMITTER, F_RETENTION, F_ERRORS, F_TENANT, F_PRIORITY, F_BATCH)
-  local st = f[1]
-  if not st then return 'NOTFOUND' end
-  if st == 'done' or st == 'dead' or st == 'cancelled' then return 'FINISHED' end
+  local r = rec(id)
+  if not r then
+    if redis.call('EXISTS', tk) == 1 then return 'FINISHED' end
+    return 'NOTFOUND'
+  end
+  local st = r[F_STATE]
   if st == 'waiting' or st == 'active' then
     local p = inFlight(id)
     if p then
-      redis.call('HSET', tk, F_CANCEL, '1')
+      recSet(id, F_CANCEL, '1')
       redis.call(PUBLISH, P_CHAN .. 'cancel:' .. p, id)
       return 'REQUESTED'
     end
   end
+  local ten = r[F_TENANT] or ''
   if st == 'waiting' then
-    unready(f[6] or '', id, tonumber(f[7] or '0'))
+    unready(ten, id, tonumber(r[F_PRIORITY] or '0'))
   elseif st == 'delayed' then
     redis.call('ZREM', K_DELAYED, id)
   else
     redis.call('ZREM', K_RETRY, id)
   end
-  finish(tk, id, 'cancelled', t, f[3], f[4], f[2] or '0', f[5], nil, f[6] or '', f[8])
+  finish(tk, id, 'cancelled', t, r[F_SUBMITTER], r[F_RETENTION], r[F_ATTEMPTS] or '0', r[F_ERRORS], nil, ten, r[F_BATCH])
   return 'CANCELLED'
 end
 
@@ -332,6 +449,7 @@ end
 -- flush counts the finished tasks out and sends each submitting process
 -- one message with its outcomes (see Queue.outcomeMessage).
 local function flush()
+  recSave()
   if nfinished > 0 then uncount(nfinished) end
   if #listed > 0 then
     -- The latest finished tasks, newest first, for Tasks: one push a

@@ -112,10 +112,12 @@ func (f *Future) Progress(ctx context.Context) (*Progress, error) {
 //
 // Returns "OK" or "STALE".
 var progressScript = redis.NewScript(prelude + inFlightFn + `
-local p, att = inFlight(string.sub(KEYS[17], #P_TASK + 1))
+local id = string.sub(KEYS[17], #P_TASK + 1)
+local p, att = inFlight(id)
 if p ~= ARGV[4] or att ~= ARGV[5] then return 'STALE' end
-local rec = cjson.decode(ARGV[6])
-rec.t = now()
-redis.call('HSET', KEYS[17], F_PROGRESS, cjson.encode(rec))
+local pg = cjson.decode(ARGV[6])
+pg.t = now()
+recSet(id, F_PROGRESS, cjson.encode(pg))
+recSave()
 return 'OK'
 `)

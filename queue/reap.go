@@ -120,21 +120,18 @@ for _, p in ipairs(procs) do
     local q, att, began, sub, ret, b, ten = inFlight(id)
     if q == p then
       redis.call('HDEL', K_ACTIVE, id)
-      local g = redis.call('HMGET', tk, 'max', 'errs', 'cx')
-      local errs = adderr(tk, g[2], tonumber(att), 'process ' .. p .. ' stopped answering (died, paused or cut off) during the attempt', t)
-      if g[3] == '1' then
+      local r = rec(id) or {}
+      local cx, max = r[F_CANCEL], r[F_MAX_ATTEMPTS]
+      local errs = adderr(id, tonumber(att), 'process ' .. p .. ' stopped answering (died, paused or cut off) during the attempt', t)
+      if cx == '1' then
         dropped = dropped + finish(tk, id, 'cancelled', t, sub, ret, att, errs, nil, ten, b, began)
         finished = finished + 1
-      elseif tonumber(att) >= tonumber(g[1] or '` + defaultMaxField + `') then
+      elseif tonumber(att) >= tonumber(max or '` + defaultMaxField + `') then
         dropped = dropped + finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b, began)
         finished = finished + 1
-      elseif began then
-        redis.call('HSET', tk, 'att', att)
-        readyAgain(tk, ten, id)
-        requeued = requeued + 1
       else
-        redis.call('HSET', tk, 'st', 'waiting', 'own', '')
-        readyAgain(tk, ten, id)
+        if began then recSet(id, 'att', att) else recSet(id, 'own', nil) end
+        readyAgain(ten, id)
         requeued = requeued + 1
       end
       unload(ten, 1)

@@ -31,11 +31,10 @@ func TestARunningAttemptLivesInActiveAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return q.rdb.HExists(ctx, q.lay.active, f.ID()).Val() }, 5*time.Second, 5*time.Millisecond)
 
-	tk := q.lay.task(f.ID())
-	stored := q.rdb.HGetAll(ctx, tk).Val()
-	assert.Equal(t, "waiting", stored[fieldState], "the take wrote the task's hash")
+	stored := storedTask(t, ctx, q.rdb, q.lay, f.ID())
+	assert.Equal(t, "waiting", stored[fieldState], "the take wrote the task's record")
 	for _, field := range []string{fieldAttempts, fieldOwner, fieldBegan} {
-		assert.NotContains(t, stored, field, "the take wrote the task's hash")
+		assert.NotContains(t, stored, field, "the take wrote the task's record")
 	}
 	run := strings.SplitN(q.rdb.HGet(ctx, q.lay.active, f.ID()).Val(), "\n", runningParts)
 	require.Len(t, run, runningParts)
@@ -58,13 +57,14 @@ func TestARunningAttemptLivesInActiveAlone(t *testing.T) {
 	res, err := wait(t, f, 5*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, "r", string(res))
-	stored = q.rdb.HGetAll(ctx, tk).Val()
+	stored = q.rdb.HGetAll(ctx, q.lay.task(f.ID())).Val()
 	assert.Equal(t, "done", stored[fieldState])
 	assert.Equal(t, "1", stored[fieldAttempts])
 	for _, field := range []string{fieldOwner, fieldBegan, fieldPayload, fieldSubmitter} {
 		assert.NotContains(t, stored, field, "a kept outcome needs no %s", field)
 	}
 	assert.False(t, q.rdb.HExists(ctx, q.lay.active, f.ID()).Val())
+	assert.False(t, q.rdb.HExists(ctx, q.lay.tasks, f.ID()).Val(), "a finished task's record left tasks")
 }
 
 // Tasks that a process of the version before running attempts moved to
@@ -94,7 +94,7 @@ func TestTasksTheEarlierLayoutLeftInFlight(t *testing.T) {
 	for _, f := range fs {
 		run := strings.SplitN(q.rdb.HGet(ctx, l.active, f.ID()).Val(), "\n", runningParts)
 		require.Len(t, run, runningParts)
-		require.NoError(t, q.rdb.HSet(ctx, l.task(f.ID()), fieldState, "active", fieldAttempts, run[1], fieldOwner, old, fieldBegan, run[2]).Err())
+		toEarlierLayout(t, ctx, q.rdb, l, f.ID(), fieldState, "active", fieldAttempts, run[1], fieldOwner, old, fieldBegan, run[2])
 		require.NoError(t, q.rdb.HSet(ctx, l.active, f.ID(), old).Err())
 	}
 
@@ -109,7 +109,7 @@ func TestTasksTheEarlierLayoutLeftInFlight(t *testing.T) {
 	info, err = q.Inspect(ctx, fs[1].ID())
 	require.NoError(t, err)
 	assert.Equal(t, StateActive, info.State, "a running task's cancel is a request")
-	assert.Equal(t, "1", q.rdb.HGet(ctx, l.task(fs[1].ID()), fieldCancel).Val())
+	assert.Equal(t, "1", storedTask(t, ctx, q.rdb, l, fs[1].ID())[fieldCancel])
 	// c: given back, its attempt not used.
 	n, err := deregisterScript.Run(ctx, q.rdb, l.common(l.inflight(old), l.drains), l.commonArgs(old, "0", fs[2].ID())...).Int64()
 	require.NoError(t, err)

@@ -333,9 +333,7 @@ local t = now()
 local grace = tonumber(ARGV[6])
 local limit = tonumber(redis.call('HGET', K_SETTINGS, '` + settingMaxQueued + `') or '0')
 local function unfinished(id)
-  local tk = P_TASK .. id
-  local st = redis.call('HGET', tk, F_STATE)
-  return st == 'waiting' or st == 'delayed' or st == 'retry' or st == 'active'
+  return rec(id) and true or false
 end
 local refusal = {FULL = 'full', UNKNOWN = 'no-tenant', DUP = 'duplicate'}
 local out = {t}

@@ -34,8 +34,8 @@ func locate(l layout, ids []string) []located {
 // trips for a caller's id not in its own shard (n reads).
 func (q *Client) findTask(ctx context.Context, all []layout, id string, fields ...string) (layout, []any, bool, error) {
 	where := idLayouts(all, id)
-	v, err := q.rdb.HMGet(ctx, where[0].task(id), fields...).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	v, err := readTaskNow(ctx, q.rdb, where[0], id, fields...)
+	if err != nil {
 		return layout{}, nil, false, err
 	}
 	if present(v) || len(where) == 1 {
@@ -43,9 +43,9 @@ func (q *Client) findTask(ctx context.Context, all []layout, id string, fields .
 	}
 	rest := where[1:]
 	pipe := q.rdb.Pipeline()
-	cmds := make([]*redis.SliceCmd, len(rest))
+	cmds := make([]*taskRead, len(rest))
 	for i, l := range rest {
-		cmds[i] = pipe.HMGet(ctx, l.task(id), fields...)
+		cmds[i] = readTask(ctx, pipe, l, id, fields...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return layout{}, nil, false, err

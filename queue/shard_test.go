@@ -56,14 +56,17 @@ func openSharded(t *testing.T, ctx context.Context, capacity int) (*Queue, *Clie
 	return q, c, registerTenantsByShard(t, ctx, q, 3, capacity)
 }
 
-// shardHolding returns the shards of q whose task key of id Redis holds.
+// shardHolding returns the shards of q that hold task id: its record, or
+// its own key.
 func shardHolding(t *testing.T, q *Queue, id string) []int {
 	t.Helper()
 	var in []int
 	for _, l := range q.known() {
 		n, err := srv.Client().Exists(context.Background(), l.task(id)).Result()
 		require.NoError(t, err)
-		if n == 1 {
+		rec, err := srv.Client().HExists(context.Background(), l.tasks, id).Result()
+		require.NoError(t, err)
+		if n == 1 || rec {
 			in = append(in, l.shard)
 		}
 	}

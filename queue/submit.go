@@ -365,7 +365,7 @@ local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret
   if b ~= '' and pol == 'ff' and redis.call('HGET', P_BATCH .. b, 'first') then return 'BATCHFAILED' end
   -- A random id (80 bits, made by Submit: its nonce is the id) is not
   -- looked up: only a caller's id (WithTaskID) or a tick's can be known.
-  if nonce ~= id and redis.call('EXISTS', tk) == 1 then return 'DUP' end
+  if nonce ~= id and (recs[id] or redis.call('HEXISTS', K_TASKS, id) == 1 or redis.call('EXISTS', tk) == 1) then return 'DUP' end
   if dkey ~= '' then
     local first = redis.call('GET', P_DEDUP .. dkey)
     if first then return 'DEDUP:' .. first end
@@ -377,23 +377,24 @@ local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret
   if delay > 0 then st = 'delayed' end
   -- Fields equal to their readers' default are left out (wire.go).
   if q_t ~= t then q_t, q_ts = t, tostring(t) end
-  local f = {'HSET', tk, 'p', payload, 'st', st, 'sub', sub, 'enq', q_ts}
-  if maxAtt ~= '` + defaultMaxField + `' then f[#f + 1] = 'max'; f[#f + 1] = maxAtt end
-  if timeout ~= '` + defaultTimeoutField + `' then f[#f + 1] = 'to'; f[#f + 1] = timeout end
-  if ret ~= '` + defaultRetentionField + `' then f[#f + 1] = 'ret'; f[#f + 1] = ret end
-  if delay > 0 then f[#f + 1] = 'due'; f[#f + 1] = t + delay end
-  if nonce ~= id then f[#f + 1] = 'n'; f[#f + 1] = nonce end
-  if ten ~= '' then f[#f + 1] = 'ten'; f[#f + 1] = ten end
-  redis.call(unpack(f))
-  if pri > 0 then redis.call('HSET', tk, 'pri', pri) end
-  if tc and tc ~= '' then redis.call('HSET', tk, 'tc', tc) end
+  local r = {}
+  r['p'], r['st'], r['sub'], r['enq'] = payload, st, sub, q_ts
+  if maxAtt ~= '` + defaultMaxField + `' then r['max'] = maxAtt end
+  if timeout ~= '` + defaultTimeoutField + `' then r['to'] = timeout end
+  if ret ~= '` + defaultRetentionField + `' then r['ret'] = ret end
+  if delay > 0 then r['due'] = string.format('%d', t + delay) end
+  if nonce ~= id then r['n'] = nonce end
+  if ten ~= '' then r['ten'] = ten end
+  if pri > 0 then r['pri'] = tostring(pri) end
+  if tc and tc ~= '' then r['tc'] = tc end
   if dkey ~= '' then
     redis.call('SET', P_DEDUP .. dkey, id, 'PX', dwin)
-    redis.call('HSET', tk, 'dk', dkey)
+    r['dk'] = dkey
   end
+  if b ~= '' then r['b'] = b end
+  recNew(id, r)
   if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
   if b ~= '' then
-    redis.call('HSET', tk, 'b', b)
     if redis.call('HINCRBY', P_BATCH .. b, 'n', 1) == 1 then redis.call('HSET', P_BATCH .. b, 'pol', pol) end
     redis.call('RPUSH', P_BTASKS .. b, id)
     -- Kept while it has unfinished tasks (finish sets the expiry).
@@ -414,6 +415,7 @@ end
 -- queued pushes what queueTask queued, and wakes the idle workers.
 local function queued()
   if q_queued == 0 then return end
+  recSave()
   for _, o in ipairs(q_order) do pushReady(o[1], q_ready[o[3]], true, o[2]) end
   bulk('ZADD', K_DELAYED, q_delayed)
   redis.call('INCRBY', K_COUNT, q_queued)

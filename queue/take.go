@@ -141,13 +141,15 @@ local function take(proc, ik, n, promote, t)
     if first[2] and tonumber(first[2]) <= t then
       local due = redis.call('ZRANGEBYSCORE', z, '-inf', t, 'LIMIT', 0, promote)
       local back, order = {}, {}
+      recLoad(due)
       for i = #due, 1, -1 do
-        local tk = P_TASK .. due[i]
-        local f = redis.call('HMGET', tk, F_TENANT, F_PRIORITY)
-        local g = (f[1] or '') .. '\n' .. (f[2] or '0')
-        redis.call('HSET', tk, F_STATE, 'waiting')
-        if not back[g] then back[g] = {}; order[#order + 1] = {f[1] or '', tonumber(f[2] or '0'), g} end
-        back[g][#back[g] + 1] = due[i]
+        local r = rec(due[i])
+        if r then
+          local g = (r[F_TENANT] or '') .. '\n' .. (r[F_PRIORITY] or '0')
+          recSet(due[i], F_STATE, 'waiting')
+          if not back[g] then back[g] = {}; order[#order + 1] = {r[F_TENANT] or '', tonumber(r[F_PRIORITY] or '0'), g} end
+          back[g][#back[g] + 1] = due[i]
+        end
       end
       for _, o in ipairs(order) do pushReady(o[1], back[o[3]], false, o[2]) end
       bulk('ZREM', z, due)
@@ -211,14 +213,16 @@ local function take(proc, ik, n, promote, t)
         more = #got0 == want0
       end
       local took = 0
+      recLoad(ids)
       for _, id in ipairs(ids) do
-        local tk = P_TASK .. id
-        local f = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE, F_TRACE, F_SUBMITTER, F_RETENTION, F_BATCH)
-        if f[1] == 'waiting' then
+        local r = recs[id]
+        -- (A record without a payload is what is left of a task gone
+        -- while it ran: not a task.)
+        if r and r[F_STATE] == 'waiting' and r[F_PAYLOAD] then
           -- Absent fields are their defaults (wire.go).
           local att, atts = 1, '1' -- a first attempt: no number to format
-          if f[3] then
-            att = tonumber(f[3]) + 1
+          if r[F_ATTEMPTS] then
+            att = tonumber(r[F_ATTEMPTS]) + 1
             atts = tostring(att)
           end
           ts = ts or tostring(t)
@@ -227,17 +231,17 @@ local function take(proc, ik, n, promote, t)
           took = took + 1
           mine[#mine + 1] = id
           owners[#owners + 1] = id
-          owners[#owners + 1] = proc .. '\n' .. atts .. '\n' .. ts .. '\n' .. (f[9] or '') .. '\n' .. (f[10] or '') .. '\n' .. (f[11] or '') .. '\n' .. ten
-          local since = tonumber(f[6])
-          if f[7] then since = math.max(since, tonumber(f[7])) end
+          owners[#owners + 1] = proc .. '\n' .. atts .. '\n' .. ts .. '\n' .. (r[F_SUBMITTER] or '') .. '\n' .. (r[F_RETENTION] or '') .. '\n' .. (r[F_BATCH] or '') .. '\n' .. ten
+          local since = tonumber(r[F_SUBMITTED])
+          if r[F_DUE] then since = math.max(since, tonumber(r[F_DUE])) end
           out[#out + 1] = id
-          out[#out + 1] = f[2]
+          out[#out + 1] = r[F_PAYLOAD]
           out[#out + 1] = att
-          out[#out + 1] = tonumber(f[4] or '` + defaultMaxField + `')
-          out[#out + 1] = tonumber(f[5] or '` + defaultTimeoutField + `')
+          out[#out + 1] = tonumber(r[F_MAX_ATTEMPTS] or '` + defaultMaxField + `')
+          out[#out + 1] = tonumber(r[F_TIMEOUT] or '` + defaultTimeoutField + `')
           out[#out + 1] = t - since
           out[#out + 1] = ten
-          out[#out + 1] = f[8] or ''
+          out[#out + 1] = r[F_TRACE] or ''
         end
       end
       got = got + took
@@ -251,6 +255,7 @@ local function take(proc, ik, n, promote, t)
   if got > 0 and qf[3] then rate(qf[3], qf[4], t, got, K_SETTINGS, 'rt') end
   bulk('HSET', K_ACTIVE, owners)
   bulk('SADD', ik, mine)
+  recSave()
   -- The next due time matters only to a process left with idle workers,
   -- and only such a process needs to be woken when tasks come.
   if got >= want then

@@ -22,13 +22,15 @@ import (
 //
 // Every time comes from Redis TIME: one clock for due times and leases.
 
-// The task hash's fields (layout.task), declared once: the Go code that
-// reads a task names them by these constants, and the prelude binds each
-// to a Lua local (taskHashFields), which the prelude's functions and take
-// use. The scripts' own bodies name them by their value; the test
-// TestScriptsUseOnlyTaskFields checks every field a script names on a
-// task key against this list. The names are stored in Redis: renaming
-// one orphans that field of every task already queued.
+// A task's fields, declared once: those of an unfinished task's record
+// (see "Records" below) and of a finished task's hash (layout.task). The
+// Go code that reads a task names them by these constants, and the
+// prelude binds each to a Lua local (taskHashFields), which the
+// prelude's functions and take use. The scripts' own bodies name them by
+// their value; the test TestScriptsUseOnlyTaskFields checks every field
+// a script names on a task key or a record against this list. The names
+// are stored in Redis: renaming one orphans that field of every task
+// already queued.
 const (
 	fieldState       = "st"   // a State: waiting (also while it runs, see below; earlier versions wrote active), delayed, retry, done, dead or cancelled
 	fieldPayload     = "p"    // the payload; deleted when the task finishes (emptied by earlier versions), kept by a dead letter
@@ -55,7 +57,7 @@ const (
 	fieldProgress    = "pg"   // its handler's last progress: JSON {v, m, a, t} (progress.go)
 )
 
-// A field equal to its default is left out of the task hash, and its
+// A field equal to its default is left out of a task (record or hash), and its
 // readers (Lua and Go) take its absence for the default: attempts 0, max
 // attempts DefaultMaxAttempts, timeout DefaultTimeout, retention
 // DefaultRetention, due the submission time, tenant "", the nonce the
@@ -72,7 +74,28 @@ const (
 	defaultRetentionField = "86400000" // DefaultRetention, in ms
 )
 
-// Running attempts. A take does not write the task's hash: the attempt
+// Records. An unfinished task (waiting, delayed, retrying or running) is
+// not a key of its own: it is a field of its shard's tasks hash
+// (layout.tasks), the task's id mapped to its record, its fields as one
+// msgpack map of strings (Redis's cmsgpack writes it, decodeRecord reads
+// it). A waiting task thus costs Redis a hash entry instead of a key, a
+// key's object and a hash of its own: ~220 bytes instead of ~283 with a
+// 64-byte payload (BENCHMARKS.md, "Records"). A script reads a record
+// once a call (rec, recLoad: one HMGET for a batch), changes it in Lua
+// (recSet) and writes the changed ones in one HSET before it returns
+// (recSave). When the task finishes, its record leaves tasks and its
+// fields, with the outcome's and without the payload and submitter (a
+// dead letter keeps them), become the task's own hash, which expires
+// with its retention. Replay makes a dead letter a record again. A
+// progress report rewrites the whole record, its payload included.
+//
+// A version before records kept an unfinished task as its own hash: rec
+// still reads such a task, and the first script that changes it moves it
+// into tasks (a take that only reads it leaves it there), so that tasks
+// an old version queued run after an upgrade. The other way round is not
+// safe: an old version does not see records (README, "Upgrading").
+
+// Running attempts. A take does not write the task's record: the attempt
 // lives in active alone, the task's id mapped to its process, attempt
 // number, start (ms), and the fields its end needs, joined by newlines,
 // the tenant last (it may hold one):
@@ -80,12 +103,12 @@ const (
 //	PROCESS \n ATTEMPT \n BEGAN \n SUBMITTER \n RETENTION \n BATCH \n TENANT
 //
 // (retention, batch and tenant "" for their defaults). So a running
-// task's hash says "waiting" with the attempts before this one, and its
+// task's record says "waiting" with the attempts before this one, and its
 // end fences on active (one read for a batch of ends) and writes the
 // attempt's number into the hash with the outcome (its start is not
 // kept). The scripts read it with inFlight (prelude.go); Inspect and
 // Tasks show it (TaskInfo.running). A version before this layout wrote the attempt
-// into the hash (state "active", "own", "att", "beg") and only the
+// into the task's hash (state "active", "own", "att", "beg") and only the
 // process into active: inFlight still reads such a task, so that the
 // new version reaps, cancels and gives back the tasks an old process
 // left in flight.

@@ -100,6 +100,8 @@ scan:
 var (
 	quotedField = regexp.MustCompile(`^'([^']*)'$`)
 	fieldLocal  = regexp.MustCompile(`\bF_[A-Z_]+\b`)
+	recordField = regexp.MustCompile(`\br\['([a-z]*)'\]`)
+	recSetCall  = regexp.MustCompile(`\brecSet\(`)
 )
 
 // Every field that a script names on a task hash is declared in wire.go:
@@ -144,6 +146,33 @@ func TestScriptsUseOnlyTaskFields(t *testing.T) {
 				}
 				uses++
 				if assert.True(t, declared[m[1]], "%s: %s on a task names field %q, which wire.go does not declare", where, cmd, m[1]) {
+					used[m[1]] = true
+				}
+			}
+		}
+		// A task's record (rec, prelude.go): read as r['st'] (r[F_STATE]
+		// counted above), set by recSet(id, 'st', v, ...).
+		for _, m := range recordField.FindAllStringSubmatch(lua, -1) {
+			uses++
+			if assert.True(t, declared[m[1]], "%s: a record's field %q, which wire.go does not declare", where, m[1]) {
+				used[m[1]] = true
+			}
+		}
+		for _, at := range recSetCall.FindAllStringIndex(lua, -1) {
+			if strings.HasSuffix(lua[:at[0]], "function ") {
+				continue
+			}
+			args := fieldArgs("HMGET", lua[at[1]:])
+			for i := 1; i < len(args); i += 2 {
+				if fieldLocal.MatchString(args[i]) && fieldLocal.FindString(args[i]) == args[i] {
+					continue // counted above
+				}
+				m := quotedField.FindStringSubmatch(args[i])
+				if !assert.NotNil(t, m, "%s: recSet names a field by %q: use a literal or its F_ local", where, args[i]) {
+					continue
+				}
+				uses++
+				if assert.True(t, declared[m[1]], "%s: recSet names field %q, which wire.go does not declare", where, m[1]) {
 					used[m[1]] = true
 				}
 			}
@@ -219,7 +248,7 @@ func TestDefaultFieldsAreLeftOut(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	fields := func(id string) []string {
 		var names []string
-		for f := range q.rdb.HGetAll(ctx, q.lay.task(id)).Val() {
+		for f := range storedTask(t, ctx, q.rdb, q.lay, id) {
 			names = append(names, f)
 		}
 		sort.Strings(names)
@@ -248,9 +277,7 @@ func TestDefaultFieldsAreLeftOut(t *testing.T) {
 	assert.Equal(t, 3, info.MaxAttempts)
 	assert.Equal(t, 2*time.Second, info.Timeout)
 	assert.Equal(t, info.Submitted.Add(time.Hour), info.Due)
-	ttl, err := q.rdb.PTTL(ctx, q.lay.task(other.ID())).Result()
-	require.NoError(t, err)
-	assert.Less(t, ttl, time.Duration(0), "a task not finished does not expire")
+	assert.Zero(t, q.rdb.Exists(ctx, q.lay.task(other.ID())).Val(), "a task not finished is a record in tasks, not a key of its own")
 
 	// Finished with an empty result: no result field, the default
 	// retention.
@@ -266,7 +293,7 @@ func TestDefaultFieldsAreLeftOut(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, StateDone, info.State)
 	assert.Equal(t, 1, info.Attempt)
-	ttl, err = q.rdb.PTTL(ctx, q.lay.task(plain.ID())).Result()
+	ttl, err := q.rdb.PTTL(ctx, q.lay.task(plain.ID())).Result()
 	require.NoError(t, err)
 	assert.InDelta(t, DefaultRetention.Seconds(), ttl.Seconds(), 60)
 }
@@ -284,8 +311,8 @@ func TestPlainSubmitStoresWhatTheFullFormDoes(t *testing.T) {
 	res, err := submitScript.Run(ctx, q.rdb, q.lay.common(), args...).Result()
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), res, "both queued")
-	plain := q.rdb.HGetAll(ctx, q.lay.task("plain")).Val()
-	full := q.rdb.HGetAll(ctx, q.lay.task("full")).Val()
+	plain := storedTask(t, ctx, q.rdb, q.lay, "plain")
+	full := storedTask(t, ctx, q.rdb, q.lay, "full")
 	assert.Equal(t, full, plain)
 	assert.Len(t, plain, 4)
 	ready := q.rdb.LRange(ctx, q.lay.ready, 0, -1).Val()

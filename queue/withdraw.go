@@ -74,8 +74,15 @@ local id, nonce = ARGV[4], ARGV[5]
 local t = now()
 withdraw_call(K_WITHDRAWN, nonce, t, ARGV[6])
 local tk = P_TASK .. id
-local f = redis.call('HMGET', tk, 'st', 'n', 'ten', 'b', 'ret', 'pri', 'dk')
-if not f[1] or (f[2] or id) ~= nonce then return 'ABSENT' end
+local r = rec(id)
+if not r then
+  -- Finished already (it may have run), or never queued.
+  local n = redis.call('HMGET', tk, F_STATE, F_NONCE)
+  if n[1] and (n[2] or id) == nonce then return 'CANCELLED' end
+  return 'ABSENT'
+end
+local f = {r[F_STATE], r[F_NONCE], r[F_TENANT], r[F_BATCH], r[F_RETENTION], r[F_PRIORITY], r[F_DEDUP_KEY]}
+if (f[2] or id) ~= nonce then return 'ABSENT' end
 -- A running task's hash says 'waiting' (active says it runs: inFlight),
 -- or 'active' when an earlier version took it.
 local st, owner = f[1], nil
@@ -112,7 +119,9 @@ if st == 'waiting' or st == 'delayed' or st == 'retry' or mine then
   end
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_RETRY, id)
-  redis.call('DEL', tk)
+  if recOld[id] then redis.call('DEL', tk) end
+  recDrop(id)
+  recSave()
   uncount(1)
   if ten ~= '' then
     lower('n:' .. ten, 1)
@@ -121,7 +130,8 @@ if st == 'waiting' or st == 'delayed' or st == 'retry' or mine then
   return 'WITHDRAWN'
 end
 if owner then
-  redis.call('HSET', tk, 'cx', '1')
+  recSet(id, 'cx', '1')
+  recSave()
   redis.call(PUBLISH, P_CHAN .. 'cancel:' .. owner, id)
 end
 return 'CANCELLED'
@@ -182,7 +192,7 @@ func (q *Queue) maybeWithdrawn(ctx context.Context, shard int, id string) bool {
 	}
 	cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
 	defer cancel()
-	v, err := q.rdb.HMGet(cctx, q.known()[shard].task(id), fieldState, fieldNonce).Result()
+	v, err := readTaskNow(cctx, q.rdb, q.known()[shard], id, fieldState, fieldNonce)
 	if err != nil || len(v) != 2 || v[0] == nil {
 		return false
 	}
