@@ -247,7 +247,7 @@ func TestNoScriptRunsHalfWhileItsSlotMoves(t *testing.T) {
 	next := backlog[0].ID()
 	require.Equal(t, next, c.Node(from).LIndex(ctx, l.ready, -1).Val())
 	host, port, _ := strings.Cut(c.Addrs()[to], ":")
-	require.NoError(t, c.Node(from).Do(ctx, "MIGRATE", host, port, "", 0, 5000, "KEYS", l.tasks).Err()) // the records of the backlog, next's too
+	require.NoError(t, c.Node(from).Do(ctx, "MIGRATE", host, port, "", 0, 5000, "KEYS", l.tasksOf(next)).Err()) // next's record
 
 	turns := c.Node(from).LRange(ctx, l.turns, 0, -1).Val()
 	_, err = script.Try(ctx, q.rdb, dequeueScript, "take", l.common(l.inflight(q.proc)), l.commonArgs(q.proc, 1, promoteLimit)...)

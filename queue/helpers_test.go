@@ -67,7 +67,7 @@ func echo(_ context.Context, t *Task) ([]byte, error) {
 // earlier version's task); empty when l holds neither.
 func storedTask(t testing.TB, ctx context.Context, rdb redis.UniversalClient, l layout, id string) map[string]string {
 	t.Helper()
-	s, err := rdb.HGet(ctx, l.tasks, id).Result()
+	s, err := rdb.HGet(ctx, l.tasksOf(id), id).Result()
 	if err == nil {
 		m, err := decodeRecord(s)
 		require.NoError(t, err)
@@ -83,7 +83,7 @@ func storedTask(t testing.TB, ctx context.Context, rdb redis.UniversalClient, l 
 // records did: a hash of its own with its fields, and set, not in tasks.
 func toEarlierLayout(t testing.TB, ctx context.Context, rdb redis.UniversalClient, l layout, id string, set ...any) {
 	t.Helper()
-	s, err := rdb.HGet(ctx, l.tasks, id).Result()
+	s, err := rdb.HGet(ctx, l.tasksOf(id), id).Result()
 	require.NoError(t, err, "task %s has no record", id)
 	m, err := decodeRecord(s)
 	require.NoError(t, err)
@@ -92,5 +92,17 @@ func toEarlierLayout(t testing.TB, ctx context.Context, rdb redis.UniversalClien
 		args = append(args, k, v)
 	}
 	require.NoError(t, rdb.HSet(ctx, l.task(id), append(args, set...)...).Err())
-	require.NoError(t, rdb.HDel(ctx, l.tasks, id).Err())
+	require.NoError(t, rdb.HDel(ctx, l.tasksOf(id), id).Err())
+}
+
+// records counts the records of unfinished tasks in shard l.
+func records(t testing.TB, ctx context.Context, rdb redis.UniversalClient, l layout) int64 {
+	t.Helper()
+	var n int64
+	iter := rdb.Scan(ctx, 0, l.tasksPrefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		n += rdb.HLen(ctx, iter.Val()).Val()
+	}
+	require.NoError(t, iter.Err())
+	return n
 }

@@ -60,8 +60,9 @@ import (
 //	batch:ID      hash: a batch's policy (pol), tasks (n), finished tasks
 //	              (done) and first failed task (first)
 //	btasks:ID     list: a batch's task ids, in submission order
-//	tasks         hash: id → the record of an unfinished task (its
-//	              fields, wire.go, packed: record.go)
+//	tasks:XX      hash: id → the record of an unfinished task (its
+//	              fields, wire.go, packed: record.go), XX the id's last
+//	              two characters (tasksOf)
 //	task:ID       hash: a finished task, its outcome or dead letter
 //	              (fields in wire.go); an unfinished one of an earlier
 //	              version (until a script moves it into tasks)
@@ -75,7 +76,7 @@ import (
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains, janitor                                                   string
-	rated, dedupPrefix, histPrefix, finished, tasks                                                  string
+	rated, dedupPrefix, histPrefix, finished, tasksPrefix                                            string
 	schedules, schedulePrefix                                                                        string
 
 	taskPrefix, inflightPrefix, chanPrefix string
@@ -115,7 +116,7 @@ func newLayout(name string) (layout, error) {
 		dedupPrefix:    k("dedup:"),
 		histPrefix:     k("hist:"),
 		finished:       k("finished"),
-		tasks:          k("tasks"), // the scripts build it from the task prefix (K_TASKS)
+		tasksPrefix:    k("tasks:"), // the scripts build it from the task prefix (P_TASKS)
 		schedules:      k("schedules"),
 		schedulePrefix: k("schedule:"),
 		taskPrefix:     k("task:"),
@@ -125,6 +126,16 @@ func newLayout(name string) (layout, error) {
 }
 
 func (l layout) task(id string) string { return l.taskPrefix + id }
+
+// tasksOf is the key of the tasks hash that holds the record of the
+// unfinished task id: the id's last two bytes name it (the scripts'
+// recKey). Submit ends a random id with the time it was made, in windows
+// of 100 ms (newTaskID), so the tasks submitted together share a hash,
+// and a shard's backlog spreads over up to 1,024 of them: no one key
+// grows too large to move between masters (a slot's keys move one by
+// one). A caller's ids (WithTaskID) spread as their last two characters
+// do.
+func (l layout) tasksOf(id string) string { return l.tasksPrefix + id[max(0, len(id)-2):] }
 
 // batch and batchTasks are built from taskPrefix, as the scripts build
 // them (P_BATCH, P_BTASKS): the scripts get only the task prefix.

@@ -23,7 +23,7 @@ if string.byte(P_CHAN, 1) == 33 then PUBLISH, P_CHAN = 'SPUBLISH', string.sub(P_
 local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layout.go
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
-local K_TASKS = string.sub(P_TASK, 1, -6) .. 'tasks'
+local P_TASKS = string.sub(P_TASK, 1, -6) .. 'tasks:'
 ` + fieldLocals() + inlineFields(preludeFns)
 
 // preludeFns are the prelude's functions (inlineFields: as written, they
@@ -53,6 +53,33 @@ end
 -- instead: rec reads it from there, and recSave moves it into tasks.
 local recs, recOld, recDirty, recGone = {}, {}, {}, {}
 
+-- recKey is the key of the tasks hash that holds task id's record: the
+-- id's last two characters name it (layout.tasksOf).
+local function recKey(id)
+  return P_TASKS .. string.sub(id, -2)
+end
+
+-- byKey groups the list (ids, or id and value pairs when step is 2) by
+-- the tasks hash of each id, and runs cmd on each hash with its part, in
+-- chunks (unpack has a limit); fn, if any, gets each chunk's reply, the
+-- part and the index in it of the chunk's first item.
+local function byKey(cmd, list, step, fn)
+  local parts, order = {}, {}
+  for i = 1, #list, step do
+    local k = recKey(list[i])
+    local p = parts[k]
+    if not p then p = {}; parts[k] = p; order[#order + 1] = k end
+    for j = 0, step - 1 do p[#p + 1] = list[i + j] end
+  end
+  for _, k in ipairs(order) do
+    local p = parts[k]
+    for i = 1, #p, 1000 do
+      local r = redis.call(cmd, k, unpack(p, i, math.min(i + 999, #p)))
+      if fn then fn(r, p, i) end
+    end
+  end
+end
+
 -- recHash reads task id's own hash (an earlier version's unfinished
 -- task): its fields as a record, or false when it has none or is
 -- finished (an outcome or a dead letter).
@@ -75,14 +102,12 @@ local function recLoad(ids)
   for _, id in ipairs(ids) do
     if recs[id] == nil then want[#want + 1] = id end
   end
-  for i = 1, #want, 1000 do
-    local j = math.min(i + 999, #want)
-    local v = redis.call('HMGET', K_TASKS, unpack(want, i, j))
-    for k = i, j do
-      local id, s = want[k], v[k - i + 1]
+  byKey('HMGET', want, 1, function(v, part, first)
+    for k = 1, #v do
+      local id, s = part[first + k - 1], v[k]
       if s then recs[id] = cmsgpack.unpack(s) else recs[id] = recHash(id) end
     end
-  end
+  end)
 end
 
 -- rec is the record of the unfinished task id (a table of its fields,
@@ -137,9 +162,9 @@ local function recSave()
     recDirty[id] = nil
   end
   recDirty = {}
-  for i = 1, #put, 1000 do redis.call('HSET', K_TASKS, unpack(put, i, math.min(i + 999, #put))) end
+  byKey('HSET', put, 2)
   for i = 1, #old, 1000 do redis.call('DEL', unpack(old, i, math.min(i + 999, #old))) end
-  for i = 1, #recGone, 1000 do redis.call('HDEL', K_TASKS, unpack(recGone, i, math.min(i + 999, #recGone))) end
+  byKey('HDEL', recGone, 1)
   recGone = {}
 end
 

@@ -164,16 +164,24 @@ func randomID(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// newTaskID returns a random task (or batch) id: 80 random bits in 16
-// characters of lowercase base32 (a-z, 2-7), as unguessable as needed
-// and short, since every task's keys and lists carry it.
+// newTaskID returns a random task (or batch) id: 16 characters of
+// lowercase base32 (a-z, 2-7), short, since every task's keys and lists
+// carry it: 70 random bits, as unguessable as needed, then the time in
+// windows of 100 ms, modulo 1,024 (the tasks hash of its record, see
+// layout.tasksOf). Two ids can only be equal when made in the same
+// window (mod 1,024), and then with odds of 2^-70.
 func newTaskID() string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])
-	return idEncoding.EncodeToString(b[:])
+	id := []byte(idEncoding.EncodeToString(b[:]))
+	w := time.Now().UnixMilli() / 100
+	id[14], id[15] = idAlphabet[w>>5&31], idAlphabet[w&31]
+	return string(id)
 }
 
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
 
 // current returns the process's server, nil when it does not serve.
 func (q *Queue) current() *Server {

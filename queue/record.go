@@ -27,7 +27,7 @@ type taskRead struct {
 
 // readTask queues in pipe the read of fields of task id in shard l.
 func readTask(ctx context.Context, pipe redis.Pipeliner, l layout, id string, fields ...string) *taskRead {
-	return &taskRead{rec: pipe.HGet(ctx, l.tasks, id), hash: pipe.HMGet(ctx, l.task(id), fields...), fields: fields}
+	return &taskRead{rec: pipe.HGet(ctx, l.tasksOf(id), id), hash: pipe.HMGet(ctx, l.task(id), fields...), fields: fields}
 }
 
 // Val is what an HMGET of the fields gives on the task's hash: a string

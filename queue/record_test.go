@@ -72,7 +72,7 @@ func TestAnUnfinishedTaskIsARecord(t *testing.T) {
 	_, err = wait(t, dead, 5*time.Second)
 	require.Error(t, err)
 
-	assert.Zero(t, q.rdb.HLen(ctx, q.lay.tasks).Val(), "finished tasks left tasks")
+	assert.Zero(t, records(t, ctx, q.rdb, q.lay), "finished tasks left tasks")
 	out := q.rdb.HGetAll(ctx, q.lay.task(f.ID())).Val()
 	assert.Equal(t, "done", out[fieldState])
 	assert.Equal(t, "2", out[fieldAttempts])
@@ -124,7 +124,7 @@ func TestTasksAnEarlierVersionQueued(t *testing.T) {
 		fieldErrors, `[{"a":1,"e":"first","t":1}]`)
 	require.NoError(t, q.rdb.ZRem(ctx, q.lay.delayed, r.ID()).Err())
 	require.NoError(t, q.rdb.ZAdd(ctx, q.lay.retry, redis.Z{Score: float64(due), Member: r.ID()}).Err())
-	assert.Zero(t, q.rdb.HLen(ctx, q.lay.tasks).Val())
+	assert.Zero(t, records(t, ctx, q.rdb, q.lay))
 
 	info, err := q.Inspect(ctx, r.ID())
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestTasksAnEarlierVersionQueued(t *testing.T) {
 		assert.NotContains(t, out, fieldPayload)
 	}
 	assert.Contains(t, q.rdb.HGet(ctx, q.lay.task(r.ID()), fieldErrors).Val(), "first", "its first attempt's error is kept")
-	assert.Zero(t, q.rdb.HLen(ctx, q.lay.tasks).Val())
+	assert.Zero(t, records(t, ctx, q.rdb, q.lay))
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Available+st.Delayed+st.Retrying+st.InFlight)

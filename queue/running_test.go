@@ -64,7 +64,7 @@ func TestARunningAttemptLivesInActiveAlone(t *testing.T) {
 		assert.NotContains(t, stored, field, "a kept outcome needs no %s", field)
 	}
 	assert.False(t, q.rdb.HExists(ctx, q.lay.active, f.ID()).Val())
-	assert.False(t, q.rdb.HExists(ctx, q.lay.tasks, f.ID()).Val(), "a finished task's record left tasks")
+	assert.False(t, q.rdb.HExists(ctx, q.lay.tasksOf(f.ID()), f.ID()).Val(), "a finished task's record left tasks")
 }
 
 // Tasks that a process of the version before running attempts moved to

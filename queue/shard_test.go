@@ -64,7 +64,7 @@ func shardHolding(t *testing.T, q *Queue, id string) []int {
 	for _, l := range q.known() {
 		n, err := srv.Client().Exists(context.Background(), l.task(id)).Result()
 		require.NoError(t, err)
-		rec, err := srv.Client().HExists(context.Background(), l.tasks, id).Result()
+		rec, err := srv.Client().HExists(context.Background(), l.tasksOf(id), id).Result()
 		require.NoError(t, err)
 		if n == 1 || rec {
 			in = append(in, l.shard)

@@ -363,9 +363,9 @@ local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret
   if q_withdrawn and was_withdrawn(K_WITHDRAWN, nonce) then return 'WITHDRAWN' end
   if ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN' end
   if b ~= '' and pol == 'ff' and redis.call('HGET', P_BATCH .. b, 'first') then return 'BATCHFAILED' end
-  -- A random id (80 bits, made by Submit: its nonce is the id) is not
+  -- A random id (70 random bits, made by Submit: its nonce is the id) is not
   -- looked up: only a caller's id (WithTaskID) or a tick's can be known.
-  if nonce ~= id and (recs[id] or redis.call('HEXISTS', K_TASKS, id) == 1 or redis.call('EXISTS', tk) == 1) then return 'DUP' end
+  if nonce ~= id and (recs[id] or redis.call('HEXISTS', recKey(id), id) == 1 or redis.call('EXISTS', tk) == 1) then return 'DUP' end
   if dkey ~= '' then
     local first = redis.call('GET', P_DEDUP .. dkey)
     if first then return 'DEDUP:' .. first end

@@ -257,7 +257,7 @@ func TestDefaultFieldsAreLeftOut(t *testing.T) {
 
 	plain, err := q.Submit(ctx, []byte("a"))
 	require.NoError(t, err)
-	assert.Regexp(t, `^[a-z2-7]{16}$`, plain.ID(), "a random id: 80 bits in base32")
+	assert.Regexp(t, `^[a-z2-7]{16}$`, plain.ID(), "a random id: 70 random bits and a time window, in base32")
 	assert.Equal(t, []string{fieldSubmitted, fieldPayload, fieldState, fieldSubmitter}, fields(plain.ID()))
 	info, err := q.Inspect(ctx, plain.ID())
 	require.NoError(t, err)
