@@ -66,13 +66,13 @@ end
 local function byKey(cmd, list, step, fn)
   local parts, order = {}, {}
   for i = 1, #list, step do
-    local k = recKey(list[i])
-    local p = parts[k]
-    if not p then p = {}; parts[k] = p; order[#order + 1] = k end
+    local x = string.sub(list[i], -2)
+    local p = parts[x]
+    if not p then p = {}; parts[x] = p; order[#order + 1] = x end
     for j = 0, step - 1 do p[#p + 1] = list[i + j] end
   end
-  for _, k in ipairs(order) do
-    local p = parts[k]
+  for _, x in ipairs(order) do
+    local p, k = parts[x], P_TASKS .. x
     for i = 1, #p, 1000 do
       local r = redis.call(cmd, k, unpack(p, i, math.min(i + 999, #p)))
       if fn then fn(r, p, i) end
@@ -370,6 +370,15 @@ end
 -- owner is cleared; nil when no attempt ended (a cancel of a task not
 -- running). Returns how many dead letters were dropped.
 local notes, nfinished, listed, listedFor = {}, 0, {}, 0
+-- lengths: each length as a string, formatted once a call (a number
+-- joined to a string is formatted each time).
+local lengths = {}
+local function lenOf(s)
+  local n = #s
+  local l = lengths[n]
+  if not l then l = tostring(n); lengths[n] = l end
+  return l
+end
 local cancelRest, fin_t, fin_ts
 local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
   if not ret or ret == '' then ret = '` + defaultRetentionField + `' end
@@ -427,7 +436,7 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
   errs, res = errs or '', res or ''
   local n = notes[sub]
   if not n then n = {}; notes[sub] = n end
-  n[#n + 1] = #id .. '\n' .. st .. '\n' .. att .. '\n' .. #errs .. '\n' .. #res .. '\n' .. id .. errs .. res
+  n[#n + 1] = lenOf(id) .. '\n' .. st .. '\n' .. att .. '\n' .. lenOf(errs) .. '\n' .. lenOf(res) .. '\n' .. id .. errs .. res
   return dropped
 end
 

@@ -87,7 +87,9 @@ func TestAnUnfinishedTaskIsARecord(t *testing.T) {
 	assert.Equal(t, "doomed", letter[fieldPayload], "a dead letter keeps its payload, for Replay")
 	assert.Equal(t, q.proc, letter[fieldSubmitter])
 
-	// Replayed, the letter is a record again.
+	// Replayed (the queue paused, so that it stays waiting), the letter is
+	// a record again.
+	require.NoError(t, q.Pause(ctx))
 	require.NoError(t, q.Replay(ctx, dead.ID()))
 	assert.Zero(t, q.rdb.Exists(ctx, q.lay.task(dead.ID())).Val())
 	rec = storedTask(t, ctx, q.rdb, q.lay, dead.ID())
