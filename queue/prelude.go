@@ -404,10 +404,11 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
   if fin_t ~= t then fin_t, fin_ts = t, tostring(t) end
   local f = {'HSET', tk, F_STATE, st, F_FINISHED, fin_ts}
   local r, old = rec(id), recOld[id]
-  if r and not old then
-    -- Its fields, but its state; an outcome kept for its
-    -- retention needs neither its payload nor its submitter (told
-    -- below). A dead letter keeps both, for Replay.
+  if r then
+    -- Its fields (an earlier version's task: as this call changed
+    -- them), but its state; an outcome kept for its retention needs
+    -- neither its payload nor its submitter (told below). A dead letter
+    -- keeps both, for Replay.
     for k, v in pairs(r) do
       if k ~= F_STATE and (st == 'dead' or k ~= F_PAYLOAD and k ~= F_SUBMITTER) then
         f[#f + 1] = k; f[#f + 1] = v

@@ -136,3 +136,35 @@ func TestTasksTheEarlierLayoutLeftInFlight(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, st.InFlight)
 }
+
+// A task an earlier version took and left in flight, reaped at its last
+// attempt in one call that adds the attempt's error and files the dead
+// letter, keeps that error and its payload.
+func TestAnEarlierVersionsTaskReapedAtItsLastAttempt(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t), WithTTL(time.Second))
+	ctx := testCtx(t, 30*time.Second)
+	f, err := q.Submit(ctx, []byte("last"), WithMaxAttempts(1))
+	require.NoError(t, err)
+	const old = "old"
+	l := q.lay
+	redisNow := func() int64 { tm := q.rdb.Time(ctx).Val(); return tm.UnixMilli() }
+	require.NoError(t, q.rdb.HSet(ctx, l.alive, old, redisNow()).Err())
+	out, err := dequeueScript.Run(ctx, q.rdb, l.common(l.inflight(old)), l.commonArgs(old, 1, promoteLimit)...).Slice()
+	require.NoError(t, err)
+	require.Len(t, out, 2+takenFields)
+	run := strings.SplitN(q.rdb.HGet(ctx, l.active, f.ID()).Val(), "\n", runningParts)
+	toEarlierLayout(t, ctx, q.rdb, l, f.ID(), fieldState, "active", fieldAttempts, run[1], fieldOwner, old, fieldBegan, run[2])
+	require.NoError(t, q.rdb.HSet(ctx, l.active, f.ID(), old).Err())
+
+	require.NoError(t, q.rdb.HSet(ctx, l.alive, old, redisNow()-60_000).Err())
+	serve(t, q, echo, WithWorkers(1))
+	_, err = wait(t, f, 10*time.Second)
+	var te *TaskError
+	require.ErrorAs(t, err, &te)
+	letter := q.rdb.HGetAll(ctx, l.task(f.ID())).Val()
+	assert.Equal(t, "dead", letter[fieldState])
+	assert.Equal(t, "last", letter[fieldPayload])
+	assert.Contains(t, letter[fieldErrors], "stopped answering")
+	assert.Zero(t, records(t, ctx, q.rdb, l))
+}
