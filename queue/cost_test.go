@@ -564,7 +564,7 @@ return out`)
 // msgpackWork); with outcomes, a hash per waiting task and the outcomes
 // packed (outcomesWork). It also logs Redis's memory per waiting task
 // (after the submits of a first batch of SHEPHERD_COST tasks, before any
-// take) and per kept outcome (docs/storage.md).
+// take) and per kept outcome (BENCHMARKS.md, "Records").
 func BenchmarkCostFloor(bm *testing.B) {
 	t := bm
 	n := envInt("SHEPHERD_COST", 20000)
