@@ -196,3 +196,30 @@ func TestMoveSlotToAnAddedMaster(t *testing.T) {
 	assert.ErrorIs(t, c.MoveSlot(ctx, 0, 1, 0, 0), slotmove.ErrBadMove, "no key a MIGRATE")
 	assert.Error(t, c.MoveSlot(ctx, 0, 9, 10, 0))
 }
+
+// A master whose last slot moves away may turn into a replica of the
+// slot's new owner before the move tells it so (Redis's
+// cluster-allow-replica-migration, on by default): the move is done all
+// the same.
+func TestMoveTheLastSlotOfAMasterAway(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, rediscluster.WithArgs("--cluster-allow-replica-migration", "yes"))
+	ctx := ctxT(t, 120*time.Second)
+	rdb := c.Client()
+	const tag = "{last}"
+	require.NoError(t, rdb.Set(ctx, tag+":k", "v", 0).Err())
+	slot, err := rdb.ClusterKeySlot(ctx, tag+":k").Result()
+	require.NoError(t, err)
+	home, err := c.NodeOf(ctx, tag+":k")
+	require.NoError(t, err)
+	for range 4 {
+		added, err := c.AddMaster(ctx)
+		require.NoError(t, err)
+		require.NoError(t, c.MoveSlot(ctx, int(slot), added, 10, 0))
+		require.NoError(t, c.MoveSlot(ctx, int(slot), home, 10, 0), "the slot back from node %d, its only one", added)
+		n, err := c.NodeOf(ctx, tag+":k")
+		require.NoError(t, err)
+		assert.Equal(t, home, n)
+		assert.Equal(t, "v", rdb.Get(ctx, tag+":k").Val())
+	}
+}

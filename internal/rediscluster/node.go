@@ -38,6 +38,10 @@ func (n *node) args() []string {
 		"--cluster-enabled", "yes",
 		"--cluster-config-file", filepath.Join(n.dir, "nodes.conf"),
 		"--cluster-node-timeout", strconv.FormatInt(n.cfg.nodeTimeout.Milliseconds(), 10),
+		// A master whose last slot moves away stays a master (Redis would
+		// make it a replica of the slot's new owner): the tests move
+		// slots back to it.
+		"--cluster-allow-replica-migration", "no",
 		"--dir", n.dir,
 		"--logfile", filepath.Join(n.dir, "redis.log"),
 		"--daemonize", "no",
