@@ -385,6 +385,22 @@ func submitMany(ctx context.Context, q *Queue, n int) ([]*Future, error) {
 	return fs, nil
 }
 
+// floorTake is the take of floorWork and outcomesWork: k ids popped,
+// each task's hash read, the ids into active.
+const floorTake = `
+local ids = redis.call('RPOP', KEYS[1], tonumber(ARGV[2]))
+if not ids then return {} end
+local out, act = {}, {}
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', KEYS[2] .. id, 'p', 'enq')
+  out[#out+1] = id
+  out[#out+1] = f[1]
+  act[#act+1] = id
+  act[#act+1] = ARGV[1]
+end
+redis.call('HSET', KEYS[3], unpack(act))
+return out`
+
 // floorSubmit and floorWork are BenchmarkCostFloor's scripts: KEYS[1]
 // ready, KEYS[2] the task key prefix (the floor runs on one private
 // Redis), KEYS[3] active.
@@ -406,18 +422,7 @@ for i = 3, #ARGV do
   ended[#ended+1] = ARGV[i]
 end
 if #ended > 0 then redis.call('HDEL', KEYS[3], unpack(ended)) end
-local ids = redis.call('RPOP', KEYS[1], tonumber(ARGV[2]))
-if not ids then return {} end
-local out, act = {}, {}
-for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', KEYS[2] .. id, 'p', 'enq')
-  out[#out+1] = id
-  out[#out+1] = f[1]
-  act[#act+1] = id
-  act[#act+1] = ARGV[1]
-end
-redis.call('HSET', KEYS[3], unpack(act))
-return out`)
+` + floorTake)
 
 // packedSubmit and packedWork are BenchmarkCostFloor's scripts for
 // SHEPHERD_COST_MODEL=packed, a storage model with no key per task:
@@ -532,18 +537,7 @@ if #ARGV > 2 then
   redis.call('HDEL', KEYS[3], unpack(ended))
   redis.call('RPUSH', KEYS[5], unpack(ended))
 end
-local ids = redis.call('RPOP', KEYS[1], tonumber(ARGV[2]))
-if not ids then return {} end
-local out, act = {}, {}
-for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', KEYS[2] .. id, 'p', 'enq')
-  out[#out+1] = id
-  out[#out+1] = f[1]
-  act[#act+1] = id
-  act[#act+1] = ARGV[1]
-end
-redis.call('HSET', KEYS[3], unpack(act))
-return out`)
+` + floorTake)
 
 // BenchmarkCostFloor measures the floor of this design: the least Redis
 // CPU per task a queue that keeps a hash per task and records and takes
