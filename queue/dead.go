@@ -135,8 +135,10 @@ local r = {}
 for i = 1, #all, 2 do r[all[i]] = all[i + 1] end
 r['errs'], r['fin'], r['res'], r['cx'], r['lerr'], r['b'], r['att'], r['due'], r['own'], r['beg'], r['pg'] = nil
 r['st'], r['enq'] = 'waiting', string.format('%d', now())
+local p = r['p'] or ''
+r['p'] = nil
 redis.call('DEL', KEYS[17])
-recNew(id, r)
+recNew(id, r, p)
 recSave()
 pushReady(ten, {id}, true, tonumber(r['pri'] or '0'))
 wake()

@@ -45,13 +45,18 @@ local function leaseOf(proc, t, ttl)
   return nil
 end
 
--- Unfinished tasks live in the shard's tasks hash, each a record: its
--- fields (wire.go) packed as one msgpack map of strings (wire.go,
--- "Records"). A script reads a record once (rec, recLoad), changes it
--- (recSet) and writes what it changed in one go before it returns
--- (recSave). A task an earlier version queued has a hash of its own
--- instead: rec reads it from there, and recSave moves it into tasks.
+-- Unfinished tasks live in the shard's tasks hashes, each a record: its
+-- fields (wire.go) but the payload packed as one msgpack map of strings,
+-- then the payload's bytes (wire.go, "Records"). A script reads a record
+-- once (rec, recLoad: its fields, and the payload only when asked,
+-- recPayload), changes it (recSet) and writes what it changed in one go
+-- before it returns (recSave). A task an earlier version queued has a
+-- hash of its own instead: rec reads it from there, and recSave moves it
+-- into tasks.
 local recs, recOld, recDirty, recGone = {}, {}, {}, {}
+-- recRaw: a record as read, and where its payload starts; recP: the
+-- payloads taken out of them, or of an earlier version's hashes.
+local recRaw, recAt, recP = {}, {}, {}
 
 -- recKey is the key of the tasks hash that holds task id's record: the
 -- id's last two characters name it (layout.tasksOf).
@@ -92,6 +97,7 @@ local function recHash(id)
   local st = r[F_STATE]
   if st == 'done' or st == 'dead' or st == 'cancelled' then return false end
   recOld[id] = true
+  recP[id], r[F_PAYLOAD] = r[F_PAYLOAD], nil
   return r
 end
 
@@ -105,16 +111,34 @@ local function recLoad(ids)
   byKey('HMGET', want, 1, function(v, part, first)
     for k = 1, #v do
       local id, s = part[first + k - 1], v[k]
-      if s then recs[id] = cmsgpack.unpack(s) else recs[id] = recHash(id) end
+      if s then
+        local at, r = cmsgpack.unpack_one(s)
+        recs[id], recRaw[id], recAt[id] = r, s, at
+      else
+        recs[id] = recHash(id)
+      end
     end
   end)
 end
 
--- rec is the record of the unfinished task id (a table of its fields,
--- all strings), or false when no unfinished task has that id.
+-- rec is the record of the unfinished task id (a table of its fields
+-- but the payload, all strings), or false when no unfinished task has
+-- that id.
 local function rec(id)
   if recs[id] == nil then recLoad({id}) end
   return recs[id]
+end
+
+-- recPayload is the payload of the unfinished task id, nil when it has
+-- none (rec is false, or the record was made by recSet alone).
+local function recPayload(id)
+  local p = recP[id]
+  if p == nil and recRaw[id] then
+    -- (unpack_one gives -1 for a record read whole: an empty payload.)
+    p = recAt[id] < 0 and '' or string.sub(recRaw[id], recAt[id] + 1)
+    recP[id] = p
+  end
+  return p
 end
 
 -- recSet sets fields of task id's record: field, value, field,
@@ -131,9 +155,10 @@ local function recSet(id, ...)
   if not recDirty[id] then recDirty[id] = true; recDirty[#recDirty + 1] = id end
 end
 
--- recNew records a new task id: its fields r (strings).
-local function recNew(id, r)
-  recs[id] = r
+-- recNew records a new task id: its fields r but the payload (strings),
+-- and its payload p.
+local function recNew(id, r, p)
+  recs[id], recP[id] = r, p
   if not recDirty[id] then recDirty[id] = true; recDirty[#recDirty + 1] = id end
 end
 
@@ -146,14 +171,15 @@ end
 
 -- recSave writes the records changed since it last ran, deletes those
 -- dropped, and deletes the hashes of the earlier version's tasks it
--- moved into tasks.
+-- moved into tasks. A record without a payload (recSet of a task gone)
+-- is not a task: it is not written.
 local function recSave()
   local put, old = {}, {}
   for _, id in ipairs(recDirty) do
-    local r = recs[id]
-    if r then
+    local r, p = recs[id], recPayload(id)
+    if r and p then
       put[#put + 1] = id
-      put[#put + 1] = cmsgpack.pack(r)
+      put[#put + 1] = cmsgpack.pack(r) .. p
       if recOld[id] then
         old[#old + 1] = P_TASK .. id
         recOld[id] = nil
@@ -410,9 +436,12 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
     -- neither its payload nor its submitter (told below). A dead letter
     -- keeps both, for Replay.
     for k, v in pairs(r) do
-      if k ~= F_STATE and (st == 'dead' or k ~= F_PAYLOAD and k ~= F_SUBMITTER) then
+      if k ~= F_STATE and (st == 'dead' or k ~= F_SUBMITTER) then
         f[#f + 1] = k; f[#f + 1] = v
       end
+    end
+    if st == 'dead' and not old then
+      f[#f + 1] = F_PAYLOAD; f[#f + 1] = recPayload(id) or ''
     end
   end
   recDrop(id)

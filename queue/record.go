@@ -62,7 +62,8 @@ func readTaskNow(ctx context.Context, rdb redis.UniversalClient, l layout, id st
 }
 
 // decodeRecord decodes a task's record: a msgpack map of strings (the
-// scripts write strings only; numbers are read too, as decimal text).
+// scripts write strings only; numbers are read too, as decimal text),
+// its fields but the payload, then the payload's bytes.
 func decodeRecord(s string) (map[string]string, error) {
 	d := msgDecoder{b: s}
 	n, err := d.mapLen()
@@ -81,10 +82,11 @@ func decodeRecord(s string) (map[string]string, error) {
 		}
 		m[k] = v
 	}
+	m[fieldPayload] = d.b[d.i:]
 	return m, nil
 }
 
-var errRecord = errors.New("queue: a task record is not a msgpack map of strings")
+var errRecord = errors.New("queue: a task record is not a msgpack map of strings and a payload")
 
 // msgDecoder reads the msgpack the scripts' cmsgpack writes for a
 // record.

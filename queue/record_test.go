@@ -163,9 +163,9 @@ func TestTasksAnEarlierVersionQueued(t *testing.T) {
 	assert.Zero(t, st.Available+st.Delayed+st.Retrying+st.InFlight)
 }
 
-// decodeRecord reads what the scripts' cmsgpack writes: strings of each
-// length class, binary bytes, and numbers as decimal text; it refuses
-// what is not a map of strings.
+// decodeRecord reads what the scripts' cmsgpack writes, and the payload
+// after it: strings of each length class, binary bytes, and numbers as
+// decimal text; it refuses what does not start with a map of strings.
 func TestDecodeRecord(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 5*time.Second)
@@ -173,12 +173,12 @@ func TestDecodeRecord(t *testing.T) {
 	long := strings.Repeat("y", 300)
 	huge := strings.Repeat("z", 70000)
 	packed, err := rdb.Eval(ctx, `return cmsgpack.pack({a = 'x', b = ARGV[1], c = ARGV[2], d = '', e = 'n\0l\n',
-		f = 7, g = -3, h = 1764300000000, i = -200, j = 70000, k = 2.5, m = string.rep('w', 40)})`, nil, long, huge).Text()
+		f = 7, g = -3, h = 1764300000000, i = -200, j = 70000, k = 2.5, m = string.rep('w', 40)}) .. 'pay\0load'`, nil, long, huge).Text()
 	require.NoError(t, err)
 	m, err := decodeRecord(packed)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a": "x", "b": long, "c": huge, "d": "", "e": "n\x00l\n", "f": "7", "g": "-3",
-		"h": "1764300000000", "i": "-200", "j": "70000", "k": "2.5", "m": strings.Repeat("w", 40)}, m)
+		"h": "1764300000000", "i": "-200", "j": "70000", "k": "2.5", "m": strings.Repeat("w", 40), "p": "pay\x00load"}, m)
 
 	for _, bad := range []string{"", "\x91\xa1a", "\x81\xa1a", "\x81\xa1a\xa3ab", "\x81\xc0\xa1a"} {
 		_, err := decodeRecord(bad)

@@ -378,7 +378,7 @@ local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret
   -- Fields equal to their readers' default are left out (wire.go).
   if q_t ~= t then q_t, q_ts = t, tostring(t) end
   local r = {}
-  r['p'], r['st'], r['sub'], r['enq'] = payload, st, sub, q_ts
+  r['st'], r['sub'], r['enq'] = st, sub, q_ts
   if maxAtt ~= '` + defaultMaxField + `' then r['max'] = maxAtt end
   if timeout ~= '` + defaultTimeoutField + `' then r['to'] = timeout end
   if ret ~= '` + defaultRetentionField + `' then r['ret'] = ret end
@@ -392,7 +392,7 @@ local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret
     r['dk'] = dkey
   end
   if b ~= '' then r['b'] = b end
-  recNew(id, r)
+  recNew(id, r, payload)
   if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
   if b ~= '' then
     if redis.call('HINCRBY', P_BATCH .. b, 'n', 1) == 1 then redis.call('HSET', P_BATCH .. b, 'pol', pol) end

@@ -216,9 +216,10 @@ local function take(proc, ik, n, promote, t)
       recLoad(ids)
       for _, id in ipairs(ids) do
         local r = recs[id]
-        -- (A record without a payload is what is left of a task gone
-        -- while it ran: not a task.)
-        if r and r[F_STATE] == 'waiting' and r[F_PAYLOAD] then
+        -- (A record without a payload, made by recSet alone, is not a
+        -- task.)
+        local p = r and recPayload(id)
+        if p and r[F_STATE] == 'waiting' then
           -- Absent fields are their defaults (wire.go).
           local att, atts = 1, '1' -- a first attempt: no number to format
           if r[F_ATTEMPTS] then
@@ -235,7 +236,7 @@ local function take(proc, ik, n, promote, t)
           local since = tonumber(r[F_SUBMITTED])
           if r[F_DUE] then since = math.max(since, tonumber(r[F_DUE])) end
           out[#out + 1] = id
-          out[#out + 1] = r[F_PAYLOAD]
+          out[#out + 1] = p
           out[#out + 1] = att
           out[#out + 1] = tonumber(r[F_MAX_ATTEMPTS] or '` + defaultMaxField + `')
           out[#out + 1] = tonumber(r[F_TIMEOUT] or '` + defaultTimeoutField + `')

@@ -33,7 +33,7 @@ import (
 // already queued.
 const (
 	fieldState       = "st"   // a State: waiting (also while it runs, see below; earlier versions wrote active), delayed, retry, done, dead or cancelled
-	fieldPayload     = "p"    // the payload; deleted when the task finishes (emptied by earlier versions), kept by a dead letter
+	fieldPayload     = "p"    // the payload (after the map in a record, see "Records"); not kept by an outcome (emptied by earlier versions), kept by a dead letter
 	fieldAttempts    = "att"  // attempts used, absent for 0; a running attempt is counted when it ends (see below)
 	fieldMaxAttempts = "max"  // max attempts, absent for DefaultMaxAttempts
 	fieldTimeout     = "to"   // per-attempt timeout (ms), absent for DefaultTimeout
@@ -75,19 +75,22 @@ const (
 )
 
 // Records. An unfinished task (waiting, delayed, retrying or running) is
-// not a key of its own: it is a field of its shard's tasks hash
-// (layout.tasks), the task's id mapped to its record, its fields as one
-// msgpack map of strings (Redis's cmsgpack writes it, decodeRecord reads
-// it). A waiting task thus costs Redis a hash entry instead of a key, a
+// not a key of its own: it is a field of one of its shard's tasks hashes
+// (layout.tasksOf), the task's id mapped to its record: its fields but
+// the payload as one msgpack map of strings, then the payload's bytes
+// (Redis's cmsgpack writes the map, decodeRecord reads it all), so that
+// a script reads a task's fields without copying its payload
+// (cmsgpack.unpack_one) and only the take copies it. A waiting task thus costs Redis a hash entry instead of a key, a
 // key's object and a hash of its own: ~220 bytes instead of ~283 with a
 // 64-byte payload (BENCHMARKS.md, "Records"). A script reads a record
 // once a call (rec, recLoad: one HMGET for a batch), changes it in Lua
-// (recSet) and writes the changed ones in one HSET before it returns
-// (recSave). When the task finishes, its record leaves tasks and its
-// fields, with the outcome's and without the payload and submitter (a
-// dead letter keeps them), become the task's own hash, which expires
+// (recSet) and writes the changed ones in one HSET a hash before it
+// returns (recSave). When the task finishes, its record leaves tasks and
+// its fields, with the outcome's and without the payload and submitter
+// (a dead letter keeps them), become the task's own hash, which expires
 // with its retention. Replay makes a dead letter a record again. A
-// progress report rewrites the whole record, its payload included.
+// change to a record (a retry's error, a progress report) rewrites it
+// whole, its payload included.
 //
 // A version before records kept an unfinished task as its own hash: rec
 // still reads such a task, and the first script that changes it moves it
