@@ -92,7 +92,8 @@ var commandStat = regexp.MustCompile(`(?m)^cmdstat_([a-z|]+):calls=(\d+),usec=(\
 // commandstats), script calls per task by script, and Redis's CPU per
 // task. Run it alone, once: go test -run '^$' -bench CostPerTask
 // -benchtime 1x ./queue/ (SHEPHERD_COST=N for N tasks, default 20,000;
-// SHEPHERD_COST_SHARDS=n for a queue of n shards, all on the one Redis);
+// SHEPHERD_COST_SHARDS=n for a queue of n shards, all on the one Redis;
+// SHEPHERD_COST_PAYLOAD=n for payloads of n bytes, default 64);
 // the numbers go into
 // BENCHMARKS.md ("Cost per task").
 func BenchmarkCostPerTask(bm *testing.B) {
@@ -143,7 +144,7 @@ func BenchmarkCostPerTask(bm *testing.B) {
 	sc.calls = map[string]int{}
 	sc.mu.Unlock()
 	cpu0 := cpu()
-	payload := make([]byte, 64)
+	payload := make([]byte, envInt("SHEPHERD_COST_PAYLOAD", 64))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var errs atomic.Int64
