@@ -129,18 +129,24 @@ if ten ~= '' and not redis.call('HGET', K_TEN, 'c:' .. ten) then return 'UNKNOWN
 redis.call('ZREM', K_DEAD, id)
 redis.call('INCR', K_COUNT)
 if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
--- A new task, out of its batch: its record, from the letter's hash.
+-- A new task, out of its batch: a record made from the letter's hash,
+-- or that hash itself for a large payload (wire.go, "Records").
 local all = redis.call('HGETALL', KEYS[17])
 local r = {}
 for i = 1, #all, 2 do r[all[i]] = all[i + 1] end
-r['errs'], r['fin'], r['res'], r['cx'], r['lerr'], r['b'], r['att'], r['due'], r['own'], r['beg'], r['pg'] = nil
-r['st'], r['enq'] = 'waiting', string.format('%d', now())
 local p = r['p'] or ''
-r['p'] = nil
-redis.call('DEL', KEYS[17])
-recNew(id, r, p)
-recSave()
-pushReady(ten, {id}, true, tonumber(r['pri'] or '0'))
+if #p > ` + recordMaxPayloadText + ` then
+  redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr', 'b', 'att', 'due', 'own', 'beg', 'pg')
+  redis.call('HSET', KEYS[17], 'st', 'waiting', 'enq', now())
+else
+  r['errs'], r['fin'], r['res'], r['cx'], r['lerr'], r['b'], r['att'], r['due'], r['own'], r['beg'], r['pg'] = nil
+  r['st'], r['enq'], r['p'] = 'waiting', string.format('%d', now()), nil
+  redis.call('DEL', KEYS[17])
+  recNew(id, r, p)
+  recSave()
+end
+local pri = r['pri']
+pushReady(ten, {id}, true, tonumber(pri or '0'))
 wake()
 return 'OK'
 `)

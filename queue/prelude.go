@@ -26,6 +26,8 @@ local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
 local P_TASKS = string.sub(P_TASK, 1, -6) .. 'tasks:'
 ` + fieldLocals() + inlineFields(preludeFns)
 
+var hashReadCall, hashReadNames = hashRead()
+
 // preludeFns are the prelude's functions (inlineFields: as written, they
 // name the task's fields by their locals).
 var preludeFns = `
@@ -50,9 +52,10 @@ end
 -- then the payload's bytes (wire.go, "Records"). A script reads a record
 -- once (rec, recLoad: its fields, and the payload only when asked,
 -- recPayload), changes it (recSet) and writes what it changed in one go
--- before it returns (recSave). A task an earlier version queued has a
--- hash of its own instead: rec reads it from there, and recSave moves it
--- into tasks.
+-- before it returns (recSave). A task with a payload over
+-- recordMaxPayload, or one an earlier version queued, has a hash of its
+-- own instead: rec reads its fields from there (recOld), and recSet
+-- writes them there at once.
 local recs, recOld, recDirty, recGone = {}, {}, {}, {}
 -- recRaw: a record as read, and where its payload starts; recP: the
 -- payloads taken out of them, or of an earlier version's hashes.
@@ -85,19 +88,20 @@ local function byKey(cmd, list, step, fn)
   end
 end
 
--- recHash reads task id's own hash (an earlier version's unfinished
--- task): its fields as a record, or false when it has none or is
--- finished (an outcome or a dead letter).
+-- recHash reads task id's own hash (a task with a large payload, or an
+-- earlier version's): its fields but the payload as a record, or false
+-- when it has none or is finished (an outcome or a dead letter).
+local HASH_FIELDS = ` + hashReadNames + `
 local function recHash(id)
   local tk = P_TASK .. id
-  local all = redis.call('HGETALL', tk)
-  if #all == 0 then return false end
+  local v = ` + hashReadCall + `
+  local st = v[1]
+  if not st or st == 'done' or st == 'dead' or st == 'cancelled' then return false end
   local r = {}
-  for i = 1, #all, 2 do r[all[i]] = all[i + 1] end
-  local st = r[F_STATE]
-  if st == 'done' or st == 'dead' or st == 'cancelled' then return false end
+  for i, k in ipairs(HASH_FIELDS) do
+    if v[i] then r[k] = v[i] end
+  end
   recOld[id] = true
-  recP[id], r[F_PAYLOAD] = r[F_PAYLOAD], nil
   return r
 end
 
@@ -137,8 +141,12 @@ local function recPayload(id)
     -- (unpack_one gives -1 for a record read whole: an empty payload.)
     p = recAt[id] < 0 and '' or string.sub(recRaw[id], recAt[id] + 1)
     recP[id] = p
+  elseif p == nil and recOld[id] then
+    local tk = P_TASK .. id
+    p = redis.call('HGET', tk, F_PAYLOAD)
+    recP[id] = p
   end
-  return p
+  return p or nil
 end
 
 -- recSet sets fields of task id's record: field, value, field,
@@ -147,12 +155,19 @@ end
 local function recSet(id, ...)
   local r, a = rec(id), {...}
   if not r then r = {}; recs[id] = r end -- as HSET makes a hash
+  local tk = recOld[id] and P_TASK .. id
   for i = 1, select('#', ...), 2 do
     local v = a[i + 1]
     if type(v) == 'number' then v = string.format('%d', v) end
     r[a[i]] = v
+    -- A task's own hash is written at once.
+    if tk and v == nil then
+      redis.call('HDEL', tk, a[i])
+    elseif tk then
+      redis.call('HSET', tk, a[i], v)
+    end
   end
-  if not recDirty[id] then recDirty[id] = true; recDirty[#recDirty + 1] = id end
+  if not tk and not recDirty[id] then recDirty[id] = true; recDirty[#recDirty + 1] = id end
 end
 
 -- recNew records a new task id: its fields r but the payload (strings),
@@ -169,27 +184,21 @@ local function recDrop(id)
   recs[id] = false
 end
 
--- recSave writes the records changed since it last ran, deletes those
--- dropped, and deletes the hashes of the earlier version's tasks it
--- moved into tasks. A record without a payload (recSet of a task gone)
--- is not a task: it is not written.
+-- recSave writes the records changed since it last ran and deletes
+-- those dropped. A record without a payload (recSet of a task gone) is
+-- not a task: it is not written.
 local function recSave()
-  local put, old = {}, {}
+  local put = {}
   for _, id in ipairs(recDirty) do
     local r, p = recs[id], recPayload(id)
     if r and p then
       put[#put + 1] = id
       put[#put + 1] = cmsgpack.pack(r) .. p
-      if recOld[id] then
-        old[#old + 1] = P_TASK .. id
-        recOld[id] = nil
-      end
     end
     recDirty[id] = nil
   end
   recDirty = {}
   byKey('HSET', put, 2)
-  for i = 1, #old, 1000 do redis.call('DEL', unpack(old, i, math.min(i + 999, #old))) end
   byKey('HDEL', recGone, 1)
   recGone = {}
 end
@@ -430,11 +439,10 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
   if fin_t ~= t then fin_t, fin_ts = t, tostring(t) end
   local f = {'HSET', tk, F_STATE, st, F_FINISHED, fin_ts}
   local r, old = rec(id), recOld[id]
-  if r then
-    -- Its fields (an earlier version's task: as this call changed
-    -- them), but its state; an outcome kept for its retention needs
-    -- neither its payload nor its submitter (told below). A dead letter
-    -- keeps both, for Replay.
+  if r and not old then
+    -- Its fields but its state (a task's own hash has them already); an
+    -- outcome kept for its retention needs neither its payload nor its
+    -- submitter (told below). A dead letter keeps both, for Replay.
     for k, v in pairs(r) do
       if k ~= F_STATE and (st == 'dead' or k ~= F_SUBMITTER) then
         f[#f + 1] = k; f[#f + 1] = v
@@ -452,7 +460,7 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
   end
   if res and res ~= '' then f[#f + 1] = F_RESULT; f[#f + 1] = res end
   redis.call(unpack(f))
-  -- An earlier version's task had its hash already: it drops them there.
+  -- A task's own hash drops them there.
   if old and st ~= 'dead' then redis.call('HDEL', tk, F_PAYLOAD, F_SUBMITTER) end
   nfinished = nfinished + 1
   local dropped = 0

@@ -100,8 +100,8 @@ func TestAnUnfinishedTaskIsARecord(t *testing.T) {
 
 // Tasks an earlier version queued, each a hash of its own, are read and
 // run: waiting, delayed and retrying ones are taken, one is cancelled,
-// one withdrawn, and a caller's id among them is known to Submit. A
-// script that changes one moves it into tasks.
+// one withdrawn, and a caller's id among them is known to Submit. They
+// stay hashes of their own (as a task with a large payload is).
 func TestTasksAnEarlierVersionQueued(t *testing.T) {
 	t.Parallel()
 	q := open(t, redistest.Name(t))
@@ -161,6 +161,59 @@ func TestTasksAnEarlierVersionQueued(t *testing.T) {
 	st, err := q.Stats(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, st.Available+st.Delayed+st.Retrying+st.InFlight)
+}
+
+// A task whose payload is over recordMaxPayload is a hash of its own,
+// and stays one: through a failed attempt, its success, and a dead
+// letter's Replay; one at the limit is a record.
+func TestALargePayloadKeepsAHashOfItsOwn(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 20*time.Second)
+	large := []byte(strings.Repeat("L", recordMaxPayload+1))
+	f, err := q.Submit(ctx, large)
+	require.NoError(t, err)
+	dead, err := q.Submit(ctx, append([]byte("dead"), large...), WithMaxAttempts(1))
+	require.NoError(t, err)
+	small, err := q.Submit(ctx, large[:recordMaxPayload])
+	require.NoError(t, err)
+	for id, size := range map[string]int{f.ID(): len(large), dead.ID(): len(large) + 4} {
+		assert.False(t, q.rdb.HExists(ctx, q.lay.tasksOf(id), id).Val(), "no record")
+		stored := q.rdb.HGetAll(ctx, q.lay.task(id)).Val()
+		assert.Equal(t, "waiting", stored[fieldState])
+		assert.Len(t, stored[fieldPayload], size)
+	}
+	assert.True(t, q.rdb.HExists(ctx, q.lay.tasksOf(small.ID()), small.ID()).Val(), "a payload at the limit is a record")
+
+	var calls atomic.Int32
+	serve(t, q, func(_ context.Context, task *Task) ([]byte, error) {
+		if task.ID == dead.ID() || task.ID == f.ID() && calls.Add(1) == 1 {
+			return nil, errors.New("no")
+		}
+		return []byte(strings.Repeat("r", len(task.Payload)%7)), nil
+	}, WithWorkers(2), WithBackoff(10*time.Millisecond, 10*time.Millisecond))
+	_, err = wait(t, f, 5*time.Second)
+	require.NoError(t, err)
+	_, err = wait(t, small, 5*time.Second)
+	require.NoError(t, err)
+	_, err = wait(t, dead, 5*time.Second)
+	require.Error(t, err)
+	out := q.rdb.HGetAll(ctx, q.lay.task(f.ID())).Val()
+	assert.Equal(t, "done", out[fieldState])
+	assert.Equal(t, "2", out[fieldAttempts])
+	assert.Contains(t, out[fieldErrors], "no")
+	assert.NotContains(t, out, fieldPayload)
+	assert.Zero(t, records(t, ctx, q.rdb, q.lay))
+
+	require.NoError(t, q.Pause(ctx))
+	require.NoError(t, q.Replay(ctx, dead.ID()))
+	assert.False(t, q.rdb.HExists(ctx, q.lay.tasksOf(dead.ID()), dead.ID()).Val())
+	stored := q.rdb.HGetAll(ctx, q.lay.task(dead.ID())).Val()
+	assert.Equal(t, "waiting", stored[fieldState])
+	assert.NotContains(t, stored, fieldErrors)
+	info, err := q.Inspect(ctx, dead.ID())
+	require.NoError(t, err)
+	assert.Equal(t, StateWaiting, info.State)
 }
 
 // decodeRecord reads what the scripts' cmsgpack writes, and the payload

@@ -392,7 +392,14 @@ local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret
     r['dk'] = dkey
   end
   if b ~= '' then r['b'] = b end
-  recNew(id, r, payload)
+  if #payload > ` + recordMaxPayloadText + ` then
+    -- A large payload: the task is a hash of its own (wire.go, "Records").
+    local f = {'HSET', tk, 'p', payload}
+    for k, v in pairs(r) do f[#f + 1] = k; f[#f + 1] = v end
+    redis.call(unpack(f))
+  else
+    recNew(id, r, payload)
+  end
   if ten ~= '' then redis.call('HINCRBY', K_TEN, 'n:' .. ten, 1) end
   if b ~= '' then
     if redis.call('HINCRBY', P_BATCH .. b, 'n', 1) == 1 then redis.call('HSET', P_BATCH .. b, 'pol', pol) end

@@ -160,6 +160,30 @@ var fieldInliner = func() *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }()
 
+// hashRead renders recHash's read of a task's own hash: an HMGET of every
+// field but the payload (a payload of any size stays out of Lua), and
+// the Lua list of their names in the same order.
+func hashRead() (call, names string) {
+	var locals, quoted []string
+	for _, f := range taskHashFields {
+		if f.name != fieldPayload {
+			locals = append(locals, f.lua)
+			quoted = append(quoted, "'"+f.name+"'")
+		}
+	}
+	return "redis.call('HMGET', tk, " + strings.Join(locals, ", ") + ")", "{" + strings.Join(quoted, ", ") + "}"
+}
+
+// recordMaxPayload is the largest payload a record holds: a task with a
+// larger one is a hash of its own (wire.go, "Records"), so that its
+// payload is copied through Lua no more often than a record's would be
+// (a 4 KiB copy costs Redis ~5 µs there).
+const recordMaxPayload = 1024
+
+// recordMaxPayloadText is recordMaxPayload as the scripts' text has it
+// (TestFieldDefaults ties the two).
+const recordMaxPayloadText = "1024"
+
 // fieldLocals renders the prelude's lines that bind the task hash's
 // fields to their Lua locals: "local F_STATE = 'st'", one a line.
 func fieldLocals() string {

@@ -102,6 +102,7 @@ var (
 	fieldLocal  = regexp.MustCompile(`\bF_[A-Z_]+\b`)
 	recordField = regexp.MustCompile(`\br\['([a-z]*)'\]`)
 	recSetCall  = regexp.MustCompile(`\brecSet\(`)
+	recSetBody  = regexp.MustCompile(`(?s)local function recSet\(id, \.\.\.\)\n.*?\nend\n`)
 )
 
 // Every field that a script names on a task hash is declared in wire.go:
@@ -125,6 +126,9 @@ func TestScriptsUseOnlyTaskFields(t *testing.T) {
 	}
 	check := func(where, lua string, taskKey17 bool) int {
 		uses := 0
+		// recSet writes a task's own hash with the fields its callers
+		// name (checked below, at each call).
+		lua = recSetBody.ReplaceAllString(lua, "")
 		for _, loc := range fieldLocal.FindAllString(lua, -1) {
 			uses++
 			if assert.True(t, locals[loc], "%s: Lua local %s is not a declared task field", where, loc) {
@@ -237,6 +241,7 @@ func TestFieldDefaults(t *testing.T) {
 	assert.Equal(t, strconv.Itoa(DefaultMaxAttempts), defaultMaxField)
 	assert.Equal(t, strconv.FormatInt(DefaultTimeout.Milliseconds(), 10), defaultTimeoutField)
 	assert.Equal(t, strconv.FormatInt(DefaultRetention.Milliseconds(), 10), defaultRetentionField)
+	assert.Equal(t, strconv.Itoa(recordMaxPayload), recordMaxPayloadText)
 }
 
 // A task stores only what differs from the defaults, and every reader
