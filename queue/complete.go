@@ -130,7 +130,7 @@ for i = 1, #ids, 1000 do
   for _, v in ipairs(redis.call('HMGET', K_ACTIVE, unpack(ids, i, math.min(i + 999, #ids)))) do runs[#runs + 1] = v end
 end
 -- Their records, one read for the batch.
-recLoad(ids)
+recLoad(ids, 'later')
 local out, dropped, again = {0, 0}, 0, false
 for i = 7, #ARGV, 6 do
   local st, d, w = complete(ARGV[i], runs[(i - 1) / 6], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])

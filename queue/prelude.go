@@ -105,9 +105,24 @@ local function recHash(id)
   return r
 end
 
+-- recTake reads, of task id's own hash, the fields take needs and the
+-- payload, in one command (recHash reads them all but the payload):
+-- those fields as a record, or false as recHash.
+local function recTake(id)
+  local tk = P_TASK .. id
+  local v = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE, F_TRACE, F_SUBMITTER, F_RETENTION, F_BATCH)
+  if v[1] ~= 'waiting' then return false end
+  recOld[id], recP[id] = true, v[2] or nil
+  return {st = v[1], att = v[3] or nil, max = v[4] or nil, to = v[5] or nil, enq = v[6] or nil, due = v[7] or nil,
+    tc = v[8] or nil, sub = v[9] or nil, ret = v[10] or nil, b = v[11] or nil}
+end
+
 -- recLoad reads the records of the tasks ids not read yet: one HMGET for
--- them all.
-local function recLoad(ids)
+-- them all. A task with no record has a hash of its own: how reads it
+-- ('take': recTake; 'later': not now, recHashed tells it has one; nil:
+-- recHash).
+local recHashed = {}
+local function recLoad(ids, how)
   local want = {}
   for _, id in ipairs(ids) do
     if recs[id] == nil then want[#want + 1] = id end
@@ -118,6 +133,10 @@ local function recLoad(ids)
       if s then
         local at, r = cmsgpack.unpack_one(s)
         recs[id], recRaw[id], recAt[id] = r, s, at
+      elseif how == 'take' then
+        recs[id] = recTake(id)
+      elseif how == 'later' then
+        recHashed[id] = true
       else
         recs[id] = recHash(id)
       end
@@ -129,7 +148,9 @@ end
 -- but the payload, all strings), or false when no unfinished task has
 -- that id.
 local function rec(id)
-  if recs[id] == nil then recLoad({id}) end
+  if recs[id] == nil then
+    if recHashed[id] then recs[id] = recHash(id) else recLoad({id}) end
+  end
   return recs[id]
 end
 
@@ -438,7 +459,12 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
   end
   if fin_t ~= t then fin_t, fin_ts = t, tostring(t) end
   local f = {'HSET', tk, F_STATE, st, F_FINISHED, fin_ts}
-  local r, old = rec(id), recOld[id]
+  local r, old
+  if recs[id] == nil and recHashed[id] then
+    old = true -- a task's own hash, not read: it has its fields
+  else
+    r, old = rec(id), recOld[id]
+  end
   if r and not old then
     -- Its fields but its state (a task's own hash has them already); an
     -- outcome kept for its retention needs neither its payload nor its

@@ -213,7 +213,7 @@ local function take(proc, ik, n, promote, t)
         more = #got0 == want0
       end
       local took = 0
-      recLoad(ids)
+      recLoad(ids, 'take')
       for _, id in ipairs(ids) do
         local r = recs[id]
         -- (A record without a payload, made by recSet alone, is not a
