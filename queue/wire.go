@@ -74,29 +74,36 @@ const (
 	defaultRetentionField = "86400000" // DefaultRetention, in ms
 )
 
-// Records. An unfinished task (waiting, delayed, retrying or running) is
-// not a key of its own: it is a field of one of its shard's tasks hashes
+// Records. An unfinished task (waiting, delayed, retrying or running)
+// whose payload is at most recordMaxPayload bytes is not a key of its
+// own: it is a field of one of its shard's tasks hashes
 // (layout.tasksOf), the task's id mapped to its record: its fields but
 // the payload as one msgpack map of strings, then the payload's bytes
 // (Redis's cmsgpack writes the map, decodeRecord reads it all), so that
 // a script reads a task's fields without copying its payload
-// (cmsgpack.unpack_one) and only the take copies it. A waiting task thus costs Redis a hash entry instead of a key, a
-// key's object and a hash of its own: ~220 bytes instead of ~283 with a
-// 64-byte payload (BENCHMARKS.md, "Records"). A script reads a record
-// once a call (rec, recLoad: one HMGET for a batch), changes it in Lua
-// (recSet) and writes the changed ones in one HSET a hash before it
-// returns (recSave). When the task finishes, its record leaves tasks and
-// its fields, with the outcome's and without the payload and submitter
-// (a dead letter keeps them), become the task's own hash, which expires
-// with its retention. Replay makes a dead letter a record again. A
-// change to a record (a retry's error, a progress report) rewrites it
-// whole, its payload included.
+// (cmsgpack.unpack_one). A waiting task thus costs Redis a hash entry
+// instead of a key, a key's object and a hash of its own: ~223 bytes
+// instead of ~283 with a 64-byte payload (BENCHMARKS.md, "Records"). A
+// script reads a record once a call (rec, recLoad: one HMGET a hash for
+// a batch), changes it in Lua (recSet) and writes the changed ones in
+// one HSET a hash before it returns (recSave). When the task finishes,
+// its record leaves tasks and its fields, with the outcome's and without
+// the payload and submitter (a dead letter keeps them), become the
+// task's own hash, which expires with its retention. Replay makes a dead
+// letter a record again. A change to a record (a retry's error, a
+// progress report) rewrites it whole, its payload included.
 //
-// A version before records kept an unfinished task as its own hash: rec
-// still reads such a task, and the first script that changes it moves it
-// into tasks (a take that only reads it leaves it there), so that tasks
-// an old version queued run after an upgrade. The other way round is not
-// safe: an old version does not see records (README, "Upgrading").
+// A task with a larger payload keeps a hash of its own (task:ID) while
+// it is unfinished, as every task did before records: a record would
+// copy its payload through Lua once more at the submit, the take and
+// the end, and such a copy costs Redis ~1.4 µs a KiB there, while the
+// ~60 bytes a record saves are little beside the payload. The scripts
+// read it with recHash (every field but the payload) or recTake (what a
+// take needs, with the payload), a success's end does not read it, and
+// recSet writes its fields there at once. Tasks an earlier version
+// queued are such hashes too, whatever their payload, and stay so: they
+// run after an upgrade. The other way round is not safe: an old version
+// does not see records (README, "Upgrading").
 
 // Running attempts. A take does not write the task's record: the attempt
 // lives in active alone, the task's id mapped to its process, attempt
