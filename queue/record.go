@@ -11,11 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// An unfinished task is a record in its shard's tasks hash: its fields
-// (wire.go) as one msgpack map, written by the scripts (prelude.go, rec
-// and recSave). A finished task (an outcome, a dead letter) and an
-// unfinished one an earlier version queued are a hash of their own
-// instead (layout.task). A taskRead reads a task either way.
+// An unfinished task with a payload of at most recordMaxPayload bytes is
+// a record in one of its shard's tasks hashes (layout.tasksOf): its
+// fields (wire.go) but the payload as one msgpack map, then the payload,
+// written by the scripts (prelude.go, rec and recSave). A finished task
+// (an outcome, a dead letter), an unfinished one with a larger payload
+// and one an earlier version queued are a hash of their own instead
+// (layout.task). A taskRead reads a task either way; a record that does
+// not decode reads as no task.
 
 // A taskRead is a read of some fields of one task, queued in a pipeline:
 // its record and its hash, whichever it has.
