@@ -61,11 +61,12 @@ import (
 //	              (done) and first failed task (first)
 //	btasks:ID     list: a batch's task ids, in submission order
 //	tasks:XX      hash: id → the record of an unfinished task (its
-//	              fields, wire.go, packed: record.go), XX the id's last
-//	              two characters (tasksOf)
+//	              fields, wire.go, packed, then its payload: record.go),
+//	              XX the id's last two characters (tasksOf)
 //	task:ID       hash: a finished task, its outcome or dead letter
-//	              (fields in wire.go); an unfinished one of an earlier
-//	              version (until a script moves it into tasks)
+//	              (fields in wire.go); an unfinished one whose payload
+//	              is over recordMaxPayload, or that an earlier version
+//	              queued
 //	inflight:PROC set: the ids a process runs
 //	schedules     hash: schedule name → its version (schedule.go), absent
 //	              while the queue has no schedule

@@ -54,11 +54,11 @@ end
 -- recPayload), changes it (recSet) and writes what it changed in one go
 -- before it returns (recSave). A task with a payload over
 -- recordMaxPayload, or one an earlier version queued, has a hash of its
--- own instead: rec reads its fields from there (recOld), and recSet
+-- own instead: rec reads its fields from there (recOwn), and recSet
 -- writes them there at once.
-local recs, recOld, recDirty, recGone = {}, {}, {}, {}
+local recs, recOwn, recDirty, recGone = {}, {}, {}, {}
 -- recRaw: a record as read, and where its payload starts; recP: the
--- payloads taken out of them, or of an earlier version's hashes.
+-- payloads taken out of them, or read from a task's own hash.
 local recRaw, recAt, recP = {}, {}, {}
 
 -- recKey is the key of the tasks hash that holds task id's record: the
@@ -101,7 +101,7 @@ local function recHash(id)
   for i, k in ipairs(HASH_FIELDS) do
     if v[i] then r[k] = v[i] end
   end
-  recOld[id] = true
+  recOwn[id] = true
   return r
 end
 
@@ -112,7 +112,7 @@ local function recTake(id)
   local tk = P_TASK .. id
   local v = redis.call('HMGET', tk, F_STATE, F_PAYLOAD, F_ATTEMPTS, F_MAX_ATTEMPTS, F_TIMEOUT, F_SUBMITTED, F_DUE, F_TRACE, F_SUBMITTER, F_RETENTION, F_BATCH)
   if v[1] ~= 'waiting' then return false end
-  recOld[id], recP[id] = true, v[2] or nil
+  recOwn[id], recP[id] = true, v[2] or nil
   return {st = v[1], att = v[3] or nil, max = v[4] or nil, to = v[5] or nil, enq = v[6] or nil, due = v[7] or nil,
     tc = v[8] or nil, sub = v[9] or nil, ret = v[10] or nil, b = v[11] or nil}
 end
@@ -162,7 +162,7 @@ local function recPayload(id)
     -- (unpack_one gives -1 for a record read whole: an empty payload.)
     p = recAt[id] < 0 and '' or string.sub(recRaw[id], recAt[id] + 1)
     recP[id] = p
-  elseif p == nil and recOld[id] then
+  elseif p == nil and recOwn[id] then
     local tk = P_TASK .. id
     p = redis.call('HGET', tk, F_PAYLOAD)
     recP[id] = p
@@ -172,11 +172,11 @@ end
 
 -- recSet sets fields of task id's record: field, value, field,
 -- value... (a value a string, or an integer; nil deletes the field);
--- recSave writes them.
+-- recSave writes them (a task's own hash: written at once).
 local function recSet(id, ...)
   local r, a = rec(id), {...}
   if not r then r = {}; recs[id] = r end -- as HSET makes a hash
-  local tk = recOld[id] and P_TASK .. id
+  local tk = recOwn[id] and P_TASK .. id
   for i = 1, select('#', ...), 2 do
     local v = a[i + 1]
     if type(v) == 'number' then v = string.format('%d', v) end
@@ -199,9 +199,9 @@ local function recNew(id, r, p)
 end
 
 -- recDrop forgets task id's record: it finished (its outcome is its own
--- hash) or went. An earlier version's hash is left to the caller.
+-- hash) or went. A task's own hash (recOwn) is left to the caller.
 local function recDrop(id)
-  if recs[id] and not recOld[id] then recGone[#recGone + 1] = id end
+  if recs[id] and not recOwn[id] then recGone[#recGone + 1] = id end
   recs[id] = false
 end
 
@@ -463,7 +463,7 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
   if recs[id] == nil and recHashed[id] then
     old = true -- a task's own hash, not read: it has its fields
   else
-    r, old = rec(id), recOld[id]
+    r, old = rec(id), recOwn[id]
   end
   if r and not old then
     -- Its fields but its state (a task's own hash has them already); an
@@ -474,7 +474,7 @@ local function finish(tk, id, st, t, sub, ret, att, errs, res, ten, b, began)
         f[#f + 1] = k; f[#f + 1] = v
       end
     end
-    if st == 'dead' and not old then
+    if st == 'dead' then
       f[#f + 1] = F_PAYLOAD; f[#f + 1] = recPayload(id) or ''
     end
   end

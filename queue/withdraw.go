@@ -81,19 +81,18 @@ if not r then
   if n[1] and (n[2] or id) == nonce then return 'CANCELLED' end
   return 'ABSENT'
 end
-local f = {r[F_STATE], r[F_NONCE], r[F_TENANT], r[F_BATCH], r[F_RETENTION], r[F_PRIORITY], r[F_DEDUP_KEY]}
-if (f[2] or id) ~= nonce then return 'ABSENT' end
--- A running task's hash says 'waiting' (active says it runs: inFlight),
--- or 'active' when an earlier version took it.
-local st, owner = f[1], nil
+if (r[F_NONCE] or id) ~= nonce then return 'ABSENT' end
+-- A running task's record says 'waiting' (active says it runs:
+-- inFlight), or 'active' when an earlier version took it.
+local st, owner = r[F_STATE], nil
 if st == 'waiting' or st == 'active' then
   owner = inFlight(id)
   if owner then st = 'active' end
 end
 local mine = owner and ARGV[7] and ARGV[7] ~= '' and owner == ARGV[7]
 if st == 'waiting' or st == 'delayed' or st == 'retry' or mine then
-  local ten = f[3] or ''
-  if st == 'waiting' then unready(ten, id, tonumber(f[6] or '0')) end
+  local ten, b, ret = r[F_TENANT] or '', r[F_BATCH], r[F_RETENTION] or '` + defaultRetentionField + `'
+  if st == 'waiting' then unready(ten, id, tonumber(r[F_PRIORITY] or '0')) end
   if mine then
     -- Taken by this process's own worker, which does not start it.
     redis.call('HDEL', K_ACTIVE, id)
@@ -101,25 +100,25 @@ if st == 'waiting' or st == 'delayed' or st == 'retry' or mine then
     unload(ten, 1)
   end
   -- Never queued: its deduplication key is free again.
-  local dk = f[7] and string.sub(P_TASK, 1, -6) .. 'dedup:' .. f[7]
+  local dk = r[F_DEDUP_KEY] and string.sub(P_TASK, 1, -6) .. 'dedup:' .. r[F_DEDUP_KEY]
   if dk and redis.call('GET', dk) == id then redis.call('DEL', dk) end
-  if f[4] and f[4] ~= '' then
+  if b and b ~= '' then
     -- Never part of its batch. A batch left with no task goes; one
     -- whose other tasks have all finished is kept as long as an outcome
     -- (as finish does when its last task finishes).
-    local bk, bt = P_BATCH .. f[4], P_BTASKS .. f[4]
+    local bk, bt = P_BATCH .. b, P_BTASKS .. b
     redis.call('LREM', bt, 1, id)
     local n = redis.call('HINCRBY', bk, 'n', -1)
     if n <= 0 then
       redis.call('DEL', bk, bt)
     elseif tonumber(redis.call('HGET', bk, 'done') or '0') >= n then
-      redis.call('PEXPIRE', bk, f[5] or '` + defaultRetentionField + `')
-      redis.call('PEXPIRE', bt, f[5] or '` + defaultRetentionField + `')
+      redis.call('PEXPIRE', bk, ret)
+      redis.call('PEXPIRE', bt, ret)
     end
   end
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_RETRY, id)
-  if recOld[id] then redis.call('DEL', tk) end
+  if recOwn[id] then redis.call('DEL', tk) end
   recDrop(id)
   recSave()
   uncount(1)
