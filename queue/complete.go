@@ -88,7 +88,7 @@ local unloads = {} -- tenant → how many of them
 local function complete(id, run, attempt, kind, data, delay, stack)
   local tk = P_TASK .. id
   -- What a success needs is in active (inFlight); the other ends read
-  -- the rest (g).
+  -- the rest from the task's record (r).
   local p, att, began, sub, ret, b, ten = inFlight(id, run)
   if p ~= proc or att ~= attempt then return 'STALE', 0 end
   ended[#ended + 1] = id
@@ -129,7 +129,8 @@ local runs = {}
 for i = 1, #ids, 1000 do
   for _, v in ipairs(redis.call('HMGET', K_ACTIVE, unpack(ids, i, math.min(i + 999, #ids)))) do runs[#runs + 1] = v end
 end
--- Their records, one read for the batch.
+-- Their records, one read for the batch (a task's own hash is read
+-- only by an end that needs it: rec).
 recLoad(ids, 'later')
 local out, dropped, again = {0, 0}, 0, false
 for i = 7, #ARGV, 6 do
