@@ -17,6 +17,7 @@ import (
 
 	shkeys "github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
+	"github.com/shepherd-go/shepherd/internal/replica"
 )
 
 // Run runs s with keys and args via EVALSHA, falling back to EVAL when the
@@ -129,4 +130,66 @@ func reloadSlots(rdb redis.Scripter, err error) {
 		return
 	}
 	cc.ReloadState(context.Background())
+}
+
+// RunAcked is Run with replicated acknowledgement: when a is on, the
+// script call and WAIT a.N a.Timeout go in one pipeline, on one
+// connection to the master of keys[0] (replica.Pipe), so that the WAIT
+// counts the script's writes. It returns the script's reply and, when
+// fewer replicas than a.N acknowledged in time, an error wrapping a
+// *replica.Error ("op: ..."), with the reply: the script ran on the
+// master. A script not loaded yet (NOSCRIPT: the WAIT then confirmed
+// nothing of it) runs again by EVAL, and a slot that moves is waited for,
+// as Run does. With a off it is Run.
+func RunAcked(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, op string, keys []string, a replica.Ack, args ...any) (any, error) {
+	if !a.On() {
+		return Run(ctx, rdb, s, op, keys, args...)
+	}
+	keys = WithGuard(keys)
+	wait := firstMovingWait
+	for {
+		res, err := runAcked(ctx, rdb, s, op, keys, a, args)
+		if err == nil || !Moving(err) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, lastMovingWait)
+	}
+}
+
+func runAcked(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, op string, keys []string, a replica.Ack, args []any) (any, error) {
+	var cmd *redis.Cmd
+	w, err := replica.Pipe(ctx, rdb, keys[0], a, func(p redis.Pipeliner) { cmd = s.EvalSha(ctx, p, keys, args...) })
+	if cmd != nil && redisutil.HasErrorCode(cmd.Err(), "NOSCRIPT") {
+		w, err = replica.Pipe(ctx, rdb, keys[0], a, func(p redis.Pipeliner) { cmd = s.Eval(ctx, p, keys, args...) })
+	}
+	if cmd == nil {
+		// Pipe found no master to send to.
+		reloadSlots(rdb, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	res, cerr := cmd.Result()
+	switch {
+	case cerr == redis.Nil:
+		res = nil
+	case cerr != nil:
+		reloadSlots(rdb, cerr)
+		return nil, fmt.Errorf("%s: %w", op, cerr)
+	case err != nil && !errors.Is(err, redis.Nil):
+		// The script ran, its reply came, and the WAIT failed.
+	}
+	if werr := replica.Check(w, a); werr != nil {
+		if cerr == redis.Nil {
+			return nil, fmt.Errorf("%s: %w", op, werr)
+		}
+		return res, fmt.Errorf("%s: %w", op, werr)
+	}
+	if cerr == redis.Nil {
+		return nil, redis.Nil
+	}
+	return res, nil
 }

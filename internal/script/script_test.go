@@ -3,12 +3,15 @@ package script
 import (
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
+	"github.com/shepherd-go/shepherd/internal/replica"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -112,4 +115,43 @@ func TestRunWaitsOutAMovingSlot(t *testing.T) {
 	for _, e := range []error{redis.Nil, errors.New("TRYAGAIN not a reply"), context.Canceled} {
 		assert.False(t, Moving(e), "%v", e)
 	}
+}
+
+func TestRunAckedWaitsForReplicas(t *testing.T) {
+	t.Parallel()
+	primary := redistest.Start(t)
+	host, port, err := net.SplitHostPort(primary.Addr())
+	require.NoError(t, err)
+	repl := redistest.Start(t, redistest.WithArgs("--replicaof", host, port,
+		"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"))
+	ctx := context.Background()
+	rdb := primary.Client()
+	require.Eventually(t, func() bool {
+		n, err := rdb.Do(ctx, "wait", 1, 50).Int64()
+		return err == nil && n == 1
+	}, 10*time.Second, 20*time.Millisecond, "the replica never synced")
+	// A script not loaded on this server: EVALSHA fails, EVAL runs it.
+	s := redis.NewScript(`redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1])` + " -- " + t.Name())
+	a := replica.Ack{N: 1, Timeout: time.Second}
+	res, err := RunAcked(ctx, rdb, s, "op", []string{"n"}, a)
+	require.NoError(t, err)
+	assert.Equal(t, "1", res)
+	assert.Equal(t, "1", repl.Client().Get(ctx, "n").Val())
+
+	require.NoError(t, repl.Freeze())
+	defer func() { _ = repl.Thaw() }()
+	a.Timeout = 50 * time.Millisecond
+	res, err = RunAcked(ctx, rdb, s, "op", []string{"n"}, a)
+	require.ErrorIs(t, err, replica.ErrNotReplicated)
+	assert.ErrorContains(t, err, "op: 0 of 1 replicas acknowledged the writes within 50ms")
+	assert.Equal(t, "2", res, "the script ran on the master: its reply comes with the error")
+
+	// A script error is the script's, whatever the WAIT says.
+	bad := redis.NewScript(`return redis.error_reply('NOPE no')`)
+	_, err = RunAcked(ctx, rdb, bad, "op", []string{"n"}, a)
+	assert.Equal(t, "NOPE", redisutil.ErrorCode(err))
+	// Off, it is Run.
+	res, err = RunAcked(ctx, rdb, s, "op", []string{"n"}, replica.Ack{})
+	require.NoError(t, err)
+	assert.Equal(t, "3", res)
 }
