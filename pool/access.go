@@ -7,6 +7,9 @@ package pool
 //	ACL SETUSER shepherd on >PASSWORD resetkeys resetchannels
 //	  ~shepherd:{POOL}:* &shepherd:{POOL}:* -@all <ACLCommands>
 //
+// +info lets each node watch the master's replication id (failover
+// detection, replicas.go), +wait is for WithReplicas.
+//
 // Shutdown also scans the keyspace for the pool's keys (+scan), which
 // returns the names of other keys too. Without +client|id and
 // +client|unblock a pool still works: its blocking reads are capped at
@@ -19,4 +22,4 @@ const ACLCommands = "+ping +hello +auth +time +client|id +client|unblock +evalsh
 	"+xautoclaim +xclaim +xpending +xinfo|consumers " +
 	"+hset +hget +hmget +hgetall +hdel +hkeys +hlen +hexists +hscan +hincrby +lpush +ltrim +lrange " +
 	"+zadd +zscore +zremrangebyscore " +
-	"+get +set +del +exists +pexpire +unlink +scan +publish +subscribe +unsubscribe"
+	"+get +set +del +exists +pexpire +unlink +scan +publish +subscribe +unsubscribe +info +wait"

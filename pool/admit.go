@@ -126,7 +126,13 @@ func (n *Node) dispatchJob(ctx context.Context, key string, payload []byte) erro
 	}
 	select {
 	case p := <-ch:
-		return n.metrics.dispatchDone(ctx, began, replyError(key, p))
+		err := replyError(key, p)
+		if err == nil {
+			if err = n.confirmJob(ctx, "dispatch", key, nonce, true); err != nil {
+				n.withdrawLater(key, nonce)
+			}
+		}
+		return n.metrics.dispatchDone(ctx, began, err)
 	case <-ctx.Done():
 		n.forget(reqID)
 		n.withdrawLater(key, nonce)

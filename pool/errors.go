@@ -46,6 +46,12 @@ var (
 	// (StopJob of the key meanwhile), so it does not run; the error says
 	// what happened. Dispatch it again if it should run.
 	ErrJobStopped = errors.New("pool: job stopped before it started")
+	// ErrNotReplicated: with WithReplicas, DispatchJob's or StopJob's
+	// outcome was not confirmed on enough replicas within the timeout, or
+	// the master no longer holds it (a failover undid it). A dispatch is
+	// withdrawn, as after any failed dispatch; a stop may be undone by a
+	// failover: stop the job again.
+	ErrNotReplicated = errors.New("pool: not replicated")
 )
 
 // StartError is returned by DispatchJob when the worker's Start handler

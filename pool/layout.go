@@ -48,6 +48,7 @@ type layout struct {
 	shutdown  string // the shutdown map's hash (read by scripts)
 	wprefix   string // a worker stream's key is wprefix + worker id
 	nprefix   string // a node stream's key is nprefix + node id
+	acked     string // string: written by confirmations on the replicas (WithReplicas, replica.Confirm); expires after a minute
 }
 
 // poolLayout checks the arguments every entry point takes, a client and a
@@ -98,6 +99,7 @@ func newLayout(pool string) (layout, error) {
 		shutdown:  maps[2].Hash,
 		wprefix:   s.Key(keys.KindStream, workerStreamName("")),
 		nprefix:   s.Key(keys.KindStream, nodeStreamName("")),
+		acked:     s.Key(keys.KindPool, "acked"),
 	}, nil
 }
 

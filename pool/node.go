@@ -106,6 +106,9 @@ func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 			return nil, err
 		}
 	}
+	if err := cfg.checkReplicas(); err != nil {
+		return nil, err
+	}
 	n := &Node{
 		id: newID(), started: time.Now(), pool: poolName, rdb: rdb, cfg: cfg, lay: lay,
 		myWorkers:  make(map[string]*Worker),
@@ -198,6 +201,7 @@ func (n *Node) join(ctx context.Context) error {
 	}
 	n.loops.Go(n.keepAliveLoop)
 	n.watchers.Go(n.shutdownWatch)
+	n.loops.Go(n.watchLoop)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shepherd-go/shepherd/internal/replica"
 	"github.com/shepherd-go/shepherd/limit"
 )
 
@@ -42,6 +43,7 @@ type nodeConfig struct {
 	dispatchLimit     bool
 	dispatchWait      time.Duration
 	callTimeout       time.Duration // WithCallTimeout (calltimeout.go)
+	ack               replica.Ack   // WithReplicas (replicas.go)
 
 	// set records which pool-wide settings the options gave explicitly:
 	// those must agree with the pool's (settings.go).

@@ -51,6 +51,19 @@ func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) err
 // ErrNoWorker instead of waiting for ctx. (A stop needs no such watch: the
 // janitor or the leaving worker answers it.)
 func (n *Node) request(ctx context.Context, op, key string, payload []byte, settled map[any]error) error {
+	if op == opStop && n.cfg.ack.On() {
+		stopped := n.jobNonce(ctx, key)
+		err := n.sendAndWait(ctx, op, key, payload, settled)
+		if err == nil {
+			err = n.confirmJob(ctx, "stop", key, stopped, false)
+		}
+		return err
+	}
+	return n.sendAndWait(ctx, op, key, payload, settled)
+}
+
+// sendAndWait is request without the confirmation on the replicas.
+func (n *Node) sendAndWait(ctx context.Context, op, key string, payload []byte, settled map[any]error) error {
 	reqID, ch := n.await(op, key, "")
 	res, err := n.sendRequest(ctx, op, key, "", n.id, reqID, payload)
 	worker, sent := sentTo(res)

@@ -12,10 +12,13 @@ package queue
 //
 // On a Redis Cluster it needs ClusterACLCommands as well.
 //
+// +info lets each process watch the master's replication id (failover
+// detection, replicas.go), +wait is for WithReplicas.
+//
 // A client that selects a database other than 0 needs +select, and
 // go-redis on Redis 7.2 or newer sends CLIENT SETINFO when it connects
 // (+client|setinfo).
-const ACLCommands = "+ping +hello +auth +time +evalsha +eval +subscribe +unsubscribe +publish " +
+const ACLCommands = "+ping +hello +auth +time +evalsha +eval +subscribe +unsubscribe +publish +info +wait " +
 	"+get +set +incr +incrby +decr +exists +del +pexpire +pttl +persist " +
 	"+hset +hget +hmget +hgetall +hkeys +hdel +hlen +hexists " +
 	"+lpush +rpush +lpop +rpop +lrem +llen +ltrim +lrange +sadd +srem +smembers +hincrby " +

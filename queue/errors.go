@@ -33,6 +33,12 @@ var (
 	// the Queue that made the future was closed first (the outcome can
 	// still be read with Result).
 	ErrClosed = errors.New("queue: closed")
+	// ErrNotReplicated is returned by Submit (and a Batch's) with
+	// WithReplicas when fewer replicas than asked acknowledged the call's
+	// writes within the timeout: the task is withdrawn, as after any
+	// failed Submit. It also wraps the error of a failed confirmation of
+	// an outcome that Wait does not return (the future stays pending).
+	ErrNotReplicated = errors.New("queue: not replicated")
 	// ErrAlreadyServing is returned by Serve on a Queue that serves
 	// already.
 	ErrAlreadyServing = errors.New("queue: already serving")

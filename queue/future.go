@@ -91,6 +91,16 @@ func (q *Queue) outcomeMessage(msg string) {
 		errs := rest[idLen : idLen+errsLen]
 		res := rest[idLen+errsLen : idLen+errsLen+resLen]
 		msg = rest[idLen+errsLen+resLen:]
+		if q.cfg.ack.On() {
+			// Completed once the outcome is confirmed on the replicas.
+			q.mu.Lock()
+			f := q.futures[id]
+			q.mu.Unlock()
+			if f != nil {
+				q.outcomeHeard(f)
+			}
+			continue
+		}
 		q.mu.Lock()
 		f := q.futures[id]
 		delete(q.futures, id)
@@ -204,8 +214,16 @@ func (q *Queue) pollFutures() {
 // whose Submit had succeeded before the read are judged: a task missing
 // then may just not be written yet.
 func (q *Queue) pollOnce(ctx context.Context) {
+	if pending := q.pendingFutures(1000); len(pending) > 0 {
+		q.pollOutcomes(ctx, pending)
+	}
+}
+
+// pendingFutures returns up to n futures whose Submit succeeded.
+func (q *Queue) pendingFutures(n int) []*Future {
 	q.mu.Lock()
-	pending := make([]*Future, 0, min(len(q.futures), 1000))
+	defer q.mu.Unlock()
+	pending := make([]*Future, 0, min(len(q.futures), n))
 	for _, f := range q.futures {
 		if len(pending) == cap(pending) {
 			break
@@ -214,17 +232,19 @@ func (q *Queue) pollOnce(ctx context.Context) {
 			pending = append(pending, f)
 		}
 	}
-	q.mu.Unlock()
-	if len(pending) > 0 {
-		q.pollOutcomes(ctx, pending)
-	}
+	return pending
 }
 
 // pollOutcomes reads the outcomes of pending futures in one pipeline,
 // each in the shard its id names; a caller's id on a queue of n shards is
 // read in every shard where it may be (idLayouts), and counts as lost only
-// when none holds it.
-func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
+// when none holds it. With WithReplicas, each shard's reads are confirmed
+// on the replicas first (confirmOutcomes). It returns the ids of the
+// futures it ended with ErrOutcomeLost.
+func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) (lost []string) {
+	if q.cfg.ack.On() {
+		return q.confirmOutcomes(ctx, pending)
+	}
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
 	all := q.known()
@@ -243,7 +263,7 @@ func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 		if ctx.Err() == nil {
 			q.logger.Debug("polling outcomes failed", "error", err)
 		}
-		return
+		return nil
 	}
 	if q.testAfterPollRead != nil {
 		q.testAfterPollRead()
@@ -263,9 +283,11 @@ func (q *Queue) pollOutcomes(ctx context.Context, pending []*Future) {
 		case st == "":
 			q.forget(f)
 			f.complete(nil, fmt.Errorf("%w: %q", ErrOutcomeLost, f.id))
+			lost = append(lost, f.id)
 		case finished(st):
 			q.forget(f)
 			f.complete(res, err)
 		}
 	}
+	return lost
 }

@@ -72,13 +72,16 @@ import (
 //	              while the queue has no schedule
 //	schedule:NAME hash: a schedule: its definition, and its last tick
 //	              (fields in schedule.go)
+//	acked         string: written by a process that confirms what it read
+//	              is replicated (WithReplicas: replica.Confirm); expires
+//	              a minute after the last
 //	chan:wake, chan:drain, chan:done:PROC, chan:cancel:PROC,
 //	chan:schedules   pub/sub channels
 type layout struct {
 	settings, ready, delayed, retry, active, dead, count, deadDropped, alive, procs, withdrawn, idle string
 	tenants, turns, parked, holds, drains, janitor                                                   string
 	rated, dedupPrefix, histPrefix, finished, tasksPrefix                                            string
-	schedules, schedulePrefix                                                                        string
+	schedules, schedulePrefix, acked                                                                 string
 
 	taskPrefix, inflightPrefix, chanPrefix string
 
@@ -120,6 +123,7 @@ func newLayout(name string) (layout, error) {
 		tasksPrefix:    k("tasks:"), // the scripts build it from the task prefix (P_TASKS)
 		schedules:      k("schedules"),
 		schedulePrefix: k("schedule:"),
+		acked:          k("acked"),
 		taskPrefix:     k("task:"),
 		inflightPrefix: k("inflight:"),
 		chanPrefix:     k("chan:"),

@@ -34,13 +34,14 @@ const (
 	MetricTenantRefused    = "shepherd.queue.tenant.refused"
 	MetricDeduplicated     = "shepherd.queue.tasks.deduplicated"
 	MetricAheadGivenBack   = "shepherd.queue.ahead.given_back"
+	MetricFailovers        = "shepherd.queue.failovers"
 )
 
 type metrics struct {
 	attrs metric.MeasurementOption // queue=<name>
 
-	submitted, attempts, requeued, procsDead, deadDropped, revived, stateLost, refused, limitDrops, deduplicated, aheadGivenBack metric.Int64Counter
-	submitDuration, processing, queueWait                                                                                        metric.Float64Histogram
+	submitted, attempts, requeued, procsDead, deadDropped, revived, stateLost, refused, limitDrops, deduplicated, aheadGivenBack, failovers metric.Int64Counter
+	submitDuration, processing, queueWait                                                                                                   metric.Float64Histogram
 
 	reg metric.Registration
 
@@ -88,6 +89,7 @@ func newMetrics(mp metric.MeterProvider, q *Queue) *metrics {
 	m.limitDrops = counter(MetricLimitDrops, "{attempt}", "Attempts in this process that counted as drops for its concurrency limit (RetryLater, timeouts), by partition.")
 	m.deduplicated = counter(MetricDeduplicated, "{task}", "Submits in this process refused as duplicates (WithDedup) and handed the first task's future.")
 	m.aheadGivenBack = counter(MetricAheadGivenBack, "{task}", "Tasks this process took ahead of its workers and gave back unstarted: no worker picked one for 100 ms.")
+	m.failovers = counter(MetricFailovers, "{event}", "Changes of a master's replication history this process saw (failovers, restarts), by lost: true when writes were or may have been lost.")
 	m.submitDuration = histogram(MetricSubmitDuration, "Submit calls that queued a task.")
 	m.processing = histogram(MetricProcessing, "Handler calls in this process.")
 	m.queueWait = histogram(MetricQueueWait, "From when a task was due to when an attempt began.")

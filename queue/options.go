@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shepherd-go/shepherd/internal/replica"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -47,6 +48,7 @@ type config struct {
 	meterProvider  metric.MeterProvider
 	tracer         trace.Tracer // WithTracerProvider (trace.go), nil for none
 	shards         int          // WithShards (shard.go)
+	ack            replica.Ack  // WithReplicas (replicas.go)
 
 	// set records the queue-wide settings given explicitly: they must
 	// agree with the queue's (settings.go).

@@ -35,7 +35,7 @@ type subscription struct {
 	mu       sync.Mutex
 	closed   bool
 	subs     []*redis.PubSub // classic: one; sharded: one a shard, in the shards' order
-	channels [][]string      // sharded: each shard's channels
+	channels [][]string      // the channels of each of subs
 }
 
 // subscribe subscribes to the channels of one shard, and waits until
@@ -60,12 +60,57 @@ func (s *subscription) subscribe(ctx context.Context, channels ...string) error 
 	s.mu.Lock()
 	if len(s.subs) == 0 {
 		s.subs = append(s.subs, s.rdb.Subscribe(ctx))
+		s.channels = append(s.channels, nil)
 	}
 	ps := s.subs[0]
+	s.channels[0] = append(s.channels[0], channels...)
 	s.mu.Unlock()
 	if err := confirmed(ctx, ps, len(channels), ps.Subscribe(ctx, channels...)); err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
+	return nil
+}
+
+// renew subscribes to the channels of connection i (classic: 0; sharded:
+// shard i) on a new connection, to the server that the client sends its
+// commands to now, and closes the old one once Redis confirmed the new
+// subscriptions: after a failover, go-redis moves its commands to the new
+// master but leaves a pub/sub connection where it is (on the demoted
+// master) until that connection breaks. A message published between the
+// two may come twice (a wake-up, an outcome: each harmless), one
+// published on the old master alone is lost, as on a reconnect.
+func (s *subscription) renew(ctx context.Context, i int) error {
+	s.mu.Lock()
+	if s.closed || i >= len(s.subs) {
+		s.mu.Unlock()
+		return nil
+	}
+	channels := s.channels[i]
+	s.mu.Unlock()
+	var ps *redis.PubSub
+	if s.sharded {
+		s.rdb.(*redis.ClusterClient).ReloadState(ctx)
+		var err error
+		if ps, err = s.ssubscribe(ctx, channels); err != nil {
+			return err
+		}
+	} else {
+		ps = s.rdb.Subscribe(ctx)
+		if err := confirmed(ctx, ps, len(channels), ps.Subscribe(ctx, channels...)); err != nil {
+			_ = ps.Close()
+			return err
+		}
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = ps.Close()
+		return nil
+	}
+	old := s.subs[i]
+	s.subs[i] = ps
+	s.mu.Unlock()
+	_ = old.Close() // its follow goes on with ps
 	return nil
 }
 
@@ -96,9 +141,6 @@ func (s *subscription) ssubscribe(ctx context.Context, channels []string) (*redi
 // messages returns the messages of every shard's channels on one
 // channel, until ctx ends.
 func (s *subscription) messages(ctx context.Context, spawn func(func()) bool) <-chan *redis.Message {
-	if !s.sharded {
-		return s.subs[0].Channel(redis.WithChannelSize(1024))
-	}
 	all := make(chan *redis.Message, 1024)
 	for i := range s.subs {
 		spawn(func() { s.follow(ctx, i, all) })
@@ -115,18 +157,28 @@ func (s *subscription) messages(ctx context.Context, spawn func(func()) bool) <-
 // one (now its replica, which Redis sends the shard's messages too) until
 // the client hears of the failover. Messages published meanwhile are
 // lost, as on a reconnect (listen says what makes up for them).
+//
+// A connection that renew replaced closes: follow goes on with the new
+// one.
 func (s *subscription) follow(ctx context.Context, i int, all chan<- *redis.Message) {
 	s.mu.Lock()
 	ps := s.subs[i]
 	s.mu.Unlock()
 	for {
 		in := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
-		if !forward(ctx, in, all) {
+		if forward(ctx, in, all) {
+			if ps = s.resubscribe(ctx, i); ps == nil {
+				return
+			}
+			continue
+		}
+		s.mu.Lock()
+		next, closed := s.subs[i], s.closed
+		s.mu.Unlock()
+		if closed || next == ps || ctx.Err() != nil {
 			return
 		}
-		if ps = s.resubscribe(ctx, i); ps == nil {
-			return
-		}
+		ps = next // renewed
 	}
 }
 

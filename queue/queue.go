@@ -67,6 +67,9 @@ type Queue struct {
 
 	testAfterPollRead func() // tests: runs between pollOutcomes' read and its verdicts
 
+	toConfirm chan *Future // WithReplicas: futures whose outcome message came (confirmLoop)
+	watched   atomic.Bool  // tests: watchLoop has read the masters' replication state
+
 	hist    history     // what this process saw since it last wrote the history
 	janitor atomic.Bool // it holds the janitor lease (reapLoop): it samples the depth
 }
@@ -101,6 +104,9 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 			return nil, err
 		}
 	}
+	if err := cfg.checkReplicas(); err != nil {
+		return nil, err
+	}
 	q := &Queue{
 		Client:  Client{rdb: rdb, name: name, lay: lay},
 		cfg:     cfg,
@@ -111,6 +117,9 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 		futures: make(map[string]*Future),
 	}
 	q.logger = cfg.logger.With("queue", name, "process", q.proc)
+	if cfg.ack.On() {
+		q.toConfirm = make(chan *Future, 4096)
+	}
 	q.m = newMetrics(cfg.meterProvider, q)
 
 	// Subscribe before registering: a wake-up or an outcome published
@@ -151,6 +160,10 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 	q.tasks.Go(q.keepAliveLoop)
 	q.tasks.Go(q.reapLoop)
 	q.tasks.Go(q.pollFutures)
+	q.tasks.Go(q.watchLoop)
+	if cfg.ack.On() {
+		q.tasks.Go(q.confirmLoop)
+	}
 	q.tasks.Go(q.historyLoop)
 	return q, nil
 }

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shepherd-go/shepherd/internal/redisutil"
+	"github.com/shepherd-go/shepherd/internal/replica"
 	"github.com/shepherd-go/shepherd/internal/script"
 	"github.com/shepherd-go/shepherd/internal/tracectx"
 )
@@ -260,9 +262,17 @@ func (q *Queue) submitBatch(ctx context.Context, l layout, batch []*submitReq) {
 	// WithCallTimeout bounds it, and a Submit whose ctx ends first stops
 	// waiting on its own (and withdraws its task).
 	cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
-	res, err := script.Run(cctx, q.rdb, submitScript, "queue: submit", l.common(), args...)
+	res, err := script.RunAcked(cctx, q.rdb, submitScript, "queue: submit", l.common(), q.cfg.ack, args...)
 	err = q.redisTimeout(cctx, "submit", err)
 	cancel()
+	// Queued on the master but not acknowledged by enough replicas: the
+	// tasks the script queued fail as after a failed call (withdrawn),
+	// those it refused keep their refusal.
+	var unacked error
+	if errors.Is(err, replica.ErrNotReplicated) && res != nil {
+		unacked = fmt.Errorf("%w: %w; the task is withdrawn", ErrNotReplicated, err)
+		err = nil
+	}
 	out, _ := res.([]any)
 	if n, ok := res.(int64); ok && int(n) == len(taken) {
 		out = nil // every task queued: the script says so with their count
@@ -278,6 +288,8 @@ func (q *Queue) submitBatch(ctx context.Context, l layout, batch []*submitReq) {
 		switch {
 		case err != nil:
 			rerr = err
+		case out[i] == "OK" && unacked != nil:
+			rerr = unacked
 		case out[i] == "OK":
 		case out[i] == "DUP":
 			rerr = fmt.Errorf("%w: %q", ErrDuplicateTask, r.f.id)
@@ -304,13 +316,13 @@ func (q *Queue) submitBatch(ctx context.Context, l layout, batch []*submitReq) {
 		switch {
 		case rerr == nil:
 			r.done <- nil
-		case err == nil:
+		case err == nil && (unacked == nil || out[i] != "OK"):
 			// Refused by the script: nothing was written.
 			q.forget(r.f)
 			r.done <- rerr
 		default:
-			// The call failed: the task may be queued. Its Submit fails,
-			// so it must not run.
+			// The call failed (or its writes were not replicated): the
+			// task may be queued. Its Submit fails, so it must not run.
 			q.forget(r.f)
 			r.done <- rerr
 			q.withdraw(r)

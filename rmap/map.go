@@ -47,6 +47,9 @@ type Map struct {
 	// whether a copy of another epoch is older or newer than what it
 	// waits for, but a snapshot taken after its write includes the write.
 	reloadWanted atomic.Bool
+	// resyncWanted asks the sync loop for a new pub/sub connection and a
+	// reload (Resync).
+	resyncWanted atomic.Bool
 	advanced     chan struct{} // closed on the next change of data; nil if nobody waits
 	subs         map[*subscription]struct{}
 	closed       bool
@@ -162,6 +165,25 @@ func (m *Map) Subscribe() (<-chan Event, func()) {
 		m.mu.Unlock()
 		s.cancel()
 	}
+}
+
+// Resync makes the copy follow the server that the client sends its
+// commands to now: the sync loop subscribes again on a new connection and
+// reloads the whole map. Call it after a Redis failover: go-redis moves
+// its commands to the new master at once, but leaves a pub/sub connection
+// on the old one until that connection breaks, and changes written on the
+// new master would not reach the copy meanwhile. It returns at once; the
+// loop acts on it within moments (it wakes the loop by a PING). On a
+// closed Map it does nothing.
+func (m *Map) Resync(ctx context.Context) {
+	m.mu.RLock()
+	closed := m.closed
+	m.mu.RUnlock()
+	if closed {
+		return
+	}
+	m.resyncWanted.Store(true)
+	m.wakeLoop(ctx)
 }
 
 // Close stops keeping the local copy in sync, closes the pub/sub

@@ -97,6 +97,15 @@ func (m *Map) run(ctx context.Context) {
 		if m.reloadWanted.Swap(false) {
 			dirty = true
 		}
+		if m.resyncWanted.Swap(false) {
+			// Resync: what msg carried is covered by the reload.
+			m.cfg.logger.Info("rmap: subscribing again on the current master", "map", m.name)
+			dirty, pending = true, nil
+			if !m.renewPubSub(ctx) {
+				return
+			}
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -212,6 +221,10 @@ func (m *Map) checkPassed(ctx context.Context, c *revCheck) bool {
 	defer m.mu.RUnlock()
 	if m.epoch != c.epoch || m.rev < c.rev {
 		return m.epoch == epoch && m.rev >= rev // caught up since: fine
+	}
+	if m.epoch == epoch && m.rev > rev {
+		m.cfg.logger.Warn("rmap: Redis holds an older revision than this copy: it lost changes (a failover or a restart); reloading",
+			"map", m.name, "local_rev", m.rev, "redis_rev", rev)
 	}
 	return m.epoch == epoch && m.rev <= rev
 }

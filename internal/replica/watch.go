@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,4 +148,34 @@ func (w *Watcher) Last() (State, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last, w.have
+}
+
+// Report is how a unit logs f: the level (ERROR when writes were or may
+// have been lost, WARN otherwise), the message and its attributes.
+// lostTasks are what the unit knows it lost for it (futures, jobs): any
+// makes it an ERROR.
+func (f Failover) Report(what string, lostTasks int) (slog.Level, string, []any) {
+	attrs := []any{slog.String("old_replid", f.OldID), slog.String("new_replid", f.NewID),
+		slog.Int64("seen_offset", f.Seen), slog.Int64("kept_offset", f.Kept)}
+	lost, known := f.Lost()
+	switch {
+	case f.Restart():
+		return slog.LevelWarn, "Redis restarted (its replication id changed): writes its persistence did not keep are lost", attrs
+	case !known:
+		return slog.LevelError, "Redis failed over to a master whose history does not follow the old one's: " +
+			"anything the old master acknowledged may be lost", attrs
+	case lost > 0:
+		return slog.LevelError, fmt.Sprintf("Redis failed over and lost writes: the new master lacks the last %d bytes "+
+			"of the old master's history that this process saw (it may lack more)", lost), attrs
+	case lostTasks > 0:
+		return slog.LevelError, "Redis failed over and lost writes: " + what + " are gone", attrs
+	}
+	return slog.LevelWarn, "Redis failed over; the new master has every write this process saw", attrs
+}
+
+// Lossy tells whether f lost writes, or may have (a Report at ERROR
+// without lostTasks).
+func (f Failover) Lossy() bool {
+	lost, known := f.Lost()
+	return !known && !f.Restart() || lost > 0
 }

@@ -1,0 +1,154 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/shepherd-go/shepherd/internal/replica"
+	"github.com/shepherd-go/shepherd/rmap"
+)
+
+// WithReplicas asks for replicated acknowledgement: DispatchJob returns
+// nil only once the job's record, as its worker's Start left it, is on n
+// replicas, and StopJob only once the job's removal is; so a failover
+// that promotes one of those replicas undoes no dispatch or stop that
+// returned nil.
+//
+// After the worker's answer, the node reads the job's record back from
+// the master, writes a marker and sends WAIT n timeout, on one
+// connection (one round trip; the marker's write comes after every write
+// the read saw, so replicas holding it hold those too). When fewer
+// replicas acknowledge within timeout, or the master no longer has the
+// record (a failover lost it meanwhile), DispatchJob returns an error
+// wrapping ErrNotReplicated and withdraws the job, as after any failed
+// dispatch; StopJob returns an error wrapping ErrNotReplicated and the
+// job may run again after a failover: stop it again.
+//
+// WAIT is not consensus: Redis may promote a replica that did not
+// acknowledge. It promotes one that did when each master has one
+// replica, or n is every replica, or the master refuses writes without
+// enough replicas (min-replicas-to-write); README's "Redis with
+// replicas" says more.
+//
+// n = 0 (the default) asks for none. n must be 0 or more, timeout
+// positive when n is, and shorter than WithCallTimeout and the client's
+// ReadTimeout.
+func WithReplicas(n int, timeout time.Duration) NodeOption {
+	return func(c *nodeConfig) error {
+		a := replica.Ack{N: n, Timeout: timeout}
+		if err := a.Validate(); err != nil {
+			return fmt.Errorf("%w: WithReplicas: %w", ErrInvalidOption, err)
+		}
+		c.ack = a
+		return nil
+	}
+}
+
+// checkReplicas refuses a replica timeout that the call timeout would
+// cut short (options come in any order: AddNode checks it).
+func (c nodeConfig) checkReplicas() error {
+	if c.ack.On() && c.ack.Timeout >= c.callTimeout {
+		return fmt.Errorf("%w: WithReplicas: timeout %v must be shorter than the call timeout %v",
+			ErrInvalidOption, c.ack.Timeout, c.callTimeout)
+	}
+	return nil
+}
+
+// confirmJob makes sure, with WithReplicas, that what the master holds of
+// key is on the replicas (replica.Confirm), and that it is what the call
+// left: the record of the dispatch nonce (present), or no record of the
+// stopped nonce (absent). It returns nil without WithReplicas.
+func (n *Node) confirmJob(ctx context.Context, op, key, nonce string, present bool) error {
+	if !n.cfg.ack.On() {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, n.cfg.callTimeout)
+	defer cancel()
+	var get *redis.StringCmd
+	err := replica.Confirm(cctx, n.rdb, n.lay.acked, n.cfg.ack, func(p redis.Pipeliner) { get = p.HGet(cctx, n.lay.jobs, key) })
+	if errors.Is(err, replica.ErrNotReplicated) {
+		return fmt.Errorf("%w: %s of %q: %w", ErrNotReplicated, op, key, err)
+	}
+	if err != nil {
+		return fmt.Errorf("pool: %s of %q: confirming on the replicas: %w", op, key, err)
+	}
+	has := false
+	if raw, gerr := get.Result(); gerr == nil {
+		r, perr := parseRecord(raw)
+		has = perr != nil || r.Nonce == nonce
+	}
+	switch {
+	case present && !has:
+		return fmt.Errorf("%w: %s of %q: the master no longer has the job's record (a failover lost it)", ErrNotReplicated, op, key)
+	case !present && has:
+		return fmt.Errorf("%w: %s of %q: the master has the job's record again (a failover undid the stop)", ErrNotReplicated, op, key)
+	}
+	return nil
+}
+
+// jobNonce returns the nonce of key's record ("" when none), for a stop's
+// confirmation.
+func (n *Node) jobNonce(ctx context.Context, key string) string {
+	raw, err := n.rdb.HGet(ctx, n.lay.jobs, key).Result()
+	if err != nil {
+		return ""
+	}
+	r, err := parseRecord(raw)
+	if err != nil {
+		return ""
+	}
+	return r.Nonce
+}
+
+// watchEvery is how often a node reads the master's replication state
+// (INFO replication: a few microseconds of Redis's time).
+const watchEvery = 250 * time.Millisecond
+
+// watchLoop watches the pool's master for failovers (replica.Watcher)
+// until the node closes; on one, it reports it and makes the replicated
+// maps follow the new master.
+func (n *Node) watchLoop() {
+	w := replica.NewWatcher(n.rdb, n.lay.acked)
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	denied := false
+	for {
+		f, err := w.Poll(n.ctx)
+		switch {
+		case err != nil:
+			if !denied && strings.Contains(err.Error(), "NOPERM") {
+				denied = true
+				n.logger.Warn("failover detection is off: the Redis user may not run INFO (see ACLCommands)", slog.Any("error", err))
+			}
+		case f != nil:
+			n.failedOver(n.ctx, *f)
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// failedOver reports a change of the master's history
+// (replica.Failover.Report), counts it, and makes the replicated maps
+// subscribe again on the new master and reload.
+func (n *Node) failedOver(ctx context.Context, f replica.Failover) {
+	n.metrics.failovers.Add(ctx, 1, n.metrics.attrs, metric.WithAttributes(attribute.Bool("lost", f.Lossy())))
+	level, msg, attrs := f.Report("jobs", 0)
+	n.logger.Log(ctx, level, msg, attrs...)
+	for _, m := range []*rmap.Map{n.shutdown, n.workers, n.slots} {
+		if m != nil {
+			m.Resync(ctx)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/shepherd-go/shepherd/internal/replica"
+)
+
+// WithReplicas asks for replicated acknowledgement: a Submit (and a
+// Batch's) returns nil only once n replicas acknowledged the writes of
+// its call, and a future completes only once its outcome is on n
+// replicas, so that a failover that promotes one of them undoes no
+// Submit that returned nil and no result that a caller received.
+//
+// Each Submit call (a batch of Submits) sends WAIT n timeout in the same
+// pipeline, on the same connection, as its script; when fewer replicas
+// acknowledge within timeout, its Submits fail with an error wrapping
+// ErrNotReplicated and their tasks are withdrawn, as after any failed
+// Submit. An outcome (from its message or the once-a-second poll) is
+// read back from the master with a write and a WAIT after it
+// (replica.Confirm), one round trip per batch of outcomes; one that
+// cannot be confirmed yet stays pending and is tried again at the next
+// poll.
+//
+// WAIT is not consensus: Redis may promote a replica that did not
+// acknowledge. It promotes one that did when each master has one
+// replica, or n is every replica, or the masters refuse writes without
+// enough replicas (min-replicas-to-write); README's "Redis with
+// replicas" says more. It costs a round trip to the replicas a call.
+//
+// n = 0 (the default) asks for none: Redis's acknowledgement alone. n
+// must be 0 or more, timeout positive when n is, and shorter than
+// WithCallTimeout and the client's ReadTimeout (a WAIT blocks its
+// connection for up to timeout).
+func WithReplicas(n int, timeout time.Duration) Option {
+	return func(c *config) error {
+		a := replica.Ack{N: n, Timeout: timeout}
+		if err := a.Validate(); err != nil {
+			return invalid("WithReplicas: %v", err)
+		}
+		c.ack = a
+		return nil
+	}
+}
+
+// checkReplicas refuses a replica timeout that the call timeout would
+// cut short (options are applied in any order: Open checks it).
+func (c config) checkReplicas() error {
+	if c.ack.On() && c.ack.Timeout >= c.callTimeout {
+		return invalid("WithReplicas: timeout %v must be shorter than the call timeout %v", c.ack.Timeout, c.callTimeout)
+	}
+	return nil
+}
+
+// confirmLoop completes the futures whose outcome message came, once
+// their outcome is confirmed on the replicas (WithReplicas), a batch of
+// them a round trip.
+func (q *Queue) confirmLoop() {
+	ctx := q.tasks.Context()
+	batch := make([]*Future, 0, 1000)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case f := <-q.toConfirm:
+			batch = append(batch, f)
+		}
+	more:
+		for len(batch) < cap(batch) {
+			select {
+			case f := <-q.toConfirm:
+				batch = append(batch, f)
+			default:
+				break more
+			}
+		}
+		q.confirmOutcomes(ctx, batch)
+	}
+}
+
+// outcomeHeard hands f, whose outcome message came, to confirmLoop; a
+// full hand-over leaves it to the next poll.
+func (q *Queue) outcomeHeard(f *Future) {
+	select {
+	case q.toConfirm <- f:
+	default:
+	}
+}
+
+// confirmOutcomes reads the outcomes of pending futures as pollOutcomes
+// does, shard by shard, each shard's reads followed by a confirmation
+// on the replicas (replica.Confirm), and completes those finished in a
+// shard whose confirmation succeeded. It returns the ids of the futures
+// it ended with ErrOutcomeLost.
+func (q *Queue) confirmOutcomes(ctx context.Context, pending []*Future) []string {
+	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+	defer cancel()
+	all := q.known()
+	type read struct {
+		f *Future
+		r *taskRead
+	}
+	reads := make([][]read, len(all)) // per shard
+	where := make(map[*Future]int, len(pending))
+	for _, f := range pending {
+		in := idLayouts(all, f.id)
+		if f.shard >= 0 && f.shard < len(all) {
+			in = all[f.shard : f.shard+1]
+		}
+		where[f] = len(in)
+		for _, l := range in {
+			reads[l.shard] = append(reads[l.shard], read{f: f})
+		}
+	}
+	type verdict struct {
+		seen, absent int
+		v            []any
+	}
+	verdicts := make(map[*Future]*verdict, len(pending))
+	for i, rs := range reads {
+		if len(rs) == 0 {
+			continue
+		}
+		l := all[i]
+		err := replica.Confirm(cctx, q.rdb, l.acked, q.cfg.ack, func(p redis.Pipeliner) {
+			for j := range rs {
+				rs[j].r = readTask(cctx, p, l, rs[j].f.id, outcomeFields...)
+			}
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				q.logger.Warn("outcomes not confirmed on the replicas yet: their futures wait", "shard", i,
+					"futures", len(rs), "error", err)
+			}
+			continue
+		}
+		for _, r := range rs {
+			vd := verdicts[r.f]
+			if vd == nil {
+				vd = &verdict{}
+				verdicts[r.f] = vd
+			}
+			vd.seen++
+			v := r.r.Val()
+			if len(v) != len(outcomeFields) {
+				continue
+			}
+			if present(v) {
+				vd.v = v
+			} else {
+				vd.absent++
+			}
+		}
+	}
+	var lost []string
+	for f, vd := range verdicts {
+		if vd.v == nil {
+			if vd.seen == where[f] && vd.absent == vd.seen {
+				q.forget(f)
+				f.complete(nil, fmt.Errorf("%w: %q", ErrOutcomeLost, f.id))
+				lost = append(lost, f.id)
+			}
+			continue
+		}
+		if st, res, err := storedOutcome(f.id, vd.v); finished(st) {
+			q.forget(f)
+			f.complete(res, err)
+		}
+	}
+	return lost
+}
+
+// watchEvery is how often a process reads each master's replication
+// state (INFO replication: a few microseconds of Redis's time).
+const watchEvery = 250 * time.Millisecond
+
+// watchLoop watches the masters of the queue's shards for failovers
+// (replica.Watcher) until the process closes: one watcher for a single
+// server, one a shard on a Redis Cluster.
+func (q *Queue) watchLoop() {
+	ctx := q.tasks.Context()
+	all := q.known()
+	if _, ok := q.rdb.(*redis.ClusterClient); !ok {
+		all = all[:1] // every shard is on the one server
+	}
+	watchers := make([]*replica.Watcher, len(all))
+	for i, l := range all {
+		watchers[i] = replica.NewWatcher(q.rdb, l.acked)
+	}
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	reported := "" // the new id last reported: shards on one master report once
+	denied := false
+	for {
+		for i, w := range watchers {
+			f, err := w.Poll(ctx)
+			if err == nil {
+				q.watched.Store(true)
+			}
+			if err != nil {
+				if !denied && strings.Contains(err.Error(), "NOPERM") {
+					denied = true
+					q.logger.Warn("failover detection is off: the Redis user may not run INFO (see ACLCommands)", "error", err)
+				}
+				continue
+			}
+			if f == nil {
+				continue
+			}
+			if f.NewID != reported {
+				reported = f.NewID
+				q.failedOver(ctx, *f)
+			}
+			q.followMaster(ctx, i)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// followMaster moves the subscriptions that carry shard i's messages to
+// the master the client now talks to.
+func (q *Queue) followMaster(ctx context.Context, i int) {
+	if !q.pubsub.sharded {
+		i = 0
+	}
+	if err := q.pubsub.renew(ctx, i); err != nil && ctx.Err() == nil {
+		q.logger.Warn("subscribing again after a failover failed: messages wait for the client's reconnect; the polls make up for them",
+			"error", err)
+	}
+	q.signalWake() // a wake-up published meanwhile may be lost
+}
+
+// failedOver reports a change of the master's history
+// (replica.Failover.Report), with the futures that end with
+// ErrOutcomeLost for it, and counts it.
+func (q *Queue) failedOver(ctx context.Context, f replica.Failover) {
+	// The futures whose task the new master does not know end now, not
+	// at the next poll.
+	ended := q.pollLost(ctx)
+	q.m.failovers.Add(ctx, 1, q.m.attrs, metric.WithAttributes(attribute.Bool("lost", f.Lossy() || len(ended) > 0)))
+	level, msg, attrs := f.Report("tasks this process submitted", len(ended))
+	attrs = append(attrs, slog.Int("futures_lost", len(ended)), slog.Any("lost_task_ids", firstIDs(ended, 20)))
+	q.logger.Log(ctx, level, msg, attrs...)
+}
+
+// pollLost reads the outcomes of the pending futures now (pollOnce) and
+// returns the ids of those it ended with ErrOutcomeLost.
+func (q *Queue) pollLost(ctx context.Context) []string {
+	pending := q.pendingFutures(1000)
+	if len(pending) == 0 {
+		return nil
+	}
+	return q.pollOutcomes(ctx, pending)
+}
+
+// firstIDs returns up to n of ids, for a log line.
+func firstIDs(ids []string, n int) []string {
+	if len(ids) > n {
+		return ids[:n]
+	}
+	return ids
+}
