@@ -97,5 +97,5 @@ func ExampleACLCommands() {
 	// admin.Do(ctx, args...).Err()
 	fmt.Println(args[len(args)-1])
 	// Output:
-	// +unsubscribe
+	// +wait
 }
