@@ -44,12 +44,13 @@ var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (re
 	"TP":  scenarioPeriodic,        // bench_periodic.go
 	"TR":  scenarioRateLimit,       // bench_rate.go
 	"TS":  scenarioShards,          // bench_cluster.go
+	"TW":  scenarioReplicas,        // bench_replicas.go
 }
 
 // The scenarios -scenario pool, queue and all run, in order.
 var (
 	poolScenarios  = []string{"A", "B", "C", "D", "E"}
-	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM", "TP", "TR", "TS"}
+	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM", "TP", "TR", "TS", "TW"}
 )
 
 // bench is one invocation of the bench command: its Redis, config and
@@ -77,7 +78,7 @@ func benchCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.addr, "redis", "", "Redis address to use (default: start a private redis-server on a free port)")
-	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR, TS (queue; TS starts a 3-master Redis Cluster of its own), pool, queue or all")
+	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR, TS, TW (queue; TS starts a 3-master Redis Cluster of its own, TW a primary and a replica), pool, queue or all")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs per scenario")
 	fs.Float64Var(&cfg.scale, "scale", 1, "multiplies every job count (0.01 for a smoke run)")
 	fs.StringVar(&cfg.raw, "raw", "auto", "raw XADD measurement: auto, go or redis-benchmark")

@@ -121,14 +121,34 @@ var payload64 = make([]byte, 64)
 // Submit until the last future completed, and Submit → result latency.
 // T1P is the same with serve options (WithPrefetch).
 func scenarioQueueThroughput(ctx context.Context, b *bench, name string, serve ...queue.ServeOption) (result, error) {
+	return b.queueThroughput(ctx, b.target(), name, nil, serve...)
+}
+
+// queueTarget is the Redis a T1- or T2-shaped measurement runs on:
+// clients for the queue's handles, and one that reads its CPU.
+type queueTarget struct {
+	newClient func() redis.UniversalClient
+	info      *redis.Client
+}
+
+// target is the bench's own Redis.
+func (b *bench) target() queueTarget {
+	return queueTarget{newClient: func() redis.UniversalClient { return b.client(128) }, info: b.rdb}
+}
+
+// queueThroughput is T1's measurement on t, of a new queue named after
+// name, opened with opts and served by 2 handles with 4 workers and
+// serve each.
+func (b *bench) queueThroughput(ctx context.Context, t queueTarget, name string, opts []queue.Option, serve ...queue.ServeOption) (result, error) {
 	r := newResult()
 	tasks := b.scaled(20000, 100)
-	bq, err := b.newQueueServing(ctx, name, 2, noop, nil, append([]queue.ServeOption{queue.WithWorkers(4)}, serve...)...)
+	bq, err := openBenchQueue(ctx, benchQueueName(name), 2, t.newClient, noop, opts,
+		append([]queue.ServeOption{queue.WithWorkers(4)}, serve...)...)
 	if err != nil {
 		return r, err
 	}
 	defer bq.close()
-	cpu := b.startCPU(ctx)
+	cpu := startCPUOn(ctx, t.info)
 	run := runThroughput(ctx, bq.submit, tasks)
 	cpu.perTask(ctx, r, tasks)
 	run.record(b, r, strings.ToUpper(name))
@@ -258,15 +278,21 @@ func submitAll(ctx context.Context, q *queue.Queue, n, goroutines int, opts ...q
 // scenarioQueueLatency is T2: one submitter, 2,000 sequential Submit →
 // Wait round trips on the same queue as T1.
 func scenarioQueueLatency(ctx context.Context, b *bench, _ int) (result, error) {
+	return b.queueLatency(ctx, b.target(), "t2", nil)
+}
+
+// queueLatency is T2's measurement on t, of a new queue named after name
+// and opened with opts.
+func (b *bench) queueLatency(ctx context.Context, t queueTarget, name string, opts []queue.Option) (result, error) {
 	r := newResult()
 	tasks := b.scaled(2000, 20)
-	bq, err := b.newQueue(ctx, "t2", 2, 4, noop)
+	bq, err := openBenchQueue(ctx, benchQueueName(name), 2, t.newClient, noop, opts, queue.WithWorkers(4))
 	if err != nil {
 		return r, err
 	}
 	defer bq.close()
 	var lat latencies
-	cpu := b.startCPU(ctx)
+	cpu := startCPUOn(ctx, t.info)
 	for range tasks {
 		t0 := time.Now()
 		f, err := bq.submit.Submit(ctx, payload64)

@@ -24,9 +24,9 @@ type privateRedis struct {
 	dir  string
 }
 
-// startRedis starts redis-server on a free loopback port and waits until
-// it answers.
-func startRedis(ctx context.Context) (*privateRedis, error) {
+// startRedis starts redis-server on a free loopback port, with extra
+// arguments after the bench's own, and waits until it answers.
+func startRedis(ctx context.Context, extra ...string) (*privateRedis, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -39,8 +39,9 @@ func startRedis(ctx context.Context) (*privateRedis, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--maxclients", "10000")
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--maxclients", "10000"}, extra...)
+	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis-server: %w", err)
@@ -155,10 +156,10 @@ func (b *bench) rawWithGo(ctx context.Context, n int) (float64, error) {
 	return float64(n) / elapsed.Seconds(), nil
 }
 
-// redisCPU is the CPU time Redis has used (used_cpu_user + used_cpu_sys,
-// from INFO cpu), in seconds.
-func (b *bench) redisCPU(ctx context.Context) (float64, error) {
-	info, err := b.rdb.Info(ctx, "cpu").Result()
+// redisCPU is the CPU time the Redis rdb talks to has used
+// (used_cpu_user + used_cpu_sys, from INFO cpu), in seconds.
+func redisCPU(ctx context.Context, rdb *redis.Client) (float64, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
 	if err != nil {
 		return 0, err
 	}
@@ -176,14 +177,20 @@ var cpuLine = regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`)
 // figure that travels between machines (it bounds what one Redis core
 // can do).
 type cpuMeter struct {
-	b     *bench
+	rdb   *redis.Client // on the Redis measured
 	start float64
 	err   error
 }
 
+// startCPU starts a meter on the bench's Redis.
 func (b *bench) startCPU(ctx context.Context) *cpuMeter {
-	m := &cpuMeter{b: b}
-	m.start, m.err = b.redisCPU(ctx)
+	return startCPUOn(ctx, b.rdb)
+}
+
+// startCPUOn starts a meter on the Redis rdb talks to (TW's primary).
+func startCPUOn(ctx context.Context, rdb *redis.Client) *cpuMeter {
+	m := &cpuMeter{rdb: rdb}
+	m.start, m.err = redisCPU(ctx, rdb)
 	return m
 }
 
@@ -208,7 +215,7 @@ func (m *cpuMeter) used(ctx context.Context) (float64, error) {
 	if m.err != nil {
 		return 0, m.err
 	}
-	end, err := m.b.redisCPU(ctx)
+	end, err := redisCPU(ctx, m.rdb)
 	if err != nil {
 		return 0, err
 	}

@@ -17,9 +17,13 @@ type result struct {
 	Run      int
 	// Variant names one of several results a scenario measures in one
 	// run ("shards=3" for TS), "" for most; the summary keeps variants
-	// apart. The JSON line carries what tells them apart as metrics.
+	// apart. The JSON line carries what tells them apart as metrics (or
+	// Labels).
 	Variant string
 	Metrics map[string]float64
+	// Labels are string fields of the JSON line (TW's "shape"); most
+	// results have none.
+	Labels map[string]string
 	// more are the run's further variants, printed after this result.
 	more []result
 }
@@ -33,9 +37,21 @@ func (r *result) setMs(name string, d time.Duration) {
 	r.Metrics[name] = math.Round(float64(d.Microseconds())) / 1000
 }
 
-// MarshalJSON writes one flat object: scenario, run and the metrics.
+// label sets the string field name of the JSON line.
+func (r *result) label(name, v string) {
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	r.Labels[name] = v
+}
+
+// MarshalJSON writes one flat object: scenario, run, the labels and the
+// metrics.
 func (r result) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(r.Metrics)+2)
+	m := make(map[string]any, len(r.Metrics)+len(r.Labels)+2)
+	for k, v := range r.Labels {
+		m[k] = v
+	}
 	for k, v := range r.Metrics {
 		m[k] = v
 	}

@@ -40,6 +40,7 @@ func TestBenchSmoke(t *testing.T) {
 		"TR":  {"rate_per_s", "max_window_per_s", "redis_cpu_us_per_task", "burst"},
 		"TS": {"shards", "shard_masters", "tasks_per_s", "redis_cpu_us_per_task", "max_master_task_share",
 			"busiest_master_cpu_us_per_task", "result_p99_ms", "errors"},
+		"TW": {"shape", "replicas", "result_p50_ms", "result_p99_ms"},
 	}
 	for _, s := range queueScenarios {
 		if s != "TM" { // TM has one per size
@@ -91,6 +92,65 @@ func TestBenchSmoke(t *testing.T) {
 	assert.Contains(t, out.String(), "| TS shards=3 standalone | redis_cpu_us_per_task |")
 	assert.Contains(t, out.String(), "| scenario | metric | min | median | max |")
 	assert.Contains(t, out.String(), "| C | survivor_restarts |")
+}
+
+// TW runs T1's and T2's shapes on a private primary with one replica,
+// without and with WithReplicas(1, 1s): four lines a run, the replicated
+// ones compared with the others.
+func TestBenchTW(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "-redis", srv.Addr(), "-scenario", "TW", "-runs", "1", "-scale", "0.01"}, &out, &errOut)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut.String())
+
+	type key struct {
+		shape    string
+		replicas float64
+	}
+	lines := map[key]map[string]any{}
+	var order []key
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		assert.Equal(t, "TW", m["scenario"], line)
+		assert.EqualValues(t, 1, m["run"], line)
+		shape, _ := m["shape"].(string)
+		replicas, _ := m["replicas"].(float64)
+		k := key{shape, replicas}
+		assert.NotContains(t, lines, k, "two lines for %v", k)
+		lines[k] = m
+		order = append(order, k)
+	}
+	require.Equal(t, []key{{"T1", 0}, {"T1", 1}, {"T2", 0}, {"T2", 1}}, order, out.String())
+
+	positive := func(m map[string]any, fields ...string) {
+		t.Helper()
+		for _, f := range fields {
+			v, ok := m[f].(float64)
+			if assert.True(t, ok, "%s: no number %s in %v", m["shape"], f, m) {
+				assert.Greater(t, v, 0.0, "%s replicas=%v: %s", m["shape"], m["replicas"], f)
+			}
+		}
+	}
+	for _, r := range []float64{0, 1} {
+		t1, t2 := lines[key{"T1", r}], lines[key{"T2", r}]
+		positive(t1, "tasks_per_s", "result_p50_ms", "result_p99_ms", "submit_p50_ms", "submit_p99_ms", "redis_cpu_us_per_task")
+		assert.EqualValues(t, 0, t1["errors"], "T1 replicas=%v", r)
+		positive(t2, "result_p50_ms", "result_p99_ms", "redis_cpu_us_per_task")
+		assert.LessOrEqual(t, t1["result_p50_ms"], t1["result_p99_ms"])
+		assert.LessOrEqual(t, t2["result_p50_ms"], t2["result_p99_ms"])
+	}
+	positive(lines[key{"T1", 1}], "tasks_per_s_vs_none")
+	assert.NotContains(t, lines[key{"T1", 0}], "tasks_per_s_vs_none")
+	assert.NotContains(t, lines[key{"T2", 0}], "result_p50_ms_more")
+	more, ok := lines[key{"T2", 1}]["result_p50_ms_more"].(float64)
+	require.True(t, ok, "no result_p50_ms_more on T2 replicas=1")
+	assert.InDelta(t, lines[key{"T2", 1}]["result_p50_ms"].(float64)-lines[key{"T2", 0}]["result_p50_ms"].(float64), more, 0.0011)
+	assert.Contains(t, out.String(), "| TW T1 replicas=1 | tasks_per_s_vs_none |")
+	assert.Contains(t, out.String(), "| TW T2 replicas=0 | result_p50_ms |")
 }
 
 func TestBenchUsage(t *testing.T) {
