@@ -86,6 +86,9 @@ func (n *Node) dispatchJob(ctx context.Context, key string, payload []byte) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := n.tooFewReplicas(); err != nil {
+		return err
+	}
 	p, err := n.dispatchPermit(ctx, key)
 	if err != nil {
 		return err

@@ -61,6 +61,7 @@ type Node struct {
 	waiters     map[string]*waiter // request id → the call waiting for its reply
 	admissions  chan *admission    // DispatchJob → admitLoop
 	admitting   atomic.Int64       // admissions under way, queued ones included
+	replicasUp  atomic.Int64       // the master's connected replicas at watchLoop's last read, plus one (0: not read yet)
 	dispatchLim *limit.Blocking    // WithDispatchLimit's; nil without
 	closeOnce   sync.Once
 	closeErr    error

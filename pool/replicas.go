@@ -94,6 +94,22 @@ func (n *Node) confirmJob(ctx context.Context, op, key, nonce string, present bo
 	return nil
 }
 
+// tooFewReplicas returns an error wrapping ErrNotReplicated when the
+// pool's master had fewer replicas connected than WithReplicas asks at
+// the watcher's last read (at most watchEvery ago), else nil: DispatchJob
+// then fails at once, writing nothing, rather than start a job that no
+// replica can acknowledge (after a planned failover, the new master has
+// no replica until Sentinel turns the old one into its replica, about
+// 10 s).
+func (n *Node) tooFewReplicas() error {
+	up := n.replicasUp.Load() - 1 // stored plus one: 0 is "not read yet"
+	if !n.cfg.ack.On() || up < 0 || up >= int64(n.cfg.ack.N) {
+		return nil
+	}
+	return fmt.Errorf("%w: the master has %d of the %d replicas asked connected; nothing was dispatched",
+		ErrNotReplicated, up, n.cfg.ack.N)
+}
+
 // jobNonce returns the nonce of key's record ("" when none), for a stop's
 // confirmation.
 func (n *Node) jobNonce(ctx context.Context, key string) string {
@@ -122,6 +138,9 @@ func (n *Node) watchLoop() {
 	denied := false
 	for {
 		f, err := w.Poll(n.ctx)
+		if s, ok := w.Last(); ok && err == nil {
+			n.replicasUp.Store(int64(s.Replicas) + 1)
+		}
 		switch {
 		case err != nil:
 			if !denied && strings.Contains(err.Error(), "NOPERM") {

@@ -69,6 +69,10 @@ type Queue struct {
 
 	toConfirm chan *Future // WithReplicas: futures whose outcome message came (confirmLoop)
 	watched   atomic.Bool  // tests: watchLoop has read the masters' replication state
+	// replicasUp holds, per watcher (watchLoop: one, or one a shard on a
+	// Redis Cluster), the replicas its master had connected at the last
+	// read; -1 before any.
+	replicasUp []atomic.Int64
 
 	hist    history     // what this process saw since it last wrote the history
 	janitor atomic.Bool // it holds the janitor lease (reapLoop): it samples the depth
@@ -135,6 +139,10 @@ func Open(ctx context.Context, rdb redis.UniversalClient, name string, opts ...O
 	}
 	all := q.known()
 	q.woken = make([]atomic.Bool, len(all))
+	q.replicasUp = make([]atomic.Int64, len(all))
+	for i := range q.replicasUp {
+		q.replicasUp[i].Store(-1)
+	}
 	if len(all) > 1 {
 		// The other shards' channels, now that their number is known (a
 		// wake-up missed meanwhile is made up for: a server's first

@@ -60,6 +60,31 @@ func (c config) checkReplicas() error {
 	return nil
 }
 
+// tooFewReplicas returns an error wrapping ErrNotReplicated when the
+// master of shard l had fewer replicas connected than WithReplicas asks
+// at the watcher's last read (at most watchEvery ago), else nil: a
+// Submit then fails at once, writing nothing, rather than queue a task
+// that no replica can acknowledge, which a worker could start before its
+// withdrawal (as after a planned failover, whose new master has no
+// replica until Sentinel turns the old one into its replica, about 10 s).
+func (q *Queue) tooFewReplicas(l layout) error {
+	if !q.cfg.ack.On() {
+		return nil
+	}
+	i := 0
+	if _, ok := q.rdb.(*redis.ClusterClient); ok {
+		i = l.shard
+	}
+	if i >= len(q.replicasUp) {
+		return nil
+	}
+	up := q.replicasUp[i].Load()
+	if up < 0 || up >= int64(q.cfg.ack.N) {
+		return nil
+	}
+	return fmt.Errorf("%w: the master has %d of the %d replicas asked connected; nothing was queued", ErrNotReplicated, up, q.cfg.ack.N)
+}
+
 // confirmLoop completes the futures whose outcome message came, once
 // their outcome is confirmed on the replicas (WithReplicas), a batch of
 // them a round trip.
@@ -205,6 +230,9 @@ func (q *Queue) watchLoop() {
 			f, err := w.Poll(ctx)
 			if err == nil {
 				q.watched.Store(true)
+				if s, ok := w.Last(); ok {
+					q.replicasUp[i].Store(int64(s.Replicas))
+				}
 			}
 			if err != nil {
 				if !denied && strings.Contains(err.Error(), "NOPERM") {

@@ -248,6 +248,15 @@ func (q *Queue) submitBatch(ctx context.Context, l layout, batch []*submitReq) {
 	if len(taken) == 0 {
 		return
 	}
+	if err := q.tooFewReplicas(l); err != nil {
+		for _, r := range taken {
+			if r.state.CompareAndSwap(reqTaken, reqAnswered) {
+				q.forget(r.f) // nothing was written
+				r.done <- err
+			}
+		}
+		return
+	}
 	args := l.commonArgs(q.proc, q.cfg.maxQueued)
 	for _, r := range taken {
 		if r.plain() {

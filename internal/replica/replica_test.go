@@ -160,10 +160,10 @@ func TestWatcherSeesARestart(t *testing.T) {
 
 func TestParseState(t *testing.T) {
 	t.Parallel()
-	s, err := parseState("# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid:abc\r\n" +
+	s, err := parseState("# Replication\r\nrole:master\r\nconnected_slaves:2\r\nmaster_replid:abc\r\n" +
 		"master_replid2:def\r\nmaster_repl_offset:120\r\nsecond_repl_offset:101\r\n")
 	require.NoError(t, err)
-	assert.Equal(t, State{Role: "master", ID: "abc", ID2: "def", Offset: 120, Offset2: 101}, s)
+	assert.Equal(t, State{Role: "master", ID: "abc", ID2: "def", Offset: 120, Offset2: 101, Replicas: 2}, s)
 	_, err = parseState("# Replication\r\n")
 	assert.Error(t, err)
 	_, err = parseState("role:master\r\nmaster_replid:abc\r\nmaster_repl_offset:x\r\n")

@@ -19,6 +19,8 @@ type State struct {
 	ID2     string // master_replid2: the history it followed before its promotion, or zeros
 	Offset  int64  // master_repl_offset: bytes of history so far
 	Offset2 int64  // second_repl_offset: ID2's history is valid up to Offset2-1; -1 when none
+	// Replicas is connected_slaves: the replicas connected to a master.
+	Replicas int
 }
 
 // ReadState reads c's INFO replication.
@@ -49,6 +51,8 @@ func parseState(info string) (State, error) {
 			s.Offset, err = strconv.ParseInt(v, 10, 64)
 		case "second_repl_offset":
 			s.Offset2, err = strconv.ParseInt(v, 10, 64)
+		case "connected_slaves":
+			s.Replicas, err = strconv.Atoi(v)
 		}
 		if err != nil {
 			return State{}, fmt.Errorf("INFO replication: %s: %w", k, err)
