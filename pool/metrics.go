@@ -34,6 +34,7 @@ const (
 	MetricDispatchLimited       = "shepherd.pool.dispatch.limited"
 	MetricDispatchLimit         = "shepherd.pool.dispatch.limit"
 	MetricFailovers             = "shepherd.pool.failovers"
+	MetricJobsReconciled        = "shepherd.pool.jobs.reconciled"
 )
 
 // metrics holds a node's instruments. Without WithMeterProvider they come
@@ -53,6 +54,7 @@ type metrics struct {
 	nodesDead       metric.Int64Counter
 	revived         metric.Int64Counter
 	failovers       metric.Int64Counter
+	reconciled      metric.Int64Counter
 	stateLost       metric.Int64Counter
 	dispatchDur     metric.Float64Histogram
 	startDur        metric.Float64Histogram
@@ -100,6 +102,7 @@ func newMetrics(n *Node) (*metrics, error) {
 	m.nodesDead = event(MetricNodesDead, "{node}", "Nodes this node declared dead and removed (no keep-alive for longer than WorkerTTL).")
 	m.revived = event(MetricNodeRevived, "{event}", "Times this node found it had been declared dead (paused or cut off for longer than WorkerTTL) and rejoined.")
 	m.failovers = event(MetricFailovers, "{event}", "Changes of the master's replication history this node saw (failovers, restarts), by lost: true when writes were or may have been lost.")
+	m.reconciled = counter(MetricJobsReconciled, "Jobs this node's workers stopped (no record) or started (recorded, not running) after a failover that lost writes.")
 	m.stateLost = event(MetricStateLost, "{event}", "Times this node found that Redis had lost the pool's state (restarted empty).")
 	m.dispatchDur = histogram(MetricDispatchDuration, "DispatchJob calls that got Start's outcome: from the call to the outcome.")
 	m.startDur = histogram(MetricStartDuration, "Start handler calls on this node's workers.")

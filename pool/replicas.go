@@ -170,4 +170,20 @@ func (n *Node) failedOver(ctx context.Context, f replica.Failover) {
 			m.Resync(ctx)
 		}
 	}
+	if n.cfg.clientOnly {
+		return
+	}
+	// What the workers run and what the records say converge: now, and
+	// once more after a TTL, when the janitor has recovered what the lost
+	// window left behind (dead workers' jobs, stuck starts).
+	n.loops.Go(func() {
+		n.reconcileNode(n.ctx)
+		t := time.NewTimer(n.cfg.workerTTL + time.Second)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			n.reconcileNode(n.ctx)
+		case <-n.ctx.Done():
+		}
+	})
 }

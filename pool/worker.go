@@ -34,6 +34,10 @@ type Worker struct {
 	balanced  *table        // owned by the loop: the table the last full rebalance pass used
 	startCost time.Duration // owned by the loop: moving average of Start's duration
 
+	// recheck carries what the records say the worker runs, after a
+	// failover (reconcile.go); capacity 1.
+	recheck chan map[string]record
+
 	stopOnce sync.Once
 	running  atomic.Int64 // len(jobs), published by the loop for metrics
 }
@@ -74,6 +78,7 @@ func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 		dead: make(chan struct{}, 1), stopReq: make(chan struct{}), done: make(chan struct{}),
 		events: make(chan *streaming.Event, workerInbox),
 		jobs:   make(map[string]header), slot: -1,
+		recheck: make(chan map[string]record, 1),
 	}
 	w.logger = n.logger.With(slog.String("worker", w.id))
 	var err error
@@ -178,6 +183,8 @@ func (w *Worker) loop() {
 			w.rebalance()
 		case <-w.dead:
 			w.revive()
+		case expect := <-w.recheck:
+			w.reconcile(expect)
 		case <-w.stopReq:
 			return
 		case <-n.ctx.Done():
