@@ -45,9 +45,11 @@ var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (re
 	"TR":  scenarioRateLimit,       // bench_rate.go
 	"TS":  scenarioShards,          // bench_cluster.go
 	"TW":  scenarioReplicas,        // bench_replicas.go
+	"TF":  scenarioQueueFailover,   // bench_failover_sentinel.go
 }
 
-// The scenarios -scenario pool, queue and all run, in order.
+// The scenarios -scenario pool, queue and all run, in order. TF is in
+// none of them: it takes about a minute and a half a run.
 var (
 	poolScenarios  = []string{"A", "B", "C", "D", "E"}
 	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM", "TP", "TR", "TS", "TW"}
@@ -78,7 +80,7 @@ func benchCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.addr, "redis", "", "Redis address to use (default: start a private redis-server on a free port)")
-	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR, TS, TW (queue; TS starts a 3-master Redis Cluster of its own, TW a primary and a replica), pool, queue or all")
+	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR, TS, TW, TF (queue; TS starts a 3-master Redis Cluster of its own, TW a primary and a replica, TF Sentinel groups to fail over: about 1.5 min a run, not part of queue or all), pool, queue or all")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs per scenario")
 	fs.Float64Var(&cfg.scale, "scale", 1, "multiplies every job count (0.01 for a smoke run)")
 	fs.StringVar(&cfg.raw, "raw", "auto", "raw XADD measurement: auto, go or redis-benchmark")

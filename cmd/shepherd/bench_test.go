@@ -153,6 +153,75 @@ func TestBenchTW(t *testing.T) {
 	assert.Contains(t, out.String(), "| TW T2 replicas=0 | result_p50_ms |")
 }
 
+// TF fails a Sentinel group over under a queue's load, each kind of
+// failover without and with WithReplicas(1): one line per (kind,
+// replicas), and with replicas nothing acknowledged is lost or undone.
+func TestBenchTF(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "-redis", srv.Addr(), "-scenario", "TF", "-runs", "1", "-scale", "0.01"}, &out, &errOut)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut.String())
+
+	type key struct {
+		kind     string
+		replicas float64
+	}
+	lines := map[key]map[string]any{}
+	var order, want []key
+	for _, kind := range tfKinds {
+		want = append(want, key{kind, 0}, key{kind, 1})
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		assert.Equal(t, "TF", m["scenario"], line)
+		assert.EqualValues(t, 1, m["run"], line)
+		kind, _ := m["kind"].(string)
+		replicas, _ := m["replicas"].(float64)
+		k := key{kind, replicas}
+		assert.NotContains(t, lines, k, "two lines for %v", k)
+		lines[k] = m
+		order = append(order, k)
+	}
+	require.Equal(t, want, order, out.String())
+
+	for _, k := range want {
+		m := lines[k]
+		num := func(f string) float64 {
+			t.Helper()
+			v, ok := m[f].(float64)
+			assert.True(t, ok, "%v: no number %s in %v", k, f, m)
+			return v
+		}
+		t.Logf("%v: %v", k, m)
+		assert.Greater(t, num("acked"), 0.0, "%v", k)
+		for _, f := range []string{"acked_lost", "results_undone", "failed_submits_ran", "failed_submits"} {
+			assert.GreaterOrEqual(t, num(f), 0.0, "%v: %s", k, f)
+		}
+		assert.LessOrEqual(t, num("acked_lost"), num("acked"), "%v", k)
+		assert.Greater(t, num("result_p50_before_ms"), 0.0, "%v", k)
+		assert.Greater(t, num("switch_ms"), 0.0, "%v", k)
+		assert.Greater(t, num("recovery_ms"), 0.0, "%v: no Submit after the fault got a result", k)
+		assert.Greater(t, num("recovery_after_switch_ms"), 0.0, "%v: no Submit after the switch got a result", k)
+		if n := num("results_after_switch"); n > 0 {
+			assert.Greater(t, num("result_p99_after_switch_ms"), 0.0, "%v", k)
+		} else {
+			assert.EqualValues(t, -1, num("result_p99_after_switch_ms"), "%v: no results after the switch, no p99", k)
+		}
+		if k.replicas == 0 {
+			assert.Greater(t, num("results_after_switch"), 0.0, "%v: without replicas the new master serves at once", k)
+		} else {
+			// WithReplicas's guarantees.
+			assert.Zero(t, num("acked_lost"), "%v: acknowledged tasks lost", k)
+			assert.Zero(t, num("results_undone"), "%v: results undone", k)
+		}
+	}
+	assert.Contains(t, out.String(), "| TF kind=behind replicas=1 | acked_lost |")
+}
+
 func TestBenchUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
