@@ -208,7 +208,7 @@ func runQueueFailover(t *testing.T, kind string, replicas int) {
 	}
 	for _, l := range logs {
 		for _, line := range strings.Split(l.String(), "\n") {
-			if strings.Contains(line, "Redis ") {
+			if strings.Contains(line, "Redis failed over") || strings.Contains(line, "Redis restarted") {
 				t.Log(line)
 			}
 		}

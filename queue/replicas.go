@@ -282,6 +282,9 @@ func (q *Queue) failedOver(ctx context.Context, f replica.Failover) {
 	level, msg, attrs := f.Report("tasks this process submitted", len(ended))
 	attrs = append(attrs, slog.Int("futures_lost", len(ended)), slog.Any("lost_task_ids", firstIDs(ended, 20)))
 	q.logger.Log(ctx, level, msg, attrs...)
+	if s := q.current(); s != nil {
+		s.reconcileRunning(ctx)
+	}
 }
 
 // pollLost reads the outcomes of the pending futures now (pollOnce) and
@@ -300,4 +303,50 @@ func firstIDs(ids []string, n int) []string {
 		return ids[:n]
 	}
 	return ids
+}
+
+// reconcileRunning ends the attempts this process runs whose task the
+// master does not hold as running here (active names another process, or
+// nothing): after a failover that lost writes, the take that handed them
+// out may be gone, and the task waits or runs elsewhere. They are
+// cancelled and marked lost, as when the process is declared dead: their
+// outcomes would be refused as late. It returns how many it ended.
+func (s *Server) reconcileRunning(ctx context.Context) int {
+	q := s.q
+	all := q.known()
+	s.mu.Lock()
+	byShard := make(map[int][]string)
+	for id, r := range s.running {
+		if !r.finished.Load() && r.shard >= 0 && r.shard < len(all) {
+			byShard[r.shard] = append(byShard[r.shard], id)
+		}
+	}
+	s.mu.Unlock()
+	ended := 0
+	for shard, ids := range byShard {
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		vals, err := q.rdb.HMGet(cctx, all[shard].active, ids...).Result()
+		cancel()
+		if err != nil {
+			q.logger.Warn("reconciling the attempts in flight with Redis after a failover failed", "shard", shard, "error", err)
+			continue
+		}
+		s.mu.Lock()
+		for i, v := range vals {
+			owner, _ := v.(string)
+			owner, _, _ = strings.Cut(owner, "\n") // the process, first (wire.go, "Running attempts")
+			r := s.running[ids[i]]
+			if owner == q.proc || r == nil || r.finished.Load() {
+				continue
+			}
+			r.lost.Store(true)
+			r.cancel()
+			ended++
+		}
+		s.mu.Unlock()
+	}
+	if ended > 0 {
+		q.logger.Warn("attempts in flight ended: after the failover Redis no longer holds them as this process's", "attempts", ended)
+	}
+	return ended
 }

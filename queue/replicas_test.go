@@ -127,3 +127,39 @@ func TestRedisRestartIsReported(t *testing.T) {
 		10*time.Millisecond, "no log of the restart: %s", logs)
 	assert.NotContains(t, logs.String(), "level=ERROR", "a restart of a server without replicas is a WARN")
 }
+
+func TestAttemptsRedisNoLongerHoldsEndAfterAFailover(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 20*time.Second)
+	q := open(t, redistest.Name(t))
+	started := make(chan string, 2)
+	ended := make(chan string, 2)
+	release := make(chan struct{})
+	defer close(release)
+	s := serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
+		started <- task.ID
+		select {
+		case <-ctx.Done():
+		case <-release:
+		}
+		ended <- task.ID
+		return nil, ctx.Err()
+	}, WithWorkers(2), WithPrefetch(0))
+	_, err := q.Submit(ctx, []byte("a"), WithTaskID("a"))
+	require.NoError(t, err)
+	_, err = q.Submit(ctx, []byte("b"), WithTaskID("b"))
+	require.NoError(t, err)
+	<-started
+	<-started
+	// As if a failover lost the take of a: the new master holds it as
+	// nobody's.
+	require.NoError(t, srv.Client().HDel(ctx, q.lay.active, "a").Err())
+	assert.Equal(t, 1, s.reconcileRunning(ctx))
+	select {
+	case id := <-ended:
+		assert.Equal(t, "a", id, "the attempt Redis does not hold ends; the other goes on")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the attempt Redis no longer holds was not ended")
+	}
+	assert.Zero(t, s.reconcileRunning(ctx), "b is still this process's")
+}
