@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -249,4 +250,44 @@ func replicaOf(t *testing.T, ctx context.Context, c *redistest.Cluster, master i
 	require.NoError(t, err)
 	require.Len(t, replicas, 1)
 	return replicas[0]
+}
+
+// WithReplicas on a Redis Cluster: each shard's WAIT goes to the shard's
+// own master (a keyless WAIT would go to any node), so a Submit returns
+// once the replica of its shard's master has the task, and an outcome is
+// confirmed there; a shard whose replica is frozen refuses its Submits
+// (ErrNotReplicated) while the others go on.
+func TestWithReplicasOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, rediscluster.WithReplicas(1),
+		rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
+	ctx := testCtx(t, 90*time.Second)
+	name, masters := spreadQueueName(t, ctx, c)
+	q := openOnCluster(t, ctx, c, name, WithShards(3), WithReplicas(1, 300*time.Millisecond))
+	tenants := registerTenantsByShard(t, ctx, q, 3, 10)
+	serve(t, q, echo)
+	for shard, ten := range tenants {
+		f, err := q.Submit(ctx, []byte("p"), WithTenant(ten))
+		require.NoError(t, err, "shard %d", shard)
+		res, err := wait(t, f, 20*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, "p#1", string(res))
+		// The replica of the shard's master has the outcome.
+		conn := c.Node(replicaOf(t, ctx, c, masters[shard])).Conn()
+		require.NoError(t, conn.ReadOnly(ctx).Err())
+		st, err := conn.HGet(ctx, q.known()[shard].task(f.ID()), fieldState).Result()
+		_ = conn.Close()
+		require.NoError(t, err)
+		assert.Equal(t, "done", st, "shard %d", shard)
+	}
+	frozen := replicaOf(t, ctx, c, masters[1])
+	pid := c.Pids()[frozen]
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+	_, err := q.Submit(ctx, []byte("p"), WithTenant(tenants[1]))
+	require.ErrorIs(t, err, ErrNotReplicated, "shard 1's replica is frozen")
+	f, err := q.Submit(ctx, []byte("p"), WithTenant(tenants[0]))
+	require.NoError(t, err, "shard 0 does not wait for shard 1's replica")
+	_, err = wait(t, f, 20*time.Second)
+	require.NoError(t, err)
 }
