@@ -35,9 +35,10 @@ var (
 	ErrClosed = errors.New("queue: closed")
 	// ErrNotReplicated is returned by Submit (and a Batch's) with
 	// WithReplicas when fewer replicas than asked acknowledged the call's
-	// writes within the timeout: the task is withdrawn, as after any
-	// failed Submit. It also wraps the error of a failed confirmation of
-	// an outcome that Wait does not return (the future stays pending).
+	// writes within the timeout (or the master has fewer replicas
+	// connected): the task is withdrawn, as after any failed Submit.
+	// Result returns it, with WithReplicas, for an outcome not yet
+	// confirmed on the replicas; Wait waits instead.
 	ErrNotReplicated = errors.New("queue: not replicated")
 	// ErrAlreadyServing is returned by Serve on a Queue that serves
 	// already.

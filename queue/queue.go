@@ -69,6 +69,9 @@ type Queue struct {
 
 	toConfirm chan *Future // WithReplicas: futures whose outcome message came (confirmLoop)
 	watched   atomic.Bool  // tests: watchLoop has read the masters' replication state
+	// unconfirmedWarned is when outcomes last failed to be confirmed on
+	// the replicas, logged (Unix ns; warnUnconfirmed).
+	unconfirmedWarned atomic.Int64
 	// replicasUp holds, per watcher (watchLoop: one, or one a shard on a
 	// Redis Cluster), the replicas its master had connected at the last
 	// read; -1 before any.

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -161,12 +162,15 @@ func (q *Queue) confirmOutcomes(ctx context.Context, pending []*Future) []string
 				rs[j].r = readTask(cctx, p, l, rs[j].f.id, outcomeFields...)
 			}
 		})
+		// Too few replicas: the reads stand (the WAIT came after them), so
+		// a task the master does not hold is gone all the same; an outcome
+		// it holds is not confirmed.
+		unconfirmed := errors.Is(err, replica.ErrNotReplicated)
 		if err != nil {
-			if ctx.Err() == nil {
-				q.logger.Warn("outcomes not confirmed on the replicas yet: their futures wait", "shard", i,
-					"futures", len(rs), "error", err)
+			q.warnUnconfirmed(ctx, i, len(rs), err)
+			if !unconfirmed {
+				continue
 			}
-			continue
 		}
 		for _, r := range rs {
 			vd := verdicts[r.f]
@@ -179,10 +183,11 @@ func (q *Queue) confirmOutcomes(ctx context.Context, pending []*Future) []string
 			if len(v) != len(outcomeFields) {
 				continue
 			}
-			if present(v) {
-				vd.v = v
-			} else {
+			switch {
+			case !present(v):
 				vd.absent++
+			case !unconfirmed:
+				vd.v = v
 			}
 		}
 	}
@@ -202,6 +207,49 @@ func (q *Queue) confirmOutcomes(ctx context.Context, pending []*Future) []string
 		}
 	}
 	return lost
+}
+
+// warnUnconfirmed logs that outcomes could not be confirmed, at most once
+// every unconfirmedWarnEvery: while the master has no replica (10 s after
+// a planned failover) every poll and every batch of messages fails so.
+func (q *Queue) warnUnconfirmed(ctx context.Context, shard, futures int, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := q.unconfirmedWarned.Load()
+	if now-last < int64(unconfirmedWarnEvery) || !q.unconfirmedWarned.CompareAndSwap(last, now) {
+		return
+	}
+	q.logger.Warn("outcomes not confirmed on the replicas yet: their futures wait", "shard", shard, "futures", futures, "error", err)
+}
+
+// unconfirmedWarnEvery spaces warnUnconfirmed's lines.
+const unconfirmedWarnEvery = 10 * time.Second
+
+// Result returns the outcome of the task id, as Client.Result does;
+// with WithReplicas, only once that outcome is on the replicas asked
+// (replica.Confirm): else an error wrapping ErrNotReplicated.
+func (q *Queue) Result(ctx context.Context, id string) ([]byte, error) {
+	res, err := q.Client.Result(ctx, id)
+	var te *TaskError
+	if !q.cfg.ack.On() || err != nil && !errors.As(err, &te) {
+		return res, err
+	}
+	for _, l := range idLayouts(q.known(), id) {
+		var r *taskRead
+		cerr := replica.Confirm(ctx, q.rdb, l.acked, q.cfg.ack, func(p redis.Pipeliner) { r = readTask(ctx, p, l, id, outcomeFields...) })
+		if errors.Is(cerr, replica.ErrNotReplicated) {
+			return nil, fmt.Errorf("%w: the outcome of %q: %w", ErrNotReplicated, id, cerr)
+		}
+		if cerr != nil {
+			return nil, fmt.Errorf("queue: result: %w", cerr)
+		}
+		if st, _, _ := storedOutcome(id, r.Val()); finished(st) {
+			return res, err
+		}
+	}
+	return nil, fmt.Errorf("%w: the outcome of %q is no longer on the master", ErrNotReplicated, id)
 }
 
 // watchEvery is how often a process reads each master's replication

@@ -107,8 +107,13 @@ func TestAFutureWaitsUntilItsOutcomeIsReplicated(t *testing.T) {
 		t.Fatal("the future completed with an outcome the replica did not have")
 	case <-deadline:
 	}
+	_, err = q.Result(ctx, f.ID())
+	require.ErrorIs(t, err, ErrNotReplicated, "Result does not return an outcome the replica does not have")
 	require.NoError(t, repl.Thaw())
 	res, err := wait(t, f, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "r", string(res))
+	res, err = q.Result(ctx, f.ID())
 	require.NoError(t, err)
 	assert.Equal(t, "r", string(res))
 }
