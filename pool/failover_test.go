@@ -105,29 +105,9 @@ func runPoolFailover(t *testing.T, kind string, replicas int) {
 	load.run(ctx, nodes[0], "a", &wg)
 	require.Eventually(t, func() bool { return load.count() >= 150 }, 30*time.Second, 10*time.Millisecond)
 
-	old, err := g.Primary(ctx)
+	old, _, err := g.Fault(ctx, kind)
 	require.NoError(t, err)
-	switch kind {
-	case "kill":
-		require.NoError(t, old.Kill())
-		_, err = g.WaitMaster(ctx, old)
-	case "planned":
-		_, err = g.Failover(ctx)
-	case "behind":
-		rs, rerr := g.Replicas(ctx)
-		require.NoError(t, rerr)
-		require.NoError(t, rs[0].Freeze())
-		junk := strings.Repeat("x", 1<<20)
-		for i := range 16 {
-			require.NoError(t, old.Client().Set(ctx, fmt.Sprintf("junk-%d", i), junk, 0).Err())
-		}
-		time.Sleep(700 * time.Millisecond)
-		require.NoError(t, old.Kill())
-		require.NoError(t, rs[0].Thaw())
-		_, err = g.WaitMaster(ctx, old)
-	}
-	require.NoError(t, err)
-	if kind != "planned" {
+	if kind != redistest.FaultPlanned {
 		require.NoError(t, old.Restart())
 	}
 	acked0 := load.count()
@@ -206,35 +186,33 @@ func runPoolFailover(t *testing.T, kind string, replicas int) {
 	t.Logf("%s, replicas %d: %d acknowledged dispatches, %d to run, %d of them lost, %d calls failed",
 		kind, replicas, load.count(), len(want), lost, len(unknown))
 	for _, l := range logs {
-		for _, line := range strings.Split(l.String(), "\n") {
-			if strings.Contains(line, "Redis failed over") || strings.Contains(line, "Redis restarted") {
-				t.Log(line)
-			}
+		for _, line := range l.Lines("Redis failed over", "Redis restarted") {
+			t.Log(line)
 		}
 	}
 }
 
 func TestPoolFailoverKill(t *testing.T) {
 	t.Parallel()
-	runPoolFailover(t, "kill", 1)
+	runPoolFailover(t, redistest.FaultKill, 1)
 }
 
 func TestPoolFailoverPlanned(t *testing.T) {
 	t.Parallel()
-	runPoolFailover(t, "planned", 1)
+	runPoolFailover(t, redistest.FaultPlanned, 1)
 }
 
 func TestPoolFailoverBehind(t *testing.T) {
 	t.Parallel()
-	runPoolFailover(t, "behind", 1)
+	runPoolFailover(t, redistest.FaultBehind, 1)
 }
 
 func TestPoolFailoverPlannedWithoutReplicas(t *testing.T) {
 	t.Parallel()
-	runPoolFailover(t, "planned", 0)
+	runPoolFailover(t, redistest.FaultPlanned, 0)
 }
 
 func TestPoolFailoverBehindWithoutReplicas(t *testing.T) {
 	t.Parallel()
-	runPoolFailover(t, "behind", 0)
+	runPoolFailover(t, redistest.FaultBehind, 0)
 }

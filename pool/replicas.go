@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/replica"
 	"github.com/shepherd-go/shepherd/rmap"
 )
@@ -55,9 +55,8 @@ func WithReplicas(n int, timeout time.Duration) NodeOption {
 // checkReplicas refuses a replica timeout that the call timeout would
 // cut short (options come in any order: AddNode checks it).
 func (c nodeConfig) checkReplicas() error {
-	if c.ack.On() && c.ack.Timeout >= c.callTimeout {
-		return fmt.Errorf("%w: WithReplicas: timeout %v must be shorter than the call timeout %v",
-			ErrInvalidOption, c.ack.Timeout, c.callTimeout)
+	if err := c.ack.Fits(c.callTimeout); err != nil {
+		return fmt.Errorf("%w: WithReplicas: %w", ErrInvalidOption, err)
 	}
 	return nil
 }
@@ -143,7 +142,7 @@ func (n *Node) watchLoop() {
 		}
 		switch {
 		case err != nil:
-			if !denied && strings.Contains(err.Error(), "NOPERM") {
+			if !denied && redisutil.HasErrorCode(err, "NOPERM") {
 				denied = true
 				n.logger.Warn("failover detection is off: the Redis user may not run INFO (see ACLCommands)", slog.Any("error", err))
 			}

@@ -134,34 +134,10 @@ func runQueueFailover(t *testing.T, kind string, replicas int) {
 	load.submit(ctx, qs[0], &wg)
 	require.Eventually(t, func() bool { a, _, _, _ := load.count(); return a >= 300 }, 30*time.Second, 10*time.Millisecond)
 
-	old, err := g.Primary(ctx)
-	require.NoError(t, err)
-	var now *redistest.Server
-	switch kind {
-	case "kill":
-		require.NoError(t, old.Kill())
-		now, err = g.WaitMaster(ctx, old)
-	case "planned":
-		now, err = g.Failover(ctx)
-	case "behind":
-		rs, rerr := g.Replicas(ctx)
-		require.NoError(t, rerr)
-		require.NoError(t, rs[0].Freeze())
-		// A frozen replica's kernel still takes in what the master sends,
-		// up to its socket buffers: 16 MiB of other writes fill them, so
-		// that the queue's writes from then on stay on the master alone.
-		junk := strings.Repeat("x", 1<<20)
-		for i := range 16 {
-			require.NoError(t, old.Client().Set(ctx, fmt.Sprintf("junk-%s-%d", name, i), junk, 0).Err())
-		}
-		time.Sleep(700 * time.Millisecond) // writes go on that the replica never gets
-		require.NoError(t, old.Kill())
-		require.NoError(t, rs[0].Thaw())
-		now, err = g.WaitMaster(ctx, old)
-	}
+	old, now, err := g.Fault(ctx, kind)
 	require.NoError(t, err)
 	switched := time.Now()
-	if kind != "planned" {
+	if kind != redistest.FaultPlanned {
 		// The only replica is the new master: the old one comes back as
 		// its replica (Sentinel turns it, about 10 s later), so that
 		// WithReplicas(1) can be met again.
@@ -203,34 +179,32 @@ func runQueueFailover(t *testing.T, kind string, replicas int) {
 		assert.Zero(t, undone, "results undone by the failover")
 	}
 	t.Logf("reported at ERROR: %v", reported("ERROR"))
-	if lost > 0 || undone > 0 || kind == "behind" {
+	if lost > 0 || undone > 0 || kind == redistest.FaultBehind {
 		assert.True(t, reported("ERROR"), "a failover that lost writes is reported at ERROR:\n%s\n%s", logs[0], logs[1])
 	}
 	for _, l := range logs {
-		for _, line := range strings.Split(l.String(), "\n") {
-			if strings.Contains(line, "Redis failed over") || strings.Contains(line, "Redis restarted") {
-				t.Log(line)
-			}
+		for _, line := range l.Lines("Redis failed over", "Redis restarted") {
+			t.Log(line)
 		}
 	}
 }
 
 func TestQueueFailoverKill(t *testing.T) {
 	t.Parallel()
-	runQueueFailover(t, "kill", 1)
+	runQueueFailover(t, redistest.FaultKill, 1)
 }
 
 func TestQueueFailoverPlanned(t *testing.T) {
 	t.Parallel()
-	runQueueFailover(t, "planned", 1)
+	runQueueFailover(t, redistest.FaultPlanned, 1)
 }
 
 func TestQueueFailoverPlannedWithoutReplicas(t *testing.T) {
 	t.Parallel()
-	runQueueFailover(t, "planned", 0)
+	runQueueFailover(t, redistest.FaultPlanned, 0)
 }
 
 func TestQueueFailoverBehind(t *testing.T) {
 	t.Parallel()
-	runQueueFailover(t, "behind", 1)
+	runQueueFailover(t, redistest.FaultBehind, 1)
 }

@@ -101,17 +101,24 @@ func (s *subscription) renew(ctx context.Context, i int) error {
 			return err
 		}
 	}
+	s.swap(i, ps) // follow goes on with ps
+	return nil
+}
+
+// swap makes ps connection i and closes the old one; it closes ps instead
+// when the subscription is closed, and then returns false.
+func (s *subscription) swap(i int, ps *redis.PubSub) bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		_ = ps.Close()
-		return nil
+		return false
 	}
 	old := s.subs[i]
 	s.subs[i] = ps
 	s.mu.Unlock()
-	_ = old.Close() // its follow goes on with ps
-	return nil
+	_ = old.Close()
+	return true
 }
 
 // confirmed waits for Redis to confirm n subscriptions on ps after a
@@ -227,16 +234,9 @@ func (s *subscription) resubscribe(ctx context.Context, i int) *redis.PubSub {
 		if err != nil {
 			continue
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			_ = ps.Close()
+		if !s.swap(i, ps) {
 			return nil
 		}
-		old := s.subs[i]
-		s.subs[i] = ps
-		s.mu.Unlock()
-		_ = old.Close()
 		return ps
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/replica"
 )
 
@@ -55,8 +56,8 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // checkReplicas refuses a replica timeout that the call timeout would
 // cut short (options are applied in any order: Open checks it).
 func (c config) checkReplicas() error {
-	if c.ack.On() && c.ack.Timeout >= c.callTimeout {
-		return invalid("WithReplicas: timeout %v must be shorter than the call timeout %v", c.ack.Timeout, c.callTimeout)
+	if err := c.ack.Fits(c.callTimeout); err != nil {
+		return invalid("WithReplicas: %v", err)
 	}
 	return nil
 }
@@ -283,7 +284,7 @@ func (q *Queue) watchLoop() {
 				}
 			}
 			if err != nil {
-				if !denied && strings.Contains(err.Error(), "NOPERM") {
+				if !denied && redisutil.HasErrorCode(err, "NOPERM") {
 					denied = true
 					q.logger.Warn("failover detection is off: the Redis user may not run INFO (see ACLCommands)", "error", err)
 				}

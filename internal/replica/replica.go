@@ -58,6 +58,16 @@ func (a Ack) Validate() error {
 	return nil
 }
 
+// Fits returns an error when a's timeout is not shorter than
+// callTimeout, the bound of the calls that carry its WAIT: the call
+// would end before the WAIT could.
+func (a Ack) Fits(callTimeout time.Duration) error {
+	if a.On() && a.Timeout >= callTimeout {
+		return fmt.Errorf("replica timeout %v must be shorter than the call timeout %v", a.Timeout, callTimeout)
+	}
+	return nil
+}
+
 // Error says that fewer replicas than asked acknowledged a call's writes
 // in time. The writes stand on the master; a failover may undo them.
 type Error struct {

@@ -43,6 +43,9 @@ func TestValidate(t *testing.T) {
 	assert.Error(t, Ack{N: -1}.Validate())
 	assert.Error(t, Ack{N: 1}.Validate())
 	assert.Error(t, Ack{N: 1, Timeout: time.Microsecond}.Validate())
+	assert.NoError(t, Ack{N: 1, Timeout: time.Second}.Fits(2*time.Second))
+	assert.Error(t, Ack{N: 1, Timeout: time.Second}.Fits(time.Second))
+	assert.NoError(t, Ack{}.Fits(time.Millisecond), "no replica asked: nothing to fit")
 }
 
 func TestPipeCountsTheReplicasOfItsWrites(t *testing.T) {

@@ -37,9 +37,16 @@ import (
 // ends. Try is Run without these retries.
 func Run(ctx context.Context, rdb redis.Scripter, s *redis.Script, op string, keys []string, args ...any) (any, error) {
 	keys = WithGuard(keys)
+	return whileMoving(ctx, func() (any, error) { return run(ctx, rdb, s, op, keys, args) })
+}
+
+// whileMoving calls call until it returns no Moving error, backing off
+// from firstMovingWait to lastMovingWait, or ctx ends (then it returns
+// the last error).
+func whileMoving(ctx context.Context, call func() (any, error)) (any, error) {
 	wait := firstMovingWait
 	for {
-		res, err := run(ctx, rdb, s, op, keys, args)
+		res, err := call()
 		if err == nil || !Moving(err) {
 			return res, err
 		}
@@ -146,19 +153,7 @@ func RunAcked(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, o
 		return Run(ctx, rdb, s, op, keys, args...)
 	}
 	keys = WithGuard(keys)
-	wait := firstMovingWait
-	for {
-		res, err := runAcked(ctx, rdb, s, op, keys, a, args)
-		if err == nil || !Moving(err) {
-			return res, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, lastMovingWait)
-	}
+	return whileMoving(ctx, func() (any, error) { return runAcked(ctx, rdb, s, op, keys, a, args) })
 }
 
 func runAcked(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, op string, keys []string, a replica.Ack, args []any) (any, error) {

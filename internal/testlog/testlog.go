@@ -3,6 +3,7 @@ package testlog
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -25,4 +26,18 @@ func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// Lines returns the lines written so far that contain any of subs.
+func (l *Buffer) Lines(subs ...string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		for _, s := range subs {
+			if strings.Contains(line, s) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return out
 }

@@ -38,3 +38,16 @@ func TestBufferTakesConcurrentWriters(t *testing.T) {
 		t.Fatal("a line is missing")
 	}
 }
+
+// Lines returns the lines holding any of the strings asked for.
+func TestLinesPicksTheLinesAskedFor(t *testing.T) {
+	var buf Buffer
+	fmt.Fprint(&buf, "one apple\ntwo pears\nthree apples and pears\nfour\n")
+	got := buf.Lines("apple", "pear")
+	if len(got) != 3 || got[0] != "one apple" || got[2] != "three apples and pears" {
+		t.Fatalf("got %q", got)
+	}
+	if got := buf.Lines("plum"); len(got) != 0 {
+		t.Fatalf("got %q, want none", got)
+	}
+}

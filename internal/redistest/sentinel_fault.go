@@ -1,0 +1,69 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kinds of failover that Fault causes.
+const (
+	// FaultKill kills the primary (SIGKILL); its replica is promoted.
+	FaultKill = "kill"
+	// FaultPlanned asks for a planned failover (SENTINEL FAILOVER): the
+	// old primary keeps accepting writes until Sentinel demotes it.
+	FaultPlanned = "planned"
+	// FaultBehind freezes the replica, writes 16 MiB to the primary so
+	// that the replica's socket buffers fill and the writes that follow
+	// stay on the primary alone for 700 ms, then kills the primary and
+	// thaws the replica, which is promoted without them.
+	FaultBehind = "behind"
+)
+
+// Fault fails the group's primary over as kind says (FaultKill,
+// FaultPlanned, FaultBehind) and returns the old primary and the new one,
+// once a majority of the sentinels name it and it answers as master. A
+// killed primary stays down: Restart it to have it back as a replica
+// (Sentinel turns it into one about 10 s later).
+func (g *Sentinels) Fault(ctx context.Context, kind string) (old, now *Server, err error) {
+	if old, err = g.Primary(ctx); err != nil {
+		return nil, nil, err
+	}
+	switch kind {
+	case FaultKill:
+		if err := old.Kill(); err != nil {
+			return old, nil, err
+		}
+		now, err = g.WaitMaster(ctx, old)
+	case FaultPlanned:
+		now, err = g.Failover(ctx)
+	case FaultBehind:
+		rs, err := g.Replicas(ctx)
+		if err != nil || len(rs) == 0 {
+			return old, nil, fmt.Errorf("redistest: no replica to leave behind: %v", err)
+		}
+		if err := rs[0].Freeze(); err != nil {
+			return old, nil, err
+		}
+		junk := strings.Repeat("x", 1<<20)
+		for i := range 16 {
+			if err := old.Client().Set(ctx, fmt.Sprintf("redistest:junk:%d", i), junk, time.Hour).Err(); err != nil {
+				_ = rs[0].Thaw()
+				return old, nil, err
+			}
+		}
+		time.Sleep(700 * time.Millisecond) // writes go on that the replica never gets
+		if err := old.Kill(); err != nil {
+			_ = rs[0].Thaw()
+			return old, nil, err
+		}
+		if err := rs[0].Thaw(); err != nil {
+			return old, nil, err
+		}
+		now, err = g.WaitMaster(ctx, old)
+	default:
+		return old, nil, fmt.Errorf("redistest: unknown kind of failover %q", kind)
+	}
+	return old, now, err
+}
