@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/shepherd-go/shepherd/internal/rediscluster"
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/testlog"
 )
 
 // A sharded queue on a Redis Cluster whose masters have a replica each:
@@ -290,4 +292,48 @@ func TestWithReplicasOnRedisCluster(t *testing.T) {
 	require.NoError(t, err, "shard 0 does not wait for shard 1's replica")
 	_, err = wait(t, f, 20*time.Second)
 	require.NoError(t, err)
+}
+
+// The load of the Sentinel failover tests on a sharded queue over a Redis
+// Cluster whose masters have a replica each, with WithReplicas(1): shard
+// 1's master is killed under load, its replica promoted, and the killed
+// node comes back as the new master's replica. No acknowledged task is
+// lost, no result undone, and the failover is reported.
+func TestWithReplicasThroughAClusterFailover(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3, rediscluster.WithReplicas(1),
+		rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
+	ctx := testCtx(t, 120*time.Second)
+	name, masters := spreadQueueName(t, ctx, c)
+	load := newFailoverLoad()
+	logs := &testlog.Buffer{}
+	var qs []*Queue
+	for range 2 {
+		q := openOnCluster(t, ctx, c, name, WithShards(3), WithTTL(2*time.Second),
+			WithReplicas(1, 500*time.Millisecond), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+		serve(t, q, load.handler, WithWorkers(4))
+		qs = append(qs, q)
+	}
+	var wg sync.WaitGroup
+	load.submit(ctx, qs[0], &wg)
+	require.Eventually(t, func() bool { a, _, _, _ := load.count(); return a >= 300 }, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, c.Kill(masters[1]))
+	require.NoError(t, c.WaitFailover(ctx, masters[1]))
+	require.NoError(t, c.Restart(ctx, masters[1]))
+	acked0, _, _, _ := load.count()
+	require.Eventually(t, func() bool { a, _, _, _ := load.count(); return a >= acked0+300 }, 60*time.Second, 10*time.Millisecond,
+		"Submits did not resume after the failover")
+	load.stop.Store(true)
+	wg.Wait()
+	acked, lost, undone, failedRan := load.count()
+	t.Logf("%d acknowledged, %d lost, %d results undone, %d failed Submits ran", acked, lost, undone, failedRan)
+	for id, err := range load.lost {
+		t.Errorf("acknowledged task %s lost: %v", id, err)
+	}
+	assert.Zero(t, undone, "results undone by the failover")
+	require.Eventually(t, func() bool { return len(logs.Lines("Redis failed over")) > 0 }, 10*time.Second, 10*time.Millisecond,
+		"no process reported the failover")
+	for _, line := range logs.Lines("Redis failed over") {
+		t.Log(line)
+	}
 }
