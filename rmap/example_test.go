@@ -159,3 +159,29 @@ func ExampleMap_Snapshot() {
 	// 1
 	// 2
 }
+
+// After a Redis failover, a process makes its copies follow the new
+// master: a pool node does it for its maps when it sees the master's
+// replication id change.
+func ExampleMap_Resync() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rdb := rmap.NewTestClient()
+	m, err := rmap.Join(ctx, rdb, unique("slots"), rmap.WithHashTag("pool-2"))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	if _, err := m.Set(ctx, "0", "worker-1"); err != nil {
+		panic(err)
+	}
+	m.Resync(ctx) // subscribes again and reloads, in the background
+	if err := m.Sync(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(m.Get("0"))
+	if _, err := m.Destroy(ctx); err != nil {
+		panic(err)
+	}
+	// Output: worker-1 true
+}
