@@ -107,7 +107,7 @@ func runPoolFailover(t *testing.T, kind string, replicas int) {
 
 	old, _, err := g.Fault(ctx, kind)
 	require.NoError(t, err)
-	if kind != redistest.FaultPlanned {
+	if kind == redistest.FaultKill || kind == redistest.FaultBehind {
 		require.NoError(t, old.Restart())
 	}
 	acked0 := load.count()
@@ -167,6 +167,12 @@ func runPoolFailover(t *testing.T, kind string, replicas int) {
 			t.Error(p)
 		}
 		t.Errorf("%d problems", len(problems))
+		for _, l := range logs {
+			lines := l.Lines("level=WARN", "level=ERROR")
+			for _, line := range lines[max(0, len(lines)-25):] {
+				t.Log(line)
+			}
+		}
 	}
 	lost := 0
 	for k := range want {
@@ -200,6 +206,12 @@ func TestPoolFailoverKill(t *testing.T) {
 func TestPoolFailoverPlanned(t *testing.T) {
 	t.Parallel()
 	runPoolFailover(t, redistest.FaultPlanned, 1)
+}
+
+// FAILOVER sent to the master (see TestQueueFailoverCommand).
+func TestPoolFailoverCommand(t *testing.T) {
+	t.Parallel()
+	runPoolFailover(t, redistest.FaultCommand, 1)
 }
 
 func TestPoolFailoverBehind(t *testing.T) {

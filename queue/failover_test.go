@@ -137,7 +137,7 @@ func runQueueFailover(t *testing.T, kind string, replicas int) {
 	old, now, err := g.Fault(ctx, kind)
 	require.NoError(t, err)
 	switched := time.Now()
-	if kind != redistest.FaultPlanned {
+	if kind == redistest.FaultKill || kind == redistest.FaultBehind {
 		// The only replica is the new master: the old one comes back as
 		// its replica (Sentinel turns it, about 10 s later), so that
 		// WithReplicas(1) can be met again.
@@ -202,6 +202,14 @@ func TestQueueFailoverPlanned(t *testing.T) {
 func TestQueueFailoverPlannedWithoutReplicas(t *testing.T) {
 	t.Parallel()
 	runQueueFailover(t, redistest.FaultPlanned, 0)
+}
+
+// FAILOVER sent to the master: nothing is lost, and the Sentinel clients
+// find the new master about 30 s later (the processes' writes meanwhile
+// go to the old primary, now a replica, which refuses them).
+func TestQueueFailoverCommand(t *testing.T) {
+	t.Parallel()
+	runQueueFailover(t, redistest.FaultCommand, 1)
 }
 
 func TestQueueFailoverBehind(t *testing.T) {

@@ -143,6 +143,25 @@ func (b *blocker) unblock(ctx context.Context) error {
 	return err
 }
 
+// fine tells whether the dedicated connection may stay after a read that
+// failed with err: an error reply says the connection works (NOGROUP:
+// the group is gone), except one from a server that is no longer the
+// master (READONLY: a replica refuses XREADGROUP; UNBLOCKED: Redis ended
+// the read because it turned into a replica). After a failover the
+// client sends its new connections to the new master, but a dedicated
+// connection stays where it was, on the old one, until it is dropped.
+func fine(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	switch redisutil.ErrorCode(err) {
+	case "READONLY", "UNBLOCKED":
+		return false
+	}
+	return true
+}
+
 // close releases the dedicated connection. Call it once the reading
 // goroutine has exited.
 func (b *blocker) close() error { return b.reset() }

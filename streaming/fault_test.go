@@ -6,8 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // Redis restarts without persistence: stream and group are gone. The sink
@@ -113,4 +117,29 @@ func TestReadErrorsBackOffAndNeverSpin(t *testing.T) {
 	// Bring Redis back so that go-redis's dial probes succeed and end.
 	require.NoError(t, server.Restart())
 	waitDialersGone(t)
+}
+
+// A read's error keeps the dedicated connection only when it says the
+// connection works: not when it comes from a server that turned replica
+// (READONLY; UNBLOCKED), where the connection stays after a failover
+// while the client's new connections go to the new master.
+func TestReadErrorsThatDropTheDedicatedConnection(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	primary := ownServer(t)
+	repl := redistest.StartReplicaOf(t, primary)
+	readGroup := func(c redis.UniversalClient) error {
+		return c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{"s", ">"}, Count: 1}).Err()
+	}
+	nogroup := readGroup(primary.Client())
+	require.Error(t, nogroup)
+	assert.True(t, fine(nogroup), "NOGROUP: the connection works")
+	readonly := readGroup(repl.Client())
+	require.Error(t, readonly)
+	assert.Equal(t, "READONLY", redisutil.ErrorCode(readonly))
+	assert.False(t, fine(readonly), "READONLY: the connection is to a replica")
+	closed := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	require.NoError(t, closed.Close())
+	assert.False(t, fine(readGroup(closed)), "a client error is no reply")
+	assert.False(t, fine(errors.New("broken pipe")))
 }

@@ -260,8 +260,7 @@ func (r *MultiReader) readOnce() error {
 		return nil
 	}
 	if err != nil {
-		var reply redis.Error
-		if errors.As(err, &reply) {
+		if fine(err) {
 			return err
 		}
 		return errors.Join(err, r.life.reads.reset())

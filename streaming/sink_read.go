@@ -63,8 +63,7 @@ func (s *Sink) readOnce(own *string) error {
 		return nil // the block timed out, or Close unblocked it
 	}
 	if err != nil {
-		var reply redis.Error
-		if errors.As(err, &reply) {
+		if fine(err) {
 			return err // an error reply (NOGROUP, ...): the connection is fine
 		}
 		return errors.Join(err, s.life.reads.reset())

@@ -14,6 +14,12 @@ const (
 	// FaultPlanned asks for a planned failover (SENTINEL FAILOVER): the
 	// old primary keeps accepting writes until Sentinel demotes it.
 	FaultPlanned = "planned"
+	// FaultCommand sends FAILOVER to the primary (Redis 6.2+): it stops
+	// writes, waits until its replica has every one, and swaps roles with
+	// it; nothing is lost. The sentinels name the new master only about
+	// 30 s later: meanwhile a Sentinel client still sends its commands to
+	// the old primary, now a replica, which refuses writes (READONLY).
+	FaultCommand = "command"
 	// FaultBehind freezes the replica, writes 16 MiB to the primary so
 	// that the replica's socket buffers fill and the writes that follow
 	// stay on the primary alone for 700 ms, then kills the primary and
@@ -22,7 +28,7 @@ const (
 )
 
 // Fault fails the group's primary over as kind says (FaultKill,
-// FaultPlanned, FaultBehind) and returns the old primary and the new one,
+// FaultPlanned, FaultCommand, FaultBehind) and returns the old primary and the new one,
 // once a majority of the sentinels name it and it answers as master. A
 // killed primary stays down: Restart it to have it back as a replica
 // (Sentinel turns it into one about 10 s later).
@@ -38,6 +44,11 @@ func (g *Sentinels) Fault(ctx context.Context, kind string) (old, now *Server, e
 		now, err = g.WaitMaster(ctx, old)
 	case FaultPlanned:
 		now, err = g.Failover(ctx)
+	case FaultCommand:
+		if err := old.Client().Do(ctx, "FAILOVER").Err(); err != nil {
+			return old, nil, err
+		}
+		now, err = g.WaitMaster(ctx, old)
 	case FaultBehind:
 		rs, err := g.Replicas(ctx)
 		if err != nil || len(rs) == 0 {
