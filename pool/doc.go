@@ -95,6 +95,10 @@ package pool
 //	keepalive.go     keep-alives, and rejoining after being declared dead
 //	janitor.go       the janitor: its lease, dead workers and nodes
 //	recover.go       recovery of dead workers' jobs and of stuck starts
+//	replicas.go      WithReplicas (dispatches and stops confirmed on the
+//	                 replicas), failover detection and its report
+//	reconcile.go     after a failover: what the workers run against the
+//	                 records
 //	inbox.go         reading the workers' streams
 //	wire.go          the record, states, events, header, reply codes and
 //	                 the Lua prelude rendered from them

@@ -35,8 +35,8 @@ import (
 // WAIT is not consensus: Redis may promote a replica that did not
 // acknowledge. It promotes one that did when each master has one
 // replica, or n is every replica, or the master refuses writes without
-// enough replicas (min-replicas-to-write); README's "Redis with
-// replicas" says more.
+// enough replicas (min-replicas-to-write); docs/replicas.md in the
+// repository says more.
 //
 // n = 0 (the default) asks for none. n must be 0 or more, timeout
 // positive when n is, and shorter than WithCallTimeout and the client's

@@ -126,7 +126,10 @@ package queue
 //
 //	queue.go           Queue: Open, the pub/sub listener, Close
 //	pubsub.go          the process's subscriptions: classic, or sharded
-//	                   on a Redis Cluster
+//	                   on a Redis Cluster; renewed on the new master
+//	replicas.go        WithReplicas (outcomes confirmed on the replicas),
+//	                   failover detection and its report, the attempts a
+//	                   failover took away
 //	wire.go            the scripts' common KEYS and ARGV; the task hash's
 //	                   fields, declared once
 //	prelude.go         the Lua prelude: the keys, the fields' locals, and

@@ -35,8 +35,8 @@ import (
 // WAIT is not consensus: Redis may promote a replica that did not
 // acknowledge. It promotes one that did when each master has one
 // replica, or n is every replica, or the masters refuse writes without
-// enough replicas (min-replicas-to-write); README's "Redis with
-// replicas" says more. It costs a round trip to the replicas a call.
+// enough replicas (min-replicas-to-write); docs/replicas.md in the
+// repository says more. It costs a round trip to the replicas a call.
 //
 // n = 0 (the default) asks for none: Redis's acknowledgement alone. n
 // must be 0 or more, timeout positive when n is, and shorter than
