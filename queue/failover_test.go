@@ -150,7 +150,7 @@ func runQueueFailover(t *testing.T, kind string, replicas int) {
 		require.Eventually(t, func() bool {
 			n, err := now.Client().PubSubNumSub(ctx, ch).Result()
 			return err == nil && n[ch] >= 1
-		}, 5*time.Second, 10*time.Millisecond, "process %s is not subscribed on the new master", q.proc)
+		}, 10*time.Second, 10*time.Millisecond, "process %s is not subscribed on the new master", q.proc)
 	}
 	t.Logf("%s: subscriptions on the new master %v after the switch", kind, time.Since(switched).Round(time.Millisecond))
 
@@ -177,6 +177,13 @@ func runQueueFailover(t *testing.T, kind string, replicas int) {
 			t.Errorf("acknowledged task %s lost: %v", id, err)
 		}
 		assert.Zero(t, undone, "results undone by the failover")
+		if t.Failed() {
+			for _, l := range logs {
+				for _, line := range l.Lines("level=WARN", "level=ERROR") {
+					t.Log(line)
+				}
+			}
+		}
 	}
 	t.Logf("reported at ERROR: %v", reported("ERROR"))
 	if lost > 0 || undone > 0 || kind == redistest.FaultBehind {

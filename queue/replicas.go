@@ -163,15 +163,14 @@ func (q *Queue) confirmOutcomes(ctx context.Context, pending []*Future) []string
 				rs[j].r = readTask(cctx, p, l, rs[j].f.id, outcomeFields...)
 			}
 		})
-		// Too few replicas: the reads stand (the WAIT came after them), so
-		// a task the master does not hold is gone all the same; an outcome
-		// it holds is not confirmed.
-		unconfirmed := errors.Is(err, replica.ErrNotReplicated)
+		// Too few replicas: nothing read is judged, not even a task
+		// missing. The server read may not be the master that holds the
+		// queue: right after a failover, a client may still reach the old
+		// master, restarted empty, which has no replica (Sentinel turns
+		// it into one about 10 s later); a master with n replicas is one.
 		if err != nil {
 			q.warnUnconfirmed(ctx, i, len(rs), err)
-			if !unconfirmed {
-				continue
-			}
+			continue
 		}
 		for _, r := range rs {
 			vd := verdicts[r.f]
@@ -184,11 +183,10 @@ func (q *Queue) confirmOutcomes(ctx context.Context, pending []*Future) []string
 			if len(v) != len(outcomeFields) {
 				continue
 			}
-			switch {
-			case !present(v):
-				vd.absent++
-			case !unconfirmed:
+			if present(v) {
 				vd.v = v
+			} else {
+				vd.absent++
 			}
 		}
 	}
