@@ -95,8 +95,10 @@ func (p *process) start(ctx context.Context) (string, error) {
 
 func (p *process) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port)) }
 
-func (p *process) startOnce(ctx context.Context) error {
-	cmd := exec.Command(p.path, p.args()...)
+// launch starts p's binary with args in p's directory, and closes
+// p.exited when it exits.
+func (p *process) launch(args ...string) error {
+	cmd := exec.Command(p.path, args...)
 	cmd.Dir = p.dir
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -108,6 +110,14 @@ func (p *process) startOnce(ctx context.Context) error {
 		close(exited)
 	}()
 	p.cmd, p.exited = cmd, exited
+	return nil
+}
+
+func (p *process) startOnce(ctx context.Context) error {
+	if err := p.launch(p.args()...); err != nil {
+		return err
+	}
+	exited := p.exited
 	var tlsConfig *tls.Config
 	if p.tls != nil {
 		tlsConfig = p.tls.client

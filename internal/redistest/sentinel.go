@@ -238,19 +238,10 @@ func (g *Sentinels) launchSentinel(ctx context.Context, p *process, primaryPort 
 	if err := os.WriteFile(conf, []byte(g.sentinelConf(p, primaryPort)), 0o600); err != nil {
 		return fmt.Errorf("redistest: sentinel config: %w", err)
 	}
-	cmd := exec.Command(p.path, conf, "--sentinel")
-	cmd.Dir = p.dir
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start sentinel %s: %w", p.path, err)
+	if err := p.launch(conf, "--sentinel"); err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	p.cmd, p.exited = cmd, exited
-	if err := waitReady(ctx, p.addr(), "", nil, exited); err != nil {
+	if err := waitReady(ctx, p.addr(), "", nil, p.exited); err != nil {
 		_ = p.kill()
 		return fmt.Errorf("redistest: sentinel: %w; log: %s", err, p.logTail())
 	}
