@@ -168,23 +168,14 @@ func runAcked(ctx context.Context, rdb redis.UniversalClient, s *redis.Script, o
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	res, cerr := cmd.Result()
-	switch {
-	case cerr == redis.Nil:
-		res = nil
-	case cerr != nil:
+	if cerr != nil && cerr != redis.Nil {
 		reloadSlots(rdb, cerr)
 		return nil, fmt.Errorf("%s: %w", op, cerr)
-	case err != nil && !errors.Is(err, redis.Nil):
-		// The script ran, its reply came, and the WAIT failed.
 	}
+	// The script ran (its reply, or redis.Nil, is in res and cerr); the
+	// WAIT after it may not have counted enough replicas, or failed.
 	if werr := replica.Check(w, a); werr != nil {
-		if cerr == redis.Nil {
-			return nil, fmt.Errorf("%s: %w", op, werr)
-		}
 		return res, fmt.Errorf("%s: %w", op, werr)
 	}
-	if cerr == redis.Nil {
-		return nil, redis.Nil
-	}
-	return res, nil
+	return res, cerr
 }
