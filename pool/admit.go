@@ -327,7 +327,7 @@ func (n *Node) withdrawLater(key, nonce string) {
 // waiting).
 func (n *Node) withdraw(ctx context.Context, key, nonce string) {
 	tries, err := member.Withdraw(ctx, loopCallTimeout, func(ctx context.Context) error {
-		_, err := n.sendRequest(ctx, opStop, key, nonce, noReply, noReply, nil)
+		_, _, err := n.sendRequest(ctx, opStop, key, nonce, noReply, noReply, nil)
 		return err
 	}, func(tries int, err error) {
 		if tries == 1 {

@@ -109,20 +109,6 @@ func (n *Node) tooFewReplicas() error {
 		ErrNotReplicated, up, n.cfg.ack.N)
 }
 
-// jobNonce returns the nonce of key's record ("" when none), for a stop's
-// confirmation.
-func (n *Node) jobNonce(ctx context.Context, key string) string {
-	raw, err := n.rdb.HGet(ctx, n.lay.jobs, key).Result()
-	if err != nil {
-		return ""
-	}
-	r, err := parseRecord(raw)
-	if err != nil {
-		return ""
-	}
-	return r.Nonce
-}
-
 // watchEvery is how often a node reads the master's replication state
 // (INFO replication: a few microseconds of Redis's time).
 const watchEvery = 250 * time.Millisecond

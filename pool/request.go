@@ -51,21 +51,18 @@ func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) err
 // ErrNoWorker instead of waiting for ctx. (A stop needs no such watch: the
 // janitor or the leaving worker answers it.)
 func (n *Node) request(ctx context.Context, op, key string, payload []byte, settled map[any]error) error {
-	if op == opStop && n.cfg.ack.On() {
-		stopped := n.jobNonce(ctx, key)
-		err := n.sendAndWait(ctx, op, key, payload, settled)
-		if err == nil {
-			err = n.confirmJob(ctx, "stop", key, stopped, false)
-		}
-		return err
+	stopped, err := n.sendAndWait(ctx, op, key, payload, settled)
+	if err == nil && op == opStop {
+		err = n.confirmJob(ctx, "stop", key, stopped, false) // WithReplicas
 	}
-	return n.sendAndWait(ctx, op, key, payload, settled)
+	return err
 }
 
-// sendAndWait is request without the confirmation on the replicas.
-func (n *Node) sendAndWait(ctx context.Context, op, key string, payload []byte, settled map[any]error) error {
+// sendAndWait is request without the confirmation on the replicas; it
+// also returns the nonce of the record it acted on ("" for none).
+func (n *Node) sendAndWait(ctx context.Context, op, key string, payload []byte, settled map[any]error) (string, error) {
 	reqID, ch := n.await(op, key, "")
-	res, err := n.sendRequest(ctx, op, key, "", n.id, reqID, payload)
+	res, acted, err := n.sendRequest(ctx, op, key, "", n.id, reqID, payload)
 	worker, sent := sentTo(res)
 	if err == nil && !sent {
 		var ok bool
@@ -75,7 +72,7 @@ func (n *Node) sendAndWait(ctx context.Context, op, key string, payload []byte, 
 	}
 	if err != nil || !sent {
 		n.forget(reqID)
-		return err
+		return acted, err
 	}
 	var left <-chan rmap.Event
 	if worker != "" {
@@ -89,7 +86,7 @@ func (n *Node) sendAndWait(ctx context.Context, op, key string, payload []byte, 
 	for {
 		select {
 		case p := <-ch:
-			return replyError(key, p)
+			return acted, replyError(key, p)
 		case e, ok := <-left:
 			relevant := !ok || e.Kind == rmap.EventResync || (e.Kind == rmap.EventDelete && e.Key == worker)
 			if !relevant {
@@ -103,17 +100,17 @@ func (n *Node) sendAndWait(ctx context.Context, op, key string, payload []byte, 
 			}
 			select {
 			case p := <-ch: // the answer came just before
-				return replyError(key, p)
+				return acted, replyError(key, p)
 			default:
 			}
 			n.forget(reqID)
-			return fmt.Errorf("%w: %q: its worker left the pool before answering", ErrNoWorker, key)
+			return acted, fmt.Errorf("%w: %q: its worker left the pool before answering", ErrNoWorker, key)
 		case <-ctx.Done():
 			n.forget(reqID)
-			return ctx.Err()
+			return acted, ctx.Err()
 		case <-n.closedChan:
 			n.forget(reqID)
-			return n.errClosed()
+			return acted, n.errClosed()
 		}
 	}
 }
@@ -217,21 +214,22 @@ const maxRequestTries = 10
 // sendRequest runs stopScript (op opStop: a StopJob, or with nonce a
 // withdrawal) or notifyScript (opNotify) for key, reading the job's
 // record first for the streams the script writes to, and again when the
-// record changed meanwhile.
-func (n *Node) sendRequest(ctx context.Context, op, key, nonce, replyTo, reqID string, payload []byte) (any, error) {
+// record changed meanwhile. It also returns the nonce of the record it
+// acted on ("" for none).
+func (n *Node) sendRequest(ctx context.Context, op, key, nonce, replyTo, reqID string, payload []byte) (any, string, error) {
 	for try := 1; ; try++ {
 		raw, err := n.rdb.HGet(ctx, n.lay.jobs, key).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("pool: %s: %w", op, err)
+			return nil, "", fmt.Errorf("pool: %s: %w", op, err)
 		}
-		gen, worker, disp := int64(-1), "", noReply
+		gen, worker, disp, acted := int64(-1), "", noReply, ""
 		if err == nil {
 			r, perr := parseRecord(raw)
 			if perr != nil {
-				return nil, fmt.Errorf("pool: %s: job %q: %w", op, key, perr)
+				return nil, "", fmt.Errorf("pool: %s: job %q: %w", op, key, perr)
 			}
 			if nonce == "" || r.Nonce == nonce {
-				gen, worker = r.Gen, r.Worker
+				gen, worker, acted = r.Gen, r.Worker, r.Nonce
 				if r.DispNode != "" {
 					disp = r.DispNode
 				}
@@ -249,10 +247,10 @@ func (n *Node) sendRequest(ctx context.Context, op, key, nonce, replyTo, reqID s
 				append(ref(nil, key, nonce, gen), worker, disp, replyTo, reqID, member.WithdrawnTTL.Milliseconds())...)
 		}
 		if err != nil || res != "RETRY" {
-			return res, err
+			return res, acted, err
 		}
 		if try == maxRequestTries {
-			return nil, fmt.Errorf("pool: %s: job %q kept changing; try again", op, key)
+			return nil, "", fmt.Errorf("pool: %s: job %q kept changing; try again", op, key)
 		}
 	}
 }
