@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/replica"
 	"github.com/shepherd-go/shepherd/rmap"
 )
@@ -95,7 +94,7 @@ func (n *Node) confirmJob(ctx context.Context, op, key, nonce string, present bo
 
 // tooFewReplicas returns an error wrapping ErrNotReplicated when the
 // pool's master had fewer replicas connected than WithReplicas asks at
-// the watcher's last read (at most watchEvery ago), else nil: DispatchJob
+// the watcher's last read (at most replica.WatchEvery ago), else nil: DispatchJob
 // then fails at once, writing nothing, rather than start a job that no
 // replica can acknowledge (after a planned failover, the new master has
 // no replica until Sentinel turns the old one into its replica, about
@@ -109,38 +108,15 @@ func (n *Node) tooFewReplicas() error {
 		ErrNotReplicated, up, n.cfg.ack.N)
 }
 
-// watchEvery is how often a node reads the master's replication state
-// (INFO replication: a few microseconds of Redis's time).
-const watchEvery = 250 * time.Millisecond
-
-// watchLoop watches the pool's master for failovers (replica.Watcher)
-// until the node closes; on one, it reports it and makes the replicated
-// maps follow the new master.
+// watchLoop watches the pool's master for failovers (replica.Watch)
+// until the node closes.
 func (n *Node) watchLoop() {
-	w := replica.NewWatcher(n.rdb, n.lay.acked)
-	t := time.NewTicker(watchEvery)
-	defer t.Stop()
-	denied := false
-	for {
-		f, err := w.Poll(n.ctx)
-		if s, ok := w.Last(); ok && err == nil {
-			n.replicasUp.Store(int64(s.Replicas) + 1)
-		}
-		switch {
-		case err != nil:
-			if !denied && redisutil.HasErrorCode(err, "NOPERM") {
-				denied = true
-				n.logger.Warn("failover detection is off: the Redis user may not run INFO (see ACLCommands)", slog.Any("error", err))
-			}
-		case f != nil:
-			n.failedOver(n.ctx, *f)
-		}
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	replica.Watch(n.ctx, []*replica.Watcher{replica.NewWatcher(n.rdb, n.lay.acked)},
+		func(_ int, s replica.State) { n.replicasUp.Store(int64(s.Replicas) + 1) },
+		func(_ int, f replica.Failover) { n.failedOver(n.ctx, f) },
+		func(err error) {
+			n.logger.Warn("failover detection is off: the Redis user may not run INFO (see ACLCommands)", slog.Any("error", err))
+		})
 }
 
 // failedOver reports a change of the master's history

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/replica"
 )
 
@@ -64,7 +63,7 @@ func (c config) checkReplicas() error {
 
 // tooFewReplicas returns an error wrapping ErrNotReplicated when the
 // master of shard l had fewer replicas connected than WithReplicas asks
-// at the watcher's last read (at most watchEvery ago), else nil: a
+// at the watcher's last read (at most replica.WatchEvery ago), else nil: a
 // Submit then fails at once, writing nothing, rather than queue a task
 // that no replica can acknowledge, which a worker could start before its
 // withdrawal (as after a planned failover, whose new master has no
@@ -251,12 +250,8 @@ func (q *Queue) Result(ctx context.Context, id string) ([]byte, error) {
 	return nil, fmt.Errorf("%w: the outcome of %q is no longer on the master", ErrNotReplicated, id)
 }
 
-// watchEvery is how often a process reads each master's replication
-// state (INFO replication: a few microseconds of Redis's time).
-const watchEvery = 250 * time.Millisecond
-
 // watchLoop watches the masters of the queue's shards for failovers
-// (replica.Watcher) until the process closes: one watcher for a single
+// (replica.Watch) until the process closes: one watcher for a single
 // server, one a shard on a Redis Cluster.
 func (q *Queue) watchLoop() {
 	ctx := q.tasks.Context()
@@ -268,41 +263,22 @@ func (q *Queue) watchLoop() {
 	for i, l := range all {
 		watchers[i] = replica.NewWatcher(q.rdb, l.acked)
 	}
-	t := time.NewTicker(watchEvery)
-	defer t.Stop()
 	reported := "" // the new id last reported: shards on one master report once
-	denied := false
-	for {
-		for i, w := range watchers {
-			f, err := w.Poll(ctx)
-			if err == nil {
-				q.watched.Store(true)
-				if s, ok := w.Last(); ok {
-					q.replicasUp[i].Store(int64(s.Replicas))
-				}
-			}
-			if err != nil {
-				if !denied && redisutil.HasErrorCode(err, "NOPERM") {
-					denied = true
-					q.logger.Warn("failover detection is off: the Redis user may not run INFO (see ACLCommands)", "error", err)
-				}
-				continue
-			}
-			if f == nil {
-				continue
-			}
+	replica.Watch(ctx, watchers,
+		func(i int, s replica.State) {
+			q.watched.Store(true)
+			q.replicasUp[i].Store(int64(s.Replicas))
+		},
+		func(i int, f replica.Failover) {
 			if f.NewID != reported {
 				reported = f.NewID
-				q.failedOver(ctx, *f)
+				q.failedOver(ctx, f)
 			}
 			q.followMaster(ctx, i)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		},
+		func(err error) {
+			q.logger.Warn("failover detection is off: the Redis user may not run INFO (see ACLCommands)", "error", err)
+		})
 }
 
 // followMaster moves the subscriptions that carry shard i's messages to

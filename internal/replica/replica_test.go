@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // pair starts a private primary and a replica of it, synced.
@@ -172,4 +173,39 @@ func TestParseState(t *testing.T) {
 	_, err = parseState("role:master\r\nmaster_replid:abc\r\nmaster_repl_offset:x\r\n")
 	assert.Error(t, err)
 	assert.True(t, errors.Is(&Error{}, ErrNotReplicated))
+}
+
+// Watch reads every WatchEvery; a user that may not run INFO is reported
+// once, however many reads fail.
+func TestWatchReportsARefusedINFOOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	require.NoError(t, srv.Client().Do(ctx, "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "+@all", "-info").Err())
+	user := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "noinfo", Password: "pw"})
+	defer user.Close()
+	wctx, cancel := context.WithTimeout(ctx, 4*WatchEvery)
+	defer cancel()
+	var reads, denials int
+	Watch(wctx, []*Watcher{NewWatcher(user, "k")},
+		func(int, State) { reads++ },
+		func(int, Failover) { t.Error("no failover happened") },
+		func(err error) {
+			denials++
+			assert.Equal(t, "NOPERM", redisutil.ErrorCode(err))
+		})
+	assert.Zero(t, reads)
+	assert.Equal(t, 1, denials, "reported once")
+
+	// A user that may: every read is passed on.
+	wctx, cancel = context.WithTimeout(ctx, 2*WatchEvery+WatchEvery/2)
+	defer cancel()
+	Watch(wctx, []*Watcher{NewWatcher(srv.Client(), "k")},
+		func(i int, s State) {
+			reads++
+			assert.Equal(t, "master", s.Role)
+		},
+		func(int, Failover) { t.Error("no failover happened") },
+		func(error) { t.Error("INFO is allowed") })
+	assert.GreaterOrEqual(t, reads, 2)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // State is what a server's INFO replication says of its history.
@@ -182,4 +184,43 @@ func (f Failover) Report(what string, lostTasks int) (slog.Level, string, []any)
 func (f Failover) Lossy() bool {
 	lost, known := f.Lost()
 	return !known && !f.Restart() || lost > 0
+}
+
+// WatchEvery is how often Watch reads each master's replication state:
+// an INFO replication costs Redis about 5 µs (INFO commandstats, a master
+// with one replica).
+const WatchEvery = 250 * time.Millisecond
+
+// Watch reads the state of each of ws every WatchEvery until ctx ends.
+// After each read it calls read(i, state) with the state of ws[i]'s
+// master, and failedOver(i, f) when the read shows a failover; a read
+// refused to the Redis user (NOPERM: an ACL without INFO) is passed to
+// denied, once.
+func Watch(ctx context.Context, ws []*Watcher, read func(i int, s State), failedOver func(i int, f Failover), denied func(error)) {
+	t := time.NewTicker(WatchEvery)
+	defer t.Stop()
+	refused := false
+	for {
+		for i, w := range ws {
+			f, err := w.Poll(ctx)
+			if err != nil {
+				if !refused && redisutil.HasErrorCode(err, "NOPERM") {
+					refused = true
+					denied(err)
+				}
+				continue
+			}
+			if s, ok := w.Last(); ok {
+				read(i, s)
+			}
+			if f != nil {
+				failedOver(i, *f)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
