@@ -123,7 +123,8 @@ func TestRedisRestartIsReported(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	s := redistest.Start(t, redistest.WithAOF())
 	logs := &testlog.Buffer{}
-	q, err := Open(ctx, s.Client(), redistest.Name(t), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	reader, mp := manualMeter(t)
+	q, err := Open(ctx, s.Client(), redistest.Name(t), WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithMeterProvider(mp))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(context.Background()) })
 	require.Eventually(t, q.watched.Load, 10*time.Second, 10*time.Millisecond, "the watcher never read Redis")
@@ -131,6 +132,7 @@ func TestRedisRestartIsReported(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "Redis restarted") }, 10*time.Second,
 		10*time.Millisecond, "no log of the restart: %s", logs)
 	assert.NotContains(t, logs.String(), "level=ERROR", "a restart of a server without replicas is a WARN")
+	assert.Equal(t, float64(1), collect(t, reader)[MetricFailovers], "the metric counts it")
 }
 
 func TestAttemptsRedisNoLongerHoldsEndAfterAFailover(t *testing.T) {
