@@ -33,11 +33,12 @@ var srv *redistest.Server
 // at once in one headless browser stall, as a tab in the background is
 // not rendered.
 var browser struct {
-	use    sync.Mutex
-	once   sync.Once
-	ctx    context.Context
-	cancel context.CancelFunc
-	err    error
+	use     sync.Mutex
+	once    sync.Once
+	ctx     context.Context
+	cancel  context.CancelFunc
+	missing error // no browser found: the test skips, or fails (withoutBrowser)
+	err     error // the browser would not start: the test fails
 }
 
 // TestMain starts a private Redis, runs the tests, closes the browser and
@@ -49,6 +50,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	srv = s
+	if _, err := chromiumPath(); err != nil {
+		// One line for the package, whose tests each skip (or fail).
+		if skip, why := withoutBrowser(err, os.Getenv(requireBrowser)); skip {
+			fmt.Fprintln(os.Stderr, "dashboard:", why)
+		}
+	}
 	code := m.Run()
 	if browser.cancel != nil {
 		browser.cancel()
@@ -66,8 +73,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// chromiumPath finds Debian's chromium (CI installs it); its absence
-// fails the browser tests rather than skipping them.
+// chromiumPath finds Debian's chromium (CI installs it), or the browser
+// SHEPHERD_CHROMIUM names.
 func chromiumPath() (string, error) {
 	for _, name := range []string{os.Getenv("SHEPHERD_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
 		if name == "" {
@@ -77,7 +84,25 @@ func chromiumPath() (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("no chromium found: install Debian's chromium package (.ci/run does), or set SHEPHERD_CHROMIUM")
+	return "", errors.New(noChromium)
+}
+
+// noChromium says what to do when there is no browser.
+const noChromium = "no chromium found: install it (Debian's chromium package; .ci/run does) or set SHEPHERD_CHROMIUM to a Chrome or Chromium binary"
+
+// requireBrowser names the variable that turns the browser tests' skip,
+// when there is no browser, into a failure (.ci/run sets it: CI never
+// skips them).
+const requireBrowser = "SHEPHERD_REQUIRE_BROWSER"
+
+// withoutBrowser tells what a browser test does when the browser cannot
+// be found (err) and the environment's requireBrowser is required: fail
+// (with err) when it is set, else skip, saying how to run it.
+func withoutBrowser(err error, required string) (skip bool, why string) {
+	if required != "" {
+		return false, fmt.Sprintf("%v (%s is set: the browser tests must run)", err, requireBrowser)
+	}
+	return true, fmt.Sprintf("browser tests skipped: %v; %s=1 makes this a failure", err, requireBrowser)
 }
 
 // tab opens a browser tab for the test, closed at its end; every action
@@ -87,7 +112,7 @@ func tab(t *testing.T, d time.Duration) context.Context {
 	browser.once.Do(func() {
 		path, err := chromiumPath()
 		if err != nil {
-			browser.err = err
+			browser.missing = err
 			return
 		}
 		opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
@@ -103,7 +128,14 @@ func tab(t *testing.T, d time.Duration) context.Context {
 		browser.ctx = bctx
 		browser.cancel = func() { cancelB(); cancelA() }
 	})
-	require.NoError(t, browser.err)
+	if browser.missing != nil {
+		skip, why := withoutBrowser(browser.missing, os.Getenv(requireBrowser))
+		if skip {
+			t.Skip("no chromium: see the package's first line") // TestMain's, why
+		}
+		t.Fatal(why)
+	}
+	require.NoError(t, browser.err) // found, but it would not start
 	browser.use.Lock()
 	t.Cleanup(browser.use.Unlock)
 	ctx, cancel := chromedp.NewContext(browser.ctx)

@@ -19,10 +19,14 @@ import (
 //
 // The rate is kept by the generic cell rate algorithm (GCRA) on Redis's
 // clock, inside the script that takes tasks: starts are spaced Per/N
-// apart, and up to Burst of them may come at once when the rate has
-// been unused for Burst × Per/N. In any window of length Per there are
-// at most N + Burst - 1 starts. A task over the rate stays in Redis, and
-// the workers are woken when the rate allows it: nothing polls.
+// apart on average, and up to Burst of them may come at once when the
+// rate has been unused for Burst × Per/N. A start that comes late keeps
+// its place when it is late by less than half of Per/N, so the next one
+// may follow sooner (workers look again after a wait rounded up to the
+// millisecond, and would otherwise lose a little of the rate at every
+// start). In any window of length Per there are at most N + Burst
+// starts. A task over the rate stays in Redis, and the workers are woken
+// when the rate allows it: nothing polls.
 type Rate struct {
 	N     int           // starts per Per, 1 to MaxRateN
 	Per   time.Duration // at least a millisecond, whole milliseconds
@@ -244,7 +248,10 @@ const rateFn = `
 local function rate(spec, tat, t, k, key, field)
   local n, per, burst = string.match(spec, '^(%d+)/(%d+)/(%d+)$')
   local T = tonumber(per) / tonumber(n)
-  local at = math.max(tonumber(tat or '0'), t)
+  -- A start late by less than T/2 keeps its place (the credit): takes
+  -- come after the wait, rounded up to the millisecond, and a lateness
+  -- lost every time would leave the rate a few per cent short.
+  local at = math.max(tonumber(tat or '0'), t - T / 2)
   if k then
     redis.call('HSET', key, field, string.format('%.3f', at + k * T))
     return
