@@ -66,6 +66,18 @@ func goBlocks(t *testing.T, name string) []block {
 	return out
 }
 
+// firstCode is the first line of code that is neither blank nor a
+// comment.
+func firstCode(code string) string {
+	for line := range strings.Lines(code) {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "//") {
+			return line
+		}
+	}
+	return ""
+}
+
 // markdown lists the files whose Go blocks must compile.
 func markdown(t *testing.T) []string {
 	t.Helper()
@@ -101,10 +113,10 @@ func TestDocsGoBlocksCompile(t *testing.T) {
 	for i, b := range all {
 		directive := fmt.Sprintf("//line %s:%d\n", filepath.Join(abs, b.file), b.line)
 		var src string
-		switch {
-		case strings.HasPrefix(b.code, "package main\n"):
+		switch first := firstCode(b.code); {
+		case first == "package main":
 			src = directive + b.code
-		case strings.HasPrefix(b.code, "import "):
+		case strings.HasPrefix(first, "import "):
 			src = "package snippet\n\n" + directive + b.code
 		default:
 			t.Errorf("%s: a ```go block must be a whole program (package main) or start with import and hold only declarations", b)
