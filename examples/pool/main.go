@@ -41,7 +41,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr); err != nil {
+	if err := run(ctx, *addr); err != nil && !errors.Is(err, context.Canceled) {
 		log.Fatal("pool: ", err)
 	}
 }

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"log"
+	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +21,24 @@ var srv *redistest.Server
 
 func TestMain(m *testing.M) { redistest.Main(m, &srv) }
 
+// syncBuffer is a bytes.Buffer the log package and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // The program runs its jobs until its ctx ends (SIGINT, SIGTERM), then
 // leaves the pool without error; the jobs it did not stop wait in the pool
 // for the next worker, and a second run finds them there.
@@ -26,10 +49,15 @@ func TestPoolProgramRunsJobsAndLeavesOnSignal(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close(context.Background()) })
 
+	var out syncBuffer
+	log.SetOutput(&out)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
 	for round := range 2 {
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- run(runCtx, srv.Addr()) }()
+		require.Eventually(t, func() bool { return strings.Count(out.String(), "running; Ctrl-C") > round },
+			30*time.Second, 10*time.Millisecond, "round %d: the program did not get to running: %s", round, &out)
 		require.Eventually(t, func() bool {
 			_, err := client.Job(ctx, "tenant-3")
 			j1, err1 := client.Job(ctx, "tenant-1")
