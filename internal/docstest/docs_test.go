@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -78,6 +79,19 @@ func firstCode(code string) string {
 	return ""
 }
 
+// goTool is the go command: the one in $PATH, else the one of the
+// toolchain that built this test.
+func goTool(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	_, err := os.Stat(p)
+	require.NoError(t, err, "no go command in $PATH nor in GOROOT")
+	return p
+}
+
 // markdown lists the files whose Go blocks must compile.
 func markdown(t *testing.T) []string {
 	t.Helper()
@@ -130,7 +144,7 @@ func TestDocsGoBlocksCompile(t *testing.T) {
 	if len(dirs) == 0 {
 		return
 	}
-	cmd := exec.Command("go", append([]string{"vet"}, dirs...)...)
+	cmd := exec.Command(goTool(t), append([]string{"vet"}, dirs...)...)
 	cmd.Dir = abs
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly")
 	out, err := cmd.CombinedOutput()
