@@ -1,5 +1,6 @@
-// Package internal_test holds the test of the module's layering: which
-// package may import which. It has no code of its own.
+// Package internal_test holds the module-wide tests: the layering (which
+// package may import which), and that the docs name Go files that exist
+// (docpaths_test.go). It has no code of its own.
 package internal_test
 
 import (

@@ -7,11 +7,9 @@ package pool
 //	ACL SETUSER shepherd on >PASSWORD resetkeys resetchannels
 //	  ~shepherd:{POOL}:* &shepherd:{POOL}:* -@all <ACLCommands>
 //
-// +info lets each node watch the master's replication id (failover
-// detection, replicas.go), +wait is for WithReplicas.
-//
-// Shutdown also scans the keyspace for the pool's keys (+scan), which
-// returns the names of other keys too. Without +client|id and
+// +info lets each node detect a failover, +wait is for WithReplicas, and
+// Shutdown scans the keyspace for the pool's keys (+scan), which returns
+// the names of other keys too. Without +client|id and
 // +client|unblock a pool still works: its blocking reads are capped at
 // 100ms (more round trips while idle) and it logs one warning. A client
 // that selects a database other than 0 needs +select, and go-redis on

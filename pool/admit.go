@@ -45,32 +45,22 @@ func (n *Node) checkCall(key string, payload []byte) error {
 // DispatchJob starts the job key with payload on one worker of the pool
 // and returns once that worker's Start has returned. It returns nil when
 // Start succeeded: from then on the job runs somewhere in the pool until
-// StopJob or Shutdown, across worker and node failures. When Start fails
-// it returns a *StartError and the job is not kept; so it does when Start
-// did not return within PendingJobTTL on maxSlowStarts attempts.
+// StopJob or Shutdown, across worker and node failures. While no worker
+// exists, the job waits in the queue and DispatchJob with it.
 //
-// It returns ErrJobExists when key is already dispatched, ErrPoolFull
-// when WithMaxQueuedJobs jobs wait to be routed, ErrInvalidKey or
-// ErrPayloadTooLarge for bad input, ErrNodeClosed or
-// ErrPoolShutdown, and ErrJobStopped when the job ended before its Start
-// succeeded (StopJob of the key meanwhile). While no worker exists, the
-// job waits in the queue and DispatchJob waits with it.
+// Errors: a *StartError when Start failed, or did not return within
+// PendingJobTTL 3 times (maxSlowStarts); ErrJobExists, ErrPoolFull,
+// ErrInvalidKey, ErrPayloadTooLarge, ErrNodeClosed, ErrPoolShutdown,
+// ErrJobStopped; ctx.Err() when ctx ends first; ErrRedisTimeout when
+// Redis did not answer the admission within WithCallTimeout.
 //
-// It returns ctx.Err() when ctx ends first, and ErrRedisTimeout when
-// Redis did not answer the admission within WithCallTimeout (10s by
-// default; it does not match context.DeadlineExceeded: ctx did not end).
-// That and any other error (ctx ended, Redis failed) means the job does
-// not run: DispatchJob withdraws whatever it may have admitted,
-// in the background, retrying until Redis answers, and an admission that
-// reaches Redis after the withdrawal (Redis was frozen, the network slow)
-// is refused. The withdrawal lasts as long as the node: Close waits for
-// it (up to Close's ctx). A process that exits without Close while a
-// withdrawal waits for Redis may leave the job to run. Until the
-// withdrawal is done, dispatching the same key again may find it
-// (ErrJobExists).
-//
-// With WithTracerProvider, DispatchJob runs in a producer span whose
-// context travels with the job to its Starts' spans (trace.go).
+// After any error the job does not run: DispatchJob withdraws what it may
+// have admitted, in the background, retrying until Redis answers, and an
+// admission that reaches Redis after the withdrawal (Redis was frozen,
+// the network slow) is refused. The withdrawal lasts as long as the node
+// (Close waits for it, up to Close's ctx): a process that exits without
+// Close meanwhile may leave the job to run, and until it is done a
+// DispatchJob of the same key may get ErrJobExists.
 func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) error {
 	ctx, span := n.startDispatch(ctx, key)
 	err := n.dispatchJob(ctx, key, payload)

@@ -8,20 +8,13 @@ import (
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
-// DefaultCallTimeout is WithCallTimeout's default.
-const DefaultCallTimeout = 10 * time.Second
-
 // WithCallTimeout bounds each Redis call that admits DispatchJob calls:
-// under load one pipeline admits every DispatchJob of the node waiting at
-// that moment, each with its own ctx, so no caller's ctx can bound it; a
-// lone DispatchJob's call is bounded by its ctx and d, whichever ends
-// first. A DispatchJob whose ctx ends first returns ctx.Err() at once. An
-// admission that Redis does not answer within d fails its DispatchJob
-// with an error wrapping ErrRedisTimeout, which does not match
-// context.DeadlineExceeded; so does the client's own read or write
-// timeout, if shorter (redis.Options.ReadTimeout, 5s by default). Either
-// way the job is withdrawn (see DispatchJob). d must be positive.
-// Defaults to 10s (DefaultCallTimeout).
+// one pipeline may admit many calls, so no caller's ctx can bound it (a
+// DispatchJob whose ctx ends first still returns ctx.Err() at once). An
+// admission not answered within d, or within the client's read or write
+// timeout if shorter, fails with an error wrapping ErrRedisTimeout and is
+// withdrawn (see DispatchJob). d must be positive. Defaults to 10s
+// (DefaultCallTimeout).
 func WithCallTimeout(d time.Duration) NodeOption {
 	return func(c *nodeConfig) error {
 		if err := positive("call timeout", d); err != nil {

@@ -15,17 +15,13 @@
 //
 // # How a job travels
 //
-// DispatchJob admits and records the job in one Lua script (the key new,
-// the queue below WithMaxQueuedJobs, the pool not shutting down) and routes
-// it, by jump consistent hash over the table of worker slots, to its
-// worker's own stream; when the node's copy of the table is behind, the job
-// waits in the pool's job stream for a routing node instead. The worker
-// claims the job, calls Start, records the outcome and answers the
-// dispatcher, and DispatchJob returns Start's result. Stop and notify
-// events go straight to the job's worker, which answers the caller the same
-// way. Workers keep alive every WorkerTTL/3; one janitor at a time declares
-// the silent ones dead (by Redis's clock) and hands their jobs to other
-// workers.
+// DispatchJob admits the job in one Redis script and routes it, by jump
+// consistent hash over the pool's worker slots, to one worker, which calls
+// Start and answers; DispatchJob returns Start's result. Stop and notify
+// events reach the job's worker the same way. Workers keep alive every
+// WorkerTTL/3; one janitor at a time declares the silent ones dead, by
+// Redis's clock, and hands their jobs to other workers. docs/ARCHITECTURE.md
+// in the repository follows a job through the code.
 //
 // # Guarantees
 //
@@ -39,9 +35,8 @@
 //   - One owner: a moving job is stopped on its old worker before it starts
 //     on the new one; a frozen worker that comes back stops its stale
 //     copies at once, and no write of its for them is accepted. That
-//     window is the only double running. On a node, every Start and Stop
-//     is fenced by its run (worker and generation), so a stale copy's Stop
-//     never ends a fresh run of the key on another worker (runs.go).
+//     window is the only double running (see JobHandler for what a
+//     handler sees).
 //   - Bounded queue, by rejection (ErrPoolFull); nothing is trimmed. With
 //     WithDispatchLimit, DispatchJob calls wait for a permit of a limit
 //     that backs off when the pool rejects or Redis slows.
@@ -63,17 +58,13 @@
 //
 // # Observability
 //
-// Stats (on a node) and Inspect (without joining) return a snapshot:
-// nodes, workers with health and jobs, the queue, the jobs with no live
-// owner, the pool's settings, counters of successful and failed Starts
-// and of recovered jobs, and the janitor's recent recoveries; Exists and
-// LiveWorkers are cheap checks. InspectJob (Node.Job on a node) reports
-// one job in O(1): its state, worker and the worker's health, attempts,
-// times, payload and last Start error.
-// With WithMeterProvider a node reports OpenTelemetry metrics (the Metric*
-// constants); alert when shepherd.pool.queue_depth_over_workers grows. The
-// *slog.Logger of WithLogger gets records with pool, node, worker and key
-// attributes.
+// Stats (on a node) and Inspect (without joining) return a snapshot of the
+// pool (Stats); Exists and LiveWorkers are cheap checks; InspectJob
+// (Node.Job on a node) reports one job (JobInfo) in O(1). With
+// WithMeterProvider a node reports OpenTelemetry metrics (the Metric*
+// constants): alert when shepherd.pool.queue_depth_over_workers grows.
+// WithLogger's records carry pool, node, worker and key attributes;
+// WithTracerProvider traces dispatches and Starts.
 package pool
 
 // Reading the code: one file per step of a job's path, each script beside

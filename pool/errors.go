@@ -16,7 +16,7 @@ var (
 	// key the pool does not run.
 	ErrJobNotFound = errors.New("pool: job not found")
 	// ErrPoolFull: DispatchJob while WithMaxQueuedJobs jobs wait to be
-	// routed. The job was not queued; retry later.
+	// routed; nothing was queued, retry later.
 	ErrPoolFull = errors.New("pool: queue full")
 	// ErrNodeClosed: any call on a node after Close or Shutdown.
 	ErrNodeClosed = errors.New("pool: node closed")
@@ -36,21 +36,15 @@ var (
 	// ErrNoWorker: a notification could not be delivered because the job
 	// has no live owner right now (it is being moved). Retry later.
 	ErrNoWorker = errors.New("pool: job has no live worker")
-	// ErrRedisTimeout: DispatchJob's admission was not answered by Redis
-	// within WithCallTimeout (or the client's own read or write timeout,
-	// if shorter). It does not match context.DeadlineExceeded: the
-	// caller's ctx did not end. The job does not run: it is withdrawn in
-	// the background (see DispatchJob).
+	// ErrRedisTimeout: Redis did not answer DispatchJob's admission within
+	// WithCallTimeout; not context.DeadlineExceeded, as ctx did not end.
+	// The job is withdrawn (see DispatchJob).
 	ErrRedisTimeout = errors.New("pool: redis did not answer in time")
-	// ErrJobStopped: DispatchJob's job ended before its Start succeeded
-	// (StopJob of the key meanwhile), so it does not run; the error says
-	// what happened. Dispatch it again if it should run.
+	// ErrJobStopped: StopJob of the key ended DispatchJob's job before its
+	// Start succeeded; it does not run.
 	ErrJobStopped = errors.New("pool: job stopped before it started")
-	// ErrNotReplicated: with WithReplicas, DispatchJob's or StopJob's
-	// outcome was not confirmed on enough replicas within the timeout, or
-	// the master no longer holds it (a failover undid it). A dispatch is
-	// withdrawn, as after any failed dispatch; a stop may be undone by a
-	// failover: stop the job again.
+	// ErrNotReplicated: WithReplicas could not confirm DispatchJob's or
+	// StopJob's outcome on enough replicas in time (see WithReplicas).
 	ErrNotReplicated = errors.New("pool: not replicated")
 )
 

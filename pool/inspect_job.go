@@ -40,10 +40,9 @@ type JobInfo struct {
 	Pool  string   `json:"pool"`
 	Key   string   `json:"key"`
 	State JobState `json:"state"`
-	// Worker is the worker the job is routed to or runs on; "" while
-	// queued. Node is that worker's node, from the pool's workers map
-	// ("" when the worker is no longer registered: the janitor moves the
-	// job soon).
+	// Worker is the worker the job is routed to or runs on ("" while
+	// queued); Node is its node ("" when the worker is no longer
+	// registered: the janitor moves the job soon).
 	Worker string `json:"worker,omitempty"`
 	Node   string `json:"node,omitempty"`
 	// WorkerHealthy tells whether the worker is registered and kept alive

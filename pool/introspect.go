@@ -49,13 +49,11 @@ type Stats struct {
 	// registered or healthy, sorted: the janitor hands them to another
 	// worker within a WorkerTTL; a job listed here for longer is stuck.
 	Orphans []string `json:"orphans"`
-	// Started counts the Starts that succeeded since the pool was created
-	// (every attempt of a job counts); StartsFailed the Starts that
-	// returned an error or panicked. Recovered counts the jobs the janitor
-	// handed to another worker or queued again because their worker was
-	// gone or their Start did not return within PendingJobTTL. Each is
-	// counted in the script that records the change, so a stale event
-	// counts nothing; they survive the pool's nodes and end with Shutdown.
+	// Started counts the Starts that succeeded (every attempt counts),
+	// StartsFailed those that returned an error or panicked, Recovered the
+	// jobs the janitor moved or queued again (their worker gone, or their
+	// Start past PendingJobTTL): since the pool was created, across its
+	// nodes, until Shutdown; a stale event counts nothing.
 	Started      int64 `json:"started"`
 	StartsFailed int64 `json:"starts_failed"`
 	Recovered    int64 `json:"recovered"`

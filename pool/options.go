@@ -13,7 +13,9 @@ import (
 	"github.com/shepherd-go/shepherd/limit"
 )
 
-// Defaults of the node options.
+// Defaults and bounds of the node options. Below MinWorkerTTL, a
+// keep-alive delayed by a busy machine (a GC pause, a loaded Redis) would
+// get a healthy worker declared dead.
 const (
 	DefaultWorkerTTL            = 10 * time.Second
 	DefaultPendingJobTTL        = 20 * time.Second
@@ -21,6 +23,9 @@ const (
 	DefaultMaxQueuedJobs        = 1000
 	DefaultJobSinkBlockDuration = 5 * time.Second
 	DefaultMaxPayloadSize       = 1 << 20
+	DefaultCallTimeout          = 10 * time.Second
+	MinWorkerTTL                = time.Second
+	MinPendingJobTTL            = 500 * time.Millisecond
 	// MaxKeySize is the longest job key, in bytes.
 	MaxKeySize = 1024
 )
@@ -108,15 +113,16 @@ func WithWorkerTTL(d time.Duration) NodeOption {
 	}
 }
 
-// WithPendingJobTTL sets how long a start may take: a job routed to a live
-// worker that has not claimed it, or claimed by one whose Start has not
-// returned, within it is routed again (after maxSlowStarts such Starts, 3,
-// its DispatchJob fails with a *StartError). It is the Start handler's
-// ctx, and bounds the claim and record around a start; it is also
-// HandleNotification's ctx, and the acknowledgement grace of the routers
-// (a backstop: a dead router's events are taken over as soon as its node
-// is declared dead, see WithWorkerTTL). It is a pool-wide setting, like
-// WorkerTTL. At least MinPendingJobTTL (500ms). Defaults to 20s.
+// WithPendingJobTTL sets how long a start may take: a job not claimed by
+// its live worker, or whose Start has not returned, within d is routed
+// again (after 3 such Starts its DispatchJob fails with a *StartError).
+// It is the ctx of Start and of HandleNotification. It is a pool-wide
+// setting, like WorkerTTL. At least MinPendingJobTTL (500ms). Defaults to
+// 20s.
+//
+// It also bounds the claim and record around a start, and is the
+// routers' acknowledgement grace (a backstop: a dead router's events are
+// taken over as soon as its node is declared dead).
 func WithPendingJobTTL(d time.Duration) NodeOption {
 	return func(c *nodeConfig) error {
 		if err := atLeast("PendingJobTTL", d, MinPendingJobTTL); err != nil {
@@ -188,13 +194,11 @@ func WithJobSinkBlockDuration(d time.Duration) NodeOption {
 	}
 }
 
-// WithMeterProvider makes the node report its metrics (see Metrics in the
-// package documentation) through mp, an OpenTelemetry MeterProvider such as
-// the SDK's wired to a Prometheus or OTLP exporter. Defaults to no metrics:
-// the instruments are no-ops and cost nothing. With a provider, the node
-// also samples the queue depth and the number of workers once per janitor
-// tick (one pipelined Redis round trip, at most every 250ms) and reads
-// them again at each collection.
+// WithMeterProvider makes the node report its metrics (the Metric*
+// constants) through mp, an OpenTelemetry MeterProvider. The node then
+// also reads the queue depth and the number of workers once per janitor
+// tick (one pipelined round trip, at most every 250ms). Defaults to none:
+// the instruments are no-ops and cost nothing.
 func WithMeterProvider(mp metric.MeterProvider) NodeOption {
 	return func(c *nodeConfig) error {
 		if mp == nil {
@@ -222,13 +226,13 @@ const (
 // limit.ErrLimitExceeded, having sent nothing; its ctx is honoured while
 // it waits. A permit is held for the whole call, up to the job's start.
 //
-// alg learns the limit from each admission (the Redis call that queues
-// the job): its time is the sample, and ErrPoolFull, a failed call (a
-// Redis error, or the call's deadline passing while Redis does not
-// answer; not a cancelled ctx) and (for the default) an admission slower
-// than DefaultDispatchSlow are drops. A nil alg is limit.AIMD from DefaultDispatchLimitInitial,
-// between 1 and DefaultDispatchLimitMax, backing off by 10% at a drop.
-// Node.DispatchLimit reports the limit. wait must be positive.
+// alg learns from each admission (the Redis call that queues the job):
+// its time is the sample; ErrPoolFull, a Redis error or timeout (not a
+// cancelled ctx) and, for the default, an admission slower than
+// DefaultDispatchSlow are drops. A nil alg is limit.AIMD from
+// DefaultDispatchLimitInitial, between 1 and DefaultDispatchLimitMax,
+// backing off by 10% at a drop. Node.DispatchLimit reports the limit.
+// wait must be positive.
 func WithDispatchLimit(alg limit.Algorithm, wait time.Duration) NodeOption {
 	return func(c *nodeConfig) error {
 		if err := positive("dispatch limit wait", wait); err != nil {

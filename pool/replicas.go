@@ -19,28 +19,25 @@ import (
 // nil only once the job's record, as its worker's Start left it, is on n
 // replicas, and StopJob only once the job's removal is; so a failover
 // that promotes one of those replicas undoes no dispatch or stop that
-// returned nil.
-//
-// After the worker's answer, the node reads the job's record back from
-// the master, writes a marker and sends WAIT n timeout, on one
-// connection (one round trip; the marker's write comes after every write
-// the read saw, so replicas holding it hold those too). When fewer
-// replicas acknowledge within timeout, or the master no longer has the
-// record (a failover lost it meanwhile), DispatchJob returns an error
-// wrapping ErrNotReplicated and withdraws the job, as after any failed
-// dispatch; StopJob returns an error wrapping ErrNotReplicated and the
-// job may run again after a failover: stop it again.
+// returned nil. It costs a round trip more per call. When fewer replicas
+// acknowledge within timeout, or a failover lost the record meanwhile,
+// DispatchJob fails with ErrNotReplicated and withdraws the job;
+// StopJob fails with ErrNotReplicated and the job may run again after a
+// failover: stop it again.
 //
 // WAIT is not consensus: Redis may promote a replica that did not
-// acknowledge. It promotes one that did when each master has one
-// replica, or n is every replica, or the master refuses writes without
-// enough replicas (min-replicas-to-write); docs/replicas.md in the
-// repository says more.
+// acknowledge, unless each master has one replica, n is every replica, or
+// the master refuses writes without enough replicas
+// (min-replicas-to-write); docs/replicas.md in the repository says more.
 //
 // n = 0 (the default) asks for none. n must be 0 or more, timeout
 // positive when n is, and shorter than WithCallTimeout and the client's
 // ReadTimeout.
 func WithReplicas(n int, timeout time.Duration) NodeOption {
+	// After the worker's answer, the node reads the job's record back from
+	// the master, writes a marker and sends WAIT n timeout, on one
+	// connection (one round trip; the marker's write comes after every
+	// write the read saw, so replicas holding it hold those too).
 	return func(c *nodeConfig) error {
 		a := replica.Ack{N: n, Timeout: timeout}
 		if err := a.Validate(); err != nil {

@@ -29,15 +29,11 @@ const (
 	settingMaxQueuedJobs = "max_queued_jobs"
 )
 
-// Lower bounds of the pool-wide timings. A node keeps alive every
-// WorkerTTL/3 and the janitor looks every min(WorkerTTL/4, 250ms): below
-// a second, a keep-alive delayed by a busy machine (a GC pause, a loaded
-// Redis) gets a healthy worker declared dead. PendingJobTTL bounds Start
-// and the claims and records around it.
-const (
-	MinWorkerTTL     = time.Second
-	MinPendingJobTTL = 500 * time.Millisecond
-)
+// MinWorkerTTL and MinPendingJobTTL (options.go) bound the pool-wide
+// timings from below. A node keeps alive every WorkerTTL/3 and the janitor
+// looks every min(WorkerTTL/4, 250ms): below a second, a keep-alive
+// delayed by a busy machine gets a healthy worker declared dead.
+// PendingJobTTL bounds Start and the claims and records around it.
 
 // nodeRecord describes a node in the pool's node records, for operators.
 type nodeRecord struct {

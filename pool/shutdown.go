@@ -11,16 +11,14 @@ import (
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
-// Shutdown stops the whole pool: it sets the pool's shutdown flag, upon
-// which every node stops its jobs (calling Stop) and its workers and
-// closes; it waits until every node that kept alive within the last
-// shutdownWaitTTLs (3) WorkerTTLs has done so, or ctx ends, and then
-// deletes every Redis key of the pool and closes this node. After it, the
-// pool holds no key in Redis (a node cut off from Redis for longer than
-// that, and back later, may bring some back); AddNode on the pool fails
-// with ErrPoolShutdown while it runs. It returns an error wrapping ctx's error
-// when some nodes did not confirm in time (the keys are deleted all the
-// same). It works on every kind of node and is idempotent.
+// Shutdown stops the whole pool: every node stops its jobs (calling Stop)
+// and its workers and closes. It waits for the nodes that kept alive
+// within the last 3 WorkerTTLs (shutdownWaitTTLs), or until ctx ends, then
+// deletes every Redis key of the pool (a node cut off for longer, and
+// back later, may bring some back) and closes this node. It returns an
+// error wrapping ctx's error when some nodes did not confirm in time (the
+// keys are deleted all the same). AddNode fails with ErrPoolShutdown
+// while it runs. It works on every kind of node and is idempotent.
 func (n *Node) Shutdown(ctx context.Context) error {
 	if err := n.errClosed(); err != nil {
 		if err == ErrPoolShutdown {

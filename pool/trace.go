@@ -11,13 +11,11 @@ import (
 )
 
 // WithTracerProvider traces jobs with tp's tracer: DispatchJob runs in a
-// producer span ("dispatch POOL"), whose context is stored with the job
-// (W3C trace context, in its record), and each Start of the job runs in
-// a consumer span ("start POOL") that is its child, on whatever node the
-// job starts (the first start, and the later ones after a move or a
-// recovery); the Start handler's ctx carries that span. A Start's span
-// records the key, the attempt and the handler's error. Defaults to none:
-// nothing is traced, and nothing is stored.
+// producer span ("dispatch POOL") whose W3C context is stored in the
+// job's record, and every Start of the job, on whatever node, runs in a
+// consumer span ("start POOL"), its child, which the Start handler's ctx
+// carries and which records the key, the attempt and the handler's error.
+// Defaults to none: nothing is traced or stored.
 func WithTracerProvider(tp trace.TracerProvider) NodeOption {
 	return func(c *nodeConfig) error {
 		if tp == nil {

@@ -133,8 +133,12 @@ package queue
 //	wire.go            the scripts' common KEYS and ARGV; the task hash's
 //	                   fields, declared once
 //	prelude.go         the Lua prelude: the keys, the fields' locals, and
-//	                   the functions the scripts share (finish, cancelOne,
-//	                   pushReady, unload...)
+//	                   the functions every script has (leaseOf, wake,
+//	                   pushReady, unready...)
+//	prelude_records.go the prelude's records of unfinished tasks (rec,
+//	                   recLoad, recSet, recSave...)
+//	prelude_finish.go  the Lua of the scripts that end tasks (finishFn:
+//	                   finish, flush, cancelOne, unload...; inFlightFn)
 //	layout.go          every key and channel name
 //	shard.go           shards: where a task, a tenant, a setting lives
 //	reshard.go         Client.Reshard
@@ -144,12 +148,17 @@ package queue
 //	reap.go            declaring dead the processes whose lease ran out
 //	giveback.go        tasks marked in flight here that nothing runs go
 //	                   back: at Stop, at Close, and lost replies' orphans
-//	submit.go          Submit and its batches (submitScript)
+//	submit.go          Submit, the shard a task goes to (placeTask)
+//	submit_batch.go    the submitters and their batches (submitScript)
+//	queuetask.go       the Lua queueTask (submitFn), which submitScript
+//	                   and the tick script share
 //	withdraw.go        taking back a failed Submit
 //	future.go          Future: outcomes by message or by poll; Result
 //	batch.go           Batch, WaitBatch
-//	schedule.go        schedules: SetSchedule, RemoveSchedule, Schedules,
-//	                   RunSchedule, their options and scripts
+//	schedule.go        schedules: what one holds, Schedules
+//	schedule_options.go  a schedule's options; CheckSchedule
+//	schedule_edit.go   SetSchedule, RemoveSchedule, RunSchedule and their
+//	                   scripts
 //	schedule_spec.go   a spec's ticks (cron, intervals), missed ticks,
 //	                   tick ids (TickOf)
 //	scheduler.go       every server's scheduler and tickScript
@@ -158,7 +167,11 @@ package queue
 //	mode.go            Mode, SetMode
 //	worker.go          a worker: runs an attempt, classifies its end
 //	feed.go            feed: the one goroutine that records ends and
-//	                   takes tasks, in named steps
+//	                   takes tasks, in rounds; its state (feeder), wait
+//	feed_round.go      a round's named steps: ends, permits, exchange...
+//	feed_side.go       side calls: ends recorded apart, sick shards
+//	feed_shards.go     which shard to take from, and when to look again
+//	feed_ahead.go      how many to take, taking ahead, give-backs
 //	take.go            taking tasks: take (Lua), dequeueScript
 //	complete.go        recording ends and taking more: completeScript
 //	panic.go           a handler's panic: one-line error, trimmed stack
@@ -169,7 +182,9 @@ package queue
 //	cancel.go          Cancel, and cancelling a running attempt
 //	dead.go            dead letters: list, delete, replay, purge, filing
 //	drain.go           Client.Drain (drainScript)
-//	inspect.go         Client, Tasks, Inspect
+//	client.go          Client, NewClient, Exists
+//	tasks.go           Client.Tasks: listing tasks by state
+//	inspect.go         TaskInfo, State, Client.Inspect
 //	stats.go           Stats
 //	metrics.go, durations.go  OpenTelemetry metrics; handler run times
 //	options.go, submit_options.go, serve_options.go, calltimeout.go

@@ -14,7 +14,7 @@ import (
 // An unfinished task with a payload of at most recordMaxPayload bytes is
 // a record in one of its shard's tasks hashes (layout.tasksOf): its
 // fields (wire.go) but the payload as one msgpack map, then the payload,
-// written by the scripts (prelude.go, rec and recSave). A finished task
+// written by the scripts (prelude_records.go, rec and recSave). A finished task
 // (an outcome, a dead letter), an unfinished one with a larger payload
 // and one an earlier version queued are a hash of their own instead
 // (layout.task). A taskRead reads a task either way; a record that does

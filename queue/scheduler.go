@@ -52,7 +52,7 @@ type scheduler struct {
 
 // schedKey names a schedule in its shard: on a queue of many shards a
 // schedule lives in one, but two hold it for a moment while SetSchedule
-// moves it (schedule.go), and each is ticked in its own shard.
+// moves it (schedule_edit.go), and each is ticked in its own shard.
 type schedKey struct {
 	shard int
 	name  string

@@ -116,7 +116,7 @@ const (
 // task's record says "waiting" with the attempts before this one, and its
 // end fences on active (one read for a batch of ends) and writes the
 // attempt's number into the hash with the outcome (its start is not
-// kept). The scripts read it with inFlight (prelude.go); Inspect and
+// kept). The scripts read it with inFlight (prelude_finish.go); Inspect and
 // Tasks show it (TaskInfo.running). A version before this layout wrote the attempt
 // into the task's hash (state "active", "own", "att", "beg") and only the
 // process into active: inFlight still reads such a task, so that the

@@ -154,7 +154,7 @@ func TestScriptsUseOnlyTaskFields(t *testing.T) {
 				}
 			}
 		}
-		// A task's record (rec, prelude.go): read as r['st'] (r[F_STATE]
+		// A task's record (rec, prelude_records.go): read as r['st'] (r[F_STATE]
 		// counted above), set by recSet(id, 'st', v, ...).
 		for _, m := range recordField.FindAllStringSubmatch(lua, -1) {
 			uses++

@@ -32,11 +32,11 @@ var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (re
 	"C":   scenarioFailover,        // bench_failover.go
 	"D":   scenarioMovement,        // bench_movement.go
 	"E":   scenarioScale,           // bench_scale.go
-	"T1":  scenarioT1,              // bench_queue.go
-	"T1P": scenarioT1P,             // bench_queue.go
-	"T2":  scenarioQueueLatency,    // bench_queue.go
-	"T3":  scenarioQueueDelayed,    // bench_queue.go
-	"T4":  scenarioQueueRecovery,   // bench_queue.go
+	"T1":  scenarioT1,              // bench_queue_throughput.go
+	"T1P": scenarioT1P,             // bench_queue_throughput.go
+	"T2":  scenarioQueueLatency,    // bench_queue_latency.go
+	"T3":  scenarioQueueDelayed,    // bench_queue_latency.go
+	"T4":  scenarioQueueRecovery,   // bench_queue_latency.go
 	"T5":  scenarioTenantFairness,  // bench_tenants.go
 	"T6":  scenarioLimitFollows,    // bench_limit.go
 	"T6P": scenarioLimitPartitions, // bench_limit.go
