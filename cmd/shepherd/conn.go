@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -61,6 +62,9 @@ func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
+		if unparsable(err) {
+			return nil, fmt.Errorf("redis at %s: not a Redis server, or not one this tool can speak to (its answer: %w); is -redis the right address?", opt.Addr, err)
+		}
 		return nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
 	}
 	info, err := rdb.Info(pctx, "cluster").Result()
@@ -76,6 +80,19 @@ func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("redis cluster at %s: %w", opt.Addr, err)
 	}
 	return cc, nil
+}
+
+// unparsable reports whether err is go-redis failing to read a reply as
+// Redis's protocol: what a server that is not Redis (a web server, SSH)
+// answers. An error reply of Redis's (NOAUTH, WRONGPASS) is no such
+// failure, nor is a network error.
+func unparsable(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "redis: can't parse") || strings.Contains(msg, "redis: invalid reply")
 }
 
 // interruptible returns a context cancelled by Ctrl-C.
