@@ -111,7 +111,7 @@ func showJob(p poolFlags, key string, asJSON bool, stdout io.Writer) error {
 	job, err := pool.InspectJob(ctx, rdb, p.pool, key)
 	if errors.Is(err, pool.ErrJobNotFound) {
 		if ok, xerr := pool.Exists(ctx, rdb, p.pool); xerr == nil && !ok {
-			err = poolNotFound(p.pool)
+			err = notFound(ctx, rdb, "pool", p.pool)
 		}
 	}
 	if err != nil {

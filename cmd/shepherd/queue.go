@@ -126,7 +126,7 @@ func runOnQueue(cmd *cobra.Command, o queueOpts, ids []string, f queueFunc) erro
 	}
 	exists, err := c.Exists(ctx)
 	if err == nil && !exists {
-		err = fmt.Errorf("queue %q not found", o.name)
+		err = notFound(ctx, rdb, "queue", o.name)
 	}
 	if err != nil {
 		return err

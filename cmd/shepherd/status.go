@@ -65,7 +65,7 @@ func runStatus(cmd *cobra.Command, o statusOpts) error {
 			return err
 		}
 		if !st.Exists && i == 1 {
-			return poolNotFound(o.pool)
+			return notFound(ctx, rdb, "pool", o.pool)
 		}
 		if clear {
 			fmt.Fprint(stdout, "\033[H\033[2J")
@@ -161,10 +161,6 @@ func health(healthy bool, seen time.Time, age time.Duration) string {
 		return fmt.Sprintf("DEAD %s ago", round(age))
 	}
 }
-
-// poolNotFound is the error of a command naming a pool Redis holds
-// nothing of.
-func poolNotFound(name string) error { return fmt.Errorf("pool %q not found", name) }
 
 // sample returns the first n of s, with "..." when there are more.
 func sample(s []string, n int) []string {
