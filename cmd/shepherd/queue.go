@@ -169,7 +169,7 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 	for _, p := range st.Processes {
 		mode, lim, part, drops, took := "-", "-", "-", "-", "-"
 		if p.Sampled > 0 {
-			took = fmt.Sprintf("%v/%v", p.P50.Round(10*time.Microsecond), p.P99.Round(10*time.Microsecond))
+			took = human(p.P50) + "/" + human(p.P99)
 		}
 		if p.Mode != "" {
 			mode = p.Mode
@@ -180,8 +180,8 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		if p.Part != "" {
 			part = p.Part
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%v\n", p.ID, p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
-			took, p.LeaseFor.Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
+			took, human(p.LeaseFor))
 	}
 	return tw.Flush()
 }
