@@ -419,7 +419,7 @@ func yOf(point string) int {
 // (default: a temporary directory), for people to look at.
 func TestScreenshots(t *testing.T) {
 	t.Parallel()
-	// Names that read well in the README; the suffix keeps them unique.
+	// Names that read well in docs/dashboard.md; the suffix keeps them unique.
 	unique := redistest.Name(t)
 	suffix := unique[len(unique)-8:]
 	name, n, _ := namedPool(t, "ingest-"+suffix, 4, keysN("tenant", 23)...)

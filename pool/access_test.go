@@ -137,10 +137,10 @@ func TestPoolOverTLS(t *testing.T) {
 	exercise(t, rdb, redistest.Name(t))
 }
 
-// README gives the ACL line with exactly these commands.
-func TestReadmeGivesTheACL(t *testing.T) {
+// docs/redis.md gives the pool's ACL line with exactly these commands.
+func TestRedisDocGivesThePoolACL(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/redis.md")
 	require.NoError(t, err)
-	assert.Contains(t, strings.Join(strings.Fields(string(readme)), " "), "-@all "+ACLCommands)
+	assert.Contains(t, strings.Join(strings.Fields(string(doc)), " "), "-@all "+ACLCommands)
 }

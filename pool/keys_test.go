@@ -2,7 +2,9 @@ package pool
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,12 +15,12 @@ import (
 )
 
 // Once every node of a pool has closed, the pool is dormant, not gone:
-// it keeps exactly the keys the README lists ("What stays in Redis"):
+// it keeps exactly the keys docs/redis.md lists ("What stays in Redis"):
 // its settings, counters and slot table, the maps' revisions, the job
 // stream with its routers' group, and the jobs that wait for the next
 // worker. Shutdown deletes every one of them. (A guard: the pool left
 // nothing else before either; the queue did, see queue/keys_test.go.)
-func TestAClosedPoolKeepsOnlyWhatTheREADMELists(t *testing.T) {
+func TestAClosedPoolKeepsOnlyWhatTheRedisDocLists(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
 	name := redistest.Name(t)
@@ -51,6 +53,9 @@ func TestAClosedPoolKeepsOnlyWhatTheREADMELists(t *testing.T) {
 		left = slices.DeleteFunc(redistest.Keys(t, srv.Client(), "*{"+name+"}*"), func(k string) bool { return k == lay.recovery })
 		return assert.ObjectsAreEqual(slices.Sorted(slices.Values(dormant)), left)
 	}, 10*time.Second, 20*time.Millisecond, "left %v, want %v", &left, slices.Sorted(slices.Values(dormant)))
+	for _, k := range append(dormant, lay.recovery) {
+		requireDocumentedKey(t, k)
+	}
 	jobs, err := srv.Client().HKeys(ctx, lay.jobs).Result()
 	require.NoError(t, err)
 	assert.Equal(t, []string{keyN(4)}, jobs, "only the job that waits for a worker is kept")
@@ -59,6 +64,18 @@ func TestAClosedPoolKeepsOnlyWhatTheREADMELists(t *testing.T) {
 	require.NoError(t, last.Shutdown(ctx))
 	assert.Empty(t, redistest.Keys(t, srv.Client(), "*{"+name+"}*"), "Shutdown left keys")
 	require.NoError(t, last.Close(context.Background()))
+}
+
+// requireDocumentedKey fails the test unless docs/redis.md's table of what
+// stays in Redis names key, by its part after the pool's hash tag
+// ("`pool:settings`").
+func requireDocumentedKey(t *testing.T, key string) {
+	t.Helper()
+	_, name, ok := strings.Cut(key, "}:")
+	require.True(t, ok, "a key without a hash tag: %q", key)
+	doc, err := os.ReadFile("../docs/redis.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), "`"+name+"`", "docs/redis.md does not list the key %q that a dormant pool keeps", name)
 }
 
 // workersRev is the revision hash of the pool's workers map.

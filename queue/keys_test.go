@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,13 +18,16 @@ import (
 // Once every process of a queue has closed and every outcome's retention
 // has passed, the queue keeps only what defines it and what a user set:
 // its settings, and its tenant registry (capacities only) while a tenant
-// is registered (README, "What stays in Redis"). It used to keep
+// is registered (docs/redis.md, "What stays in Redis", lists them). It used to keep
 // its unfinished-task count and its tenants hash (the untenanted tasks'
 // load, at 0) for ever, even when it never had a tenant.
 func TestAClosedQueueKeepsOnlyItsSettingsAndTenantRegistry(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
 	const keep = 20 * time.Millisecond // every outcome's retention
+	doc, err := os.ReadFile("../docs/redis.md")
+	require.NoError(t, err)
+	redisDoc := string(doc)
 	for _, withTenants := range []bool{false, true} {
 		name := redistest.Name(t)
 		serving := open(t, name, WithTTL(MinTTL))
@@ -99,6 +103,10 @@ func TestAClosedQueueKeepsOnlyItsSettingsAndTenantRegistry(t *testing.T) {
 			}
 			return assert.ObjectsAreEqual(want, left)
 		}, 10*time.Second, 20*time.Millisecond, "with tenants %v: left %v, want %v", withTenants, &left, want)
+		for _, k := range append(want, serving.lay.histPrefix+"10:", serving.lay.histPrefix+"60:") {
+			_, key, _ := strings.Cut(k, "}:")
+			assert.Contains(t, redisDoc, "`"+key, "docs/redis.md does not list the key %q that a closed queue keeps", key)
+		}
 		if withTenants {
 			registry, err := srv.Client().HGetAll(ctx, serving.lay.tenants).Result()
 			require.NoError(t, err)

@@ -221,3 +221,42 @@ func TestKilledProcessTasksComeBackAtTheirPriority(t *testing.T) {
 	}
 	assert.Equal(t, []string{"urgent", "urgent", "urgent", "urgent", "later", "later", "later", "later"}, s.list())
 }
+
+// docs/queue.md's recipe for strict priority order: one worker, nothing
+// taken ahead. Tasks submitted while the worker is busy start by
+// priority, not by when they came: a task of priority 9 submitted last
+// starts before the tasks of priority 0 that waited longer.
+func TestOneWorkerWithoutPrefetchStartsByPriority(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 30*time.Second)
+	busy, release := make(chan struct{}), make(chan struct{})
+	var s starts
+	serve(t, q, func(_ context.Context, t *Task) ([]byte, error) {
+		s.add(string(t.Payload))
+		if string(t.Payload) == "first" {
+			close(busy)
+			<-release
+		}
+		return nil, nil
+	}, WithWorkers(1), WithPrefetch(0))
+
+	submit := func(payload string, prio int) *Future {
+		f, err := q.Submit(ctx, []byte(payload), WithPriority(prio))
+		require.NoError(t, err)
+		return f
+	}
+	fs := []*Future{submit("first", 0)}
+	select {
+	case <-busy:
+	case <-ctx.Done():
+		t.Fatal("the first task did not start")
+	}
+	fs = append(fs, submit("low-1", 0), submit("low-2", 0), submit("mid", 5), submit("high", 9))
+	close(release)
+	for _, f := range fs {
+		_, err := wait(t, f, 10*time.Second)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []string{"first", "high", "mid", "low-1", "low-2"}, s.list())
+}

@@ -111,7 +111,7 @@ const MaxPrefetch = 10000
 // for it: as many tasks as its workers end in about 5 ms at their recent
 // run times, at most 8 per worker, so many short tasks go in bigger
 // batches, and tasks that run longer than the workers times 5 ms are
-// not taken ahead at all (see "Taking ahead" in README.md). A task taken
+// not taken ahead at all (see "Taking ahead" in docs/queue.md). A task taken
 // ahead waits in the process for the first worker that ends its
 // attempt, which starts it without a round trip to Redis; and the
 // attempts' ends and the takes go in bigger batches. The costs:

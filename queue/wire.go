@@ -103,7 +103,7 @@ const (
 // recSet writes its fields there at once. Tasks an earlier version
 // queued are such hashes too, whatever their payload, and stay so: they
 // run after an upgrade. The other way round is not safe: an old version
-// does not see records (README, "Upgrading").
+// does not see records (CHANGELOG.md, "Unreleased").
 
 // Running attempts. A take does not write the task's record: the attempt
 // lives in active alone, the task's id mapped to its process, attempt

@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -12,19 +11,21 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readme is the repository's README.md.
-func readme(t *testing.T) string {
+// readDoc returns a Markdown file of the repository, by its path from
+// the module's root ("README.md", "docs/cli.md").
+func readDoc(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../" + name)
 	require.NoError(t, err)
 	return string(b)
 }
 
-// README's table of commands lists every command and subcommand the
-// binary has (completion's shells in one row).
-func TestReadmeListsEveryCommand(t *testing.T) {
+// The CLI guide's table of commands lists every command and subcommand
+// the binary has (completion's shells in one row). (The Go blocks of the
+// Markdown are compiled by internal/docstest.)
+func TestCLIDocListsEveryCommand(t *testing.T) {
 	t.Parallel()
-	doc := readme(t)
+	doc := readDoc(t, "docs/cli.md")
 	var walk func(c *cobra.Command, path string)
 	walk = func(c *cobra.Command, path string) {
 		for _, sub := range c.Commands() {
@@ -32,7 +33,7 @@ func TestReadmeListsEveryCommand(t *testing.T) {
 				continue
 			}
 			p := strings.TrimSpace(path + " " + sub.Name())
-			assert.Contains(t, doc, "| `"+p, "README's table of commands has no row for %q", p)
+			assert.Contains(t, doc, "| `"+p, "docs/cli.md's table of commands has no row for %q", p)
 			if sub.Name() != "completion" {
 				walk(sub, p)
 			}
@@ -41,24 +42,11 @@ func TestReadmeListsEveryCommand(t *testing.T) {
 	walk(newRoot(io.Discard, io.Discard), "")
 }
 
-// Every Go snippet of README names its imports (or is a whole program).
-func TestReadmeSnippetsHaveImports(t *testing.T) {
-	t.Parallel()
-	snippets := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(readme(t), -1)
-	require.NotEmpty(t, snippets)
-	for _, m := range snippets {
-		body := m[1]
-		first, _, _ := strings.Cut(body, "\n")
-		assert.True(t, strings.HasPrefix(body, "import ") || strings.HasPrefix(body, "package main\n\nimport ("),
-			"a snippet without its imports: %q", first)
-	}
-}
-
 // README's one test command is the one .ci/run runs, and README names
 // .ci/run for a fresh machine.
 func TestReadmeTestCommandIsCIs(t *testing.T) {
 	t.Parallel()
-	doc := readme(t)
+	doc := readDoc(t, "README.md")
 	ci, err := os.ReadFile("../../.ci/run")
 	require.NoError(t, err)
 	const cmd = "go test -race -count=1 ./..."

@@ -146,7 +146,7 @@ func (s *Server) NewClient() *redis.Client {
 	return c
 }
 
-// NewCtxOnlyClient is NewClient as the README advises users to build
+// NewCtxOnlyClient is NewClient as docs/pool.md advises users to build
 // theirs (ContextTimeoutEnabled), with no read timeout of its own: a call
 // lasts until its ctx ends, so a test of a frozen server measures the
 // library's own bounds.
