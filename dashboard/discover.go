@@ -10,14 +10,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// names lists the pools and the queues a Redis holds, sorted, by their
+// Names lists the pools and the queues a Redis holds, sorted, by their
 // keys: a pool is a tag with a key of kind "pool" (its settings, nodes,
 // keep-alives or jobs), a queue a tag with a queue settings key (a
 // queue's shard "NAME#i" counts as the queue NAME: a queue's name holds
 // no "#"). It SCANs
 // the whole keyspace (every master of a Cluster), so it costs O(keys in
-// Redis): for a dashboard's overview, not for a hot path.
-func names(ctx context.Context, rdb redis.UniversalClient) (pools, queues []string, err error) {
+// Redis): for a dashboard's overview, or the CLI's list of the names
+// that exist when one is not found, not for a hot path. It needs a
+// *redis.Client or a *redis.ClusterClient.
+func Names(ctx context.Context, rdb redis.UniversalClient) (pools, queues []string, err error) {
 	var mu sync.Mutex
 	seenPools, seenQueues := map[string]bool{}, map[string]bool{}
 	scan := func(ctx context.Context, c *redis.Client) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 
@@ -81,3 +82,22 @@ type idle struct{}
 
 func (idle) Start(ctx context.Context, job *pool.Job) error { return nil }
 func (idle) Stop(ctx context.Context, key string) error     { return nil }
+
+// Names lists the pools and queues a Redis holds, by name only.
+func ExampleNames() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: dashboard.RedisAddr()})
+	defer rdb.Close()
+	node, err := pool.AddNode(ctx, rdb, "example-names")
+	if err != nil {
+		panic(err)
+	}
+	defer node.Shutdown(ctx)
+
+	pools, _, err := dashboard.Names(ctx, rdb)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(slices.Contains(pools, "example-names"))
+	// Output: true
+}

@@ -84,7 +84,7 @@ func (s *Handler) sampleLoop(ctx context.Context) {
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.cfg.sampleEvery)
 		if time.Since(listed) > 10*time.Second {
-			if p, _, err := names(rctx, s.rdb); err == nil {
+			if p, _, err := Names(rctx, s.rdb); err == nil {
 				pools, listed = p, time.Now()
 			}
 		}

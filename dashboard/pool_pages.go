@@ -62,7 +62,7 @@ type QueueRow struct {
 // keyspace (every master of a Cluster), so it costs O(keys in Redis), and
 // it needs a *redis.Client or a *redis.ClusterClient.
 func List(ctx context.Context, rdb redis.UniversalClient) (*Listing, error) {
-	pools, queues, err := names(ctx, rdb)
+	pools, queues, err := Names(ctx, rdb)
 	if err != nil {
 		return nil, err
 	}

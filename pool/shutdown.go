@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/member"
-	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // Shutdown stops the whole pool: every node stops its jobs (calling Stop)
@@ -84,9 +83,11 @@ func (n *Node) awaitNodes(ctx context.Context) error {
 	}
 }
 
-// deleteKeys deletes every key of the pool.
+// deleteKeys deletes every key of the pool (and none of a queue of the
+// same name).
 func (n *Node) deleteKeys(ctx context.Context) error {
-	return redisutil.UnlinkMatching(ctx, n.rdb, n.lay.space.Pattern())
+	_, err := unlinkPool(ctx, n.rdb, n.lay.space)
+	return err
 }
 
 // shutdownWatch stops the node when another node shuts the pool down:

@@ -76,32 +76,39 @@ func TestSingleAndDoubleDashFlags(t *testing.T) {
 }
 
 // An unknown command or subcommand is named, with exit 2 and the usage of
-// the command it was looked for in.
+// the command it was looked for in, before any flag is read: operators
+// type flags, and a flag the mistyped command would not know must not
+// take the blame.
 func TestUnknownCommandExitsTwo(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		args  []string
+		bad   string
 		usage string
 	}{
-		{[]string{"nope"}, "shepherd [command]"},
-		{[]string{"queue", "peek"}, "shepherd queue [command]"},
-		{[]string{"queue", "-queue", "q", "peek", "-yes"}, "shepherd queue [command]"},
-		{[]string{"tenants", "inspect"}, "shepherd tenants [command]"},
-		{[]string{"demo", "inspect"}, "shepherd demo [command]"},
+		{[]string{"nope"}, "nope", "shepherd [command]"},
+		{[]string{"queue", "peek"}, "peek", "shepherd queue [command]"},
+		{[]string{"queue", "-queue", "q", "peek", "-yes"}, "peek", "shepherd queue [command]"},
+		{[]string{"tenants", "inspect"}, "inspect", "shepherd tenants [command]"},
+		{[]string{"demo", "inspect"}, "inspect", "shepherd demo [command]"},
+		{[]string{"queus", "stats", "-queue", "newcomer"}, "queus\" (did you mean queue?)", "shepherd [command]"},
+		{[]string{"stauts", "-pool", "P"}, "stauts\" (did you mean status?)", "shepherd [command]"},
+		{[]string{"queue", "stast", "-queue", "q", "-bogus"}, "stast\" (did you mean stats?)", "shepherd queue [command]"},
+		{[]string{"tenants", "-queue", "q", "lss", "-capacity", "3"}, "lss\" (did you mean ls?)", "shepherd tenants [command]"},
 	} {
 		code, out, errOut := runCmd(tc.args...)
 		assert.Equal(t, exitUsage, code, "%v: %s", tc.args, errOut)
-		bad := tc.args[len(tc.args)-1]
-		if bad == "-yes" {
-			bad = "peek"
-		}
-		assert.Contains(t, errOut, `unknown command "`+bad+`"`, "%v", tc.args)
+		assert.Contains(t, errOut, `unknown command "`+tc.bad, "%v", tc.args)
+		assert.NotContains(t, errOut, "unknown flag", "%v", tc.args)
 		assert.Contains(t, errOut, tc.usage, "%v", tc.args)
 		assert.Empty(t, out, "%v", tc.args)
 	}
 	code, _, errOut := runCmd("staus")
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, `unknown command "staus" (did you mean status?)`)
+	code, _, errOut = runCmd("queus", "stats", "-queue", "q", "-json")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, jsonError(t, "queus -json", errOut), `unknown command "queus" (did you mean queue?)`)
 }
 
 // Help is on stdout, per command, with -h, --help, -help or "help CMD";

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
+
+	"github.com/shepherd-go/shepherd/dashboard"
 )
 
 // stdin is where confirmations are read; tests replace it.
@@ -61,6 +64,9 @@ func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
+		if unparsable(err) {
+			return nil, fmt.Errorf("redis at %s: not a Redis server, or not one this tool can speak to (its answer: %w); is -redis the right address?", opt.Addr, err)
+		}
 		return nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
 	}
 	info, err := rdb.Info(pctx, "cluster").Result()
@@ -76,6 +82,19 @@ func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("redis cluster at %s: %w", opt.Addr, err)
 	}
 	return cc, nil
+}
+
+// unparsable reports whether err is go-redis failing to read a reply as
+// Redis's protocol: what a server that is not Redis (a web server, SSH)
+// answers. An error reply of Redis's (NOAUTH, WRONGPASS) is no such
+// failure, nor is a network error.
+func unparsable(err error) bool {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "redis: can't parse") || strings.Contains(msg, "redis: invalid reply")
 }
 
 // interruptible returns a context cancelled by Ctrl-C.
@@ -94,4 +113,58 @@ func confirm(stderr io.Writer, question string) bool {
 		return true
 	}
 	return false
+}
+
+// notFound is the error of a command naming a pool or a queue (what)
+// that Redis does not hold: it lists the names of that kind Redis holds
+// (the first 20), with the closest as a suggestion.
+func notFound(ctx context.Context, rdb redis.UniversalClient, what, name string) error {
+	pools, queues, err := dashboard.Names(ctx, rdb)
+	have := queues
+	if what == "pool" {
+		have = pools
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s %q not found", what, name)
+	case len(have) == 0:
+		return fmt.Errorf("%s %q not found: this Redis holds no %s", what, name, what)
+	}
+	msg := fmt.Sprintf("%s %q not found", what, name)
+	best, bestD := "", 3 // a suggestion within 2 edits
+	for _, h := range have {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(h)); d < bestD {
+			best, bestD = h, d
+		}
+	}
+	if best != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", best)
+	}
+	const most = 20
+	list := strings.Join(have[:min(len(have), most)], ", ")
+	if len(have) > most {
+		list += fmt.Sprintf(" and %d more (shepherd pools lists them)", len(have)-most)
+	}
+	return fmt.Errorf("%s; the %ss here: %s", msg, what, list)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -111,7 +110,7 @@ func showJob(p poolFlags, key string, asJSON bool, stdout io.Writer) error {
 	job, err := pool.InspectJob(ctx, rdb, p.pool, key)
 	if errors.Is(err, pool.ErrJobNotFound) {
 		if ok, xerr := pool.Exists(ctx, rdb, p.pool); xerr == nil && !ok {
-			err = poolNotFound(p.pool)
+			err = notFound(ctx, rdb, "pool", p.pool)
 		}
 	}
 	if err != nil {
@@ -130,16 +129,16 @@ func showJob(p poolFlags, key string, asJSON bool, stdout io.Writer) error {
 	}
 	started := "-"
 	if !job.Started.IsZero() {
-		started = job.Started.UTC().Format(time.RFC3339Nano)
+		started = job.Started.UTC().Format(timeMillis)
 	}
 	for _, row := range [][2]string{
 		{"key", job.Key},
-		{"state", fmt.Sprintf("%s for %s", job.State, round(job.Time.Sub(job.Changed)))},
+		{"state", fmt.Sprintf("%s for %s", job.State, human(job.Time.Sub(job.Changed)))},
 		{"worker", worker},
 		{"node", or(job.Node, "-")},
 		{"generation", fmt.Sprint(job.Generation)},
 		{"attempt", fmt.Sprint(job.Attempt)},
-		{"dispatched", job.Created.UTC().Format(time.RFC3339Nano)},
+		{"dispatched", job.Created.UTC().Format(timeMillis)},
 		{"started", started},
 		{"last Start error", or(job.LastError, "-")},
 		{"payload", fmt.Sprintf("%d bytes", job.PayloadSize)},

@@ -9,7 +9,7 @@ import (
 
 // The CLI's JSON style, the same for every command's -json output and its
 // errors, and for the dashboard's JSON twins: snake_case keys; a
-// duration is a number of milliseconds (with a fraction: 2.28) under a
+// duration is a number of milliseconds, to the microsecond (2.28), under a
 // key ending in "_ms"; a time is an RFC 3339 string in UTC
 // ("2026-11-25T17:34:45.123Z"), or null when unset; a queue.Rate is
 // {"n": 500, "per_ms": 1000, "burst": 10}, or null for no limit. The

@@ -46,7 +46,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	started := false
 	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }
 	root.SetArgs(normalizeArgs(root, args))
-	cmd, err := root.ExecuteC()
+	cmd, err := unknownFirst(root, args)
+	if err == nil {
+		cmd, err = root.ExecuteC()
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -67,6 +70,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 	}
 	return code
+}
+
+// unknownFirst finds a mistyped command before cobra reads the flags: a
+// word where a command with subcommands (the root, queue, tenants, demo)
+// wants one, and names none. Cobra would read the flags first,
+// against the command it stopped at, and blame the first flag that command
+// lacks ("unknown flag: --queue" for "queus stats -queue q"). It returns the
+// command the word was looked for in, and unknownCommand's error; nil
+// when the command line names its commands (or asks for help).
+func unknownFirst(root *cobra.Command, args []string) (*cobra.Command, error) {
+	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
+		return root, nil // the shell asks what the words so far complete to
+	}
+	l := readLine(root, args)
+	cmd := root
+	for _, name := range l.path {
+		cmd = subcommand(cmd, name)
+	}
+	// A command with subcommands takes no arguments (requireSubcommand,
+	// noArgs): its first argument is a command it lacks.
+	if len(l.args) == 0 || !cmd.HasAvailableSubCommands() {
+		return cmd, nil
+	}
+	return cmd, unknownCommand(cmd, l.args[0])
 }
 
 // wantsJSON reports whether the command line asked for -json: cmd's

@@ -187,7 +187,7 @@ func (p *poolFlags) join(ctx context.Context, stderr io.Writer) (*client, error)
 	}
 	exists, err := pool.Exists(ctx, rdb, p.pool)
 	if err == nil && !exists {
-		err = poolNotFound(p.pool)
+		err = notFound(ctx, rdb, "pool", p.pool)
 	}
 	if err != nil {
 		_ = rdb.Close()

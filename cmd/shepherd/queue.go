@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -58,7 +59,7 @@ func queueCmd() *cobra.Command {
 	}
 	fs := cmd.PersistentFlags()
 	o.register(fs)
-	fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: waiting, delayed, retry, active or dead")
+	fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: "+listedStateNames)
 	fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
 	fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain, move-shard: do not ask for confirmation (required with -json)")
 	taskIDs := rangeArgs(1, -1, "missing task id")
@@ -125,7 +126,7 @@ func runOnQueue(cmd *cobra.Command, o queueOpts, ids []string, f queueFunc) erro
 	}
 	exists, err := c.Exists(ctx)
 	if err == nil && !exists {
-		err = fmt.Errorf("queue %q not found", o.name)
+		err = notFound(ctx, rdb, "queue", o.name)
 	}
 	if err != nil {
 		return err
@@ -168,7 +169,7 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 	for _, p := range st.Processes {
 		mode, lim, part, drops, took := "-", "-", "-", "-", "-"
 		if p.Sampled > 0 {
-			took = fmt.Sprintf("%v/%v", p.P50.Round(10*time.Microsecond), p.P99.Round(10*time.Microsecond))
+			took = human(p.P50) + "/" + human(p.P99)
 		}
 		if p.Mode != "" {
 			mode = p.Mode
@@ -179,25 +180,34 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		if p.Part != "" {
 			part = p.Part
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%v\n", p.ID, p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
-			took, p.LeaseFor.Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
+			took, human(p.LeaseFor))
 	}
 	return tw.Flush()
 }
 
 func queueList(ctx context.Context, c *queue.Client, o queueOpts) error {
 	state := queue.State(o.state)
-	switch state {
-	case queue.StateWaiting, queue.StateDelayed, queue.StateRetrying, queue.StateActive, queue.StateDead:
-	default:
-		return fmt.Errorf("%w: -state must be waiting, delayed, retry, active or dead, got %q", errUsage, o.state)
+	if !slices.Contains(listedStates, state) {
+		return fmt.Errorf("%w: -state must be %s, got %q", errUsage, listedStateNames, o.state)
 	}
 	tasks, err := c.Tasks(ctx, state, 0, o.limit)
 	if err != nil {
 		return err
 	}
+	if len(tasks) == 0 && !o.json {
+		_, err := fmt.Fprintf(o.stdout, "no task is %s in queue %s\n", state, c.Name())
+		return err
+	}
 	return printTasks(o, tasks)
 }
+
+// listedStates are the states queue ls lists (queue.Client.Tasks), as the
+// dashboard does; listedStateNames says them.
+var listedStates = []queue.State{queue.StateWaiting, queue.StateDelayed, queue.StateRetrying, queue.StateActive,
+	queue.StateDone, queue.StateCancelled, queue.StateDead}
+
+const listedStateNames = "waiting, delayed, retry, active, done, cancelled or dead"
 
 func queueDead(ctx context.Context, c *queue.Client, o queueOpts) error {
 	tasks, err := c.DeadLetters(ctx, 0, o.limit)
@@ -217,6 +227,7 @@ type taskRow struct {
 	Process   string    `json:"process,omitempty"`
 	Submitted time.Time `json:"submitted"`
 	Due       time.Time `json:"due"`
+	Finished  time.Time `json:"finished,omitzero"`
 	LastError string    `json:"last_error,omitempty"`
 	Payload   []byte    `json:"payload,omitempty"`
 }
@@ -225,7 +236,7 @@ func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 	rows := make([]taskRow, 0, len(tasks))
 	for _, t := range tasks {
 		r := taskRow{ID: t.ID, State: string(t.State), Priority: t.Priority, Attempt: t.Attempt, Max: t.MaxAttempts, Process: t.Process,
-			Submitted: t.Submitted, Due: t.Due, Payload: t.Payload}
+			Submitted: t.Submitted, Due: t.Due, Finished: t.Finished, Payload: t.Payload}
 		if n := len(t.Errors); n > 0 {
 			r.LastError = t.Errors[n-1].Err
 		}
@@ -234,18 +245,32 @@ func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 	if o.json {
 		return printJSON(o.stdout, rows)
 	}
+	// Finished tasks (done, cancelled, dead) show when they finished, the
+	// others when they are due; to the millisecond.
+	when := "DUE"
+	if len(rows) > 0 && !rows[0].Finished.IsZero() {
+		when = "FINISHED"
+	}
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tPRIORITY\tATTEMPT\tDUE\tPROCESS\tLAST ERROR")
+	fmt.Fprintf(tw, "ID\tSTATE\tPRIORITY\tATTEMPT\t%s\tPROCESS\tLAST ERROR\n", when)
 	for _, r := range rows {
 		proc := r.Process
 		if proc == "" {
 			proc = "-"
 		}
+		at := r.Due
+		if when == "FINISHED" {
+			at = r.Finished
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, r.Priority, r.Attempt, r.Max,
-			r.Due.Format(time.RFC3339), proc, firstLine(r.LastError))
+			at.Format(timeMillis), proc, firstLine(r.LastError))
 	}
 	return tw.Flush()
 }
+
+// timeMillis is how the CLI prints an instant: RFC 3339, to the
+// millisecond.
+const timeMillis = "2006-01-02T15:04:05.000Z07:00"
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

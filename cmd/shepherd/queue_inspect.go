@@ -27,11 +27,11 @@ func queueInspect(ctx context.Context, c *queue.Client, o queueOpts) error {
 		if t.IsZero() {
 			return "-"
 		}
-		return t.UTC().Format(time.RFC3339Nano)
+		return t.UTC().Format(timeMillis)
 	}
 	timeout := "-"
 	if t.Timeout > 0 {
-		timeout = t.Timeout.String()
+		timeout = human(t.Timeout)
 	}
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
 	for _, row := range [][2]string{

@@ -383,3 +383,42 @@ func TestQueueInspect(t *testing.T) {
 	assert.Equal(t, exitUsage, code, "no id")
 	assert.Contains(t, errOut, "want one task id")
 }
+
+// queue ls lists every state the dashboard does, done and cancelled too,
+// with when each finished, and says so when a state has no task.
+func TestQueueListsEveryState(t *testing.T) {
+	t.Parallel()
+	name, ctx, q := openQueue(t)
+	_, err := q.Serve(func(ctx context.Context, t *queue.Task) ([]byte, error) { return []byte("ok"), nil }, queue.WithWorkers(1))
+	require.NoError(t, err)
+	f, err := q.Submit(ctx, []byte("x"), queue.WithTaskID("ok1"))
+	require.NoError(t, err)
+	_, err = f.Wait(ctx)
+	require.NoError(t, err)
+	_, err = q.Submit(ctx, nil, queue.WithTaskID("c1"), queue.WithDelay(time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, q.Cancel(ctx, "c1"))
+
+	for state, id := range map[string]string{"done": "ok1", "cancelled": "c1"} {
+		code, out, errOut := runCmd("queue", "ls", "-queue", name, "-state", state, "-redis", srv.Addr())
+		require.Equal(t, exitOK, code, errOut)
+		assert.Contains(t, out, id, state)
+		assert.Contains(t, out, "FINISHED", state)
+		code, out, errOut = runCmd("queue", "ls", "-queue", name, "-state", state, "-redis", srv.Addr(), "-json")
+		require.Equal(t, exitOK, code, errOut)
+		var rows []taskRow
+		require.NoError(t, json.Unmarshal([]byte(out), &rows))
+		require.Len(t, rows, 1, state)
+		assert.Equal(t, id, rows[0].ID)
+		assert.False(t, rows[0].Finished.IsZero(), state)
+	}
+	code, out, errOut := runCmd("queue", "ls", "-queue", name, "-redis", srv.Addr())
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "no task is waiting in queue "+name+"\n", out)
+	code, out, errOut = runCmd("queue", "ls", "-queue", name, "-state", "dead", "-redis", srv.Addr(), "-json")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "[]\n", out, "JSON says empty as an empty array")
+	code, _, errOut = runCmd("queue", "ls", "-queue", name, "-state", "finished", "-redis", srv.Addr())
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "-state must be waiting, delayed, retry, active, done, cancelled or dead")
+}

@@ -65,7 +65,7 @@ func runStatus(cmd *cobra.Command, o statusOpts) error {
 			return err
 		}
 		if !st.Exists && i == 1 {
-			return poolNotFound(o.pool)
+			return notFound(ctx, rdb, "pool", o.pool)
 		}
 		if clear {
 			fmt.Fprint(stdout, "\033[H\033[2J")
@@ -90,8 +90,8 @@ func runStatus(cmd *cobra.Command, o statusOpts) error {
 
 // printStatus writes a snapshot for people.
 func printStatus(w io.Writer, st *pool.Stats) {
-	fmt.Fprintf(w, "pool %s at %s (Redis time); WorkerTTL %v, PendingJobTTL %v, MaxQueuedJobs %d\n",
-		st.Pool, st.Time.UTC().Format(time.RFC3339), st.WorkerTTL, st.PendingJobTTL, st.MaxQueuedJobs)
+	fmt.Fprintf(w, "pool %s at %s (Redis time); WorkerTTL %s, PendingJobTTL %s, MaxQueuedJobs %d\n",
+		st.Pool, st.Time.UTC().Format(timeMillis), human(st.WorkerTTL), human(st.PendingJobTTL), st.MaxQueuedJobs)
 	fmt.Fprintf(w, "\nnodes: %d\n", len(st.Nodes))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	if len(st.Nodes) > 0 {
@@ -120,7 +120,7 @@ func printStatus(w io.Writer, st *pool.Stats) {
 	tw.Flush()
 	oldest := "-"
 	if st.Pending > 0 {
-		oldest = round(st.OldestPending).String()
+		oldest = human(st.OldestPending)
 	}
 	fmt.Fprintf(w, "\nqueue: %d waiting, %d pending (unacked), oldest pending %s\n", st.QueueDepth, st.Pending, oldest)
 	fmt.Fprintf(w, "jobs: %d total, %d running, %d without a live owner\n", st.Jobs, st.Running, len(st.Orphans))
@@ -137,7 +137,7 @@ func printStatus(w io.Writer, st *pool.Stats) {
 		if len(r.Workers) > 0 {
 			dead = strings.Join(r.Workers, " ")
 		}
-		fmt.Fprintf(w, "  recovered %d jobs at %s; workers declared dead: %s\n", r.Jobs, r.Time.UTC().Format(time.RFC3339), dead)
+		fmt.Fprintf(w, "  recovered %d jobs at %s; workers declared dead: %s\n", r.Jobs, r.Time.UTC().Format(timeMillis), dead)
 	}
 }
 
@@ -147,24 +147,18 @@ const recoveriesShown = 3
 // keySample is how many of a worker's job keys status prints.
 const keySample = 5
 
-func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
-
 // health renders a keep-alive: "ok 1.2s ago", "DEAD 40s ago", or "DEAD
 // (no keep-alive)".
 func health(healthy bool, seen time.Time, age time.Duration) string {
 	switch {
 	case healthy:
-		return fmt.Sprintf("ok %s ago", round(age))
+		return fmt.Sprintf("ok %s ago", human(age))
 	case seen.IsZero():
 		return "DEAD (no keep-alive)"
 	default:
-		return fmt.Sprintf("DEAD %s ago", round(age))
+		return fmt.Sprintf("DEAD %s ago", human(age))
 	}
 }
-
-// poolNotFound is the error of a command naming a pool Redis holds
-// nothing of.
-func poolNotFound(name string) error { return fmt.Errorf("pool %q not found", name) }
 
 // sample returns the first n of s, with "..." when there are more.
 func sample(s []string, n int) []string {

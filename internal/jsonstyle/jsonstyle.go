@@ -1,7 +1,7 @@
 // Package jsonstyle writes Go values in shepherd's one JSON style, the
 // style of the CLI's -json output and of the dashboard's JSON twins:
-// snake_case keys; a duration is a number of milliseconds (with a
-// fraction: 2.28) under a key ending in "_ms"; a time is an RFC 3339
+// snake_case keys; a duration is a number of milliseconds, to the
+// microsecond (2.28), under a key ending in "_ms"; a time is an RFC 3339
 // string in UTC ("2026-11-25T17:34:45.123Z"), or null when unset; a rate
 // limit is {"n": 500, "per_ms": 1000, "burst": 10}, or null for none.
 //
@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -68,7 +69,9 @@ func style(v reflect.Value) any {
 	}
 	switch v.Type() {
 	case durationType:
-		return float64(v.Int()) / float64(time.Millisecond)
+		// Milliseconds to the microsecond: 30004.15, 0.42; a
+		// nanosecond's digits are noise to anyone reading them.
+		return math.Round(float64(v.Int())/float64(time.Microsecond)) / 1000
 	case timeType:
 		t := v.Interface().(time.Time)
 		if t.IsZero() {

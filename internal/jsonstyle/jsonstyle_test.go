@@ -58,7 +58,7 @@ func TestEncode(t *testing.T) {
 		List       []string
 		Ptr        *int
 		unexported int
-	}{Inner: Inner{2280 * time.Microsecond}, InFlight: 3, Tagged: 10 * time.Second, Hidden: "x", At: at,
+	}{Inner: Inner{2280*time.Microsecond + 417}, InFlight: 3, Tagged: 10 * time.Second, Hidden: "x", At: at,
 		Rate: rate{N: 500, Per: time.Second}, Other: notRate{"n"}, Payload: []byte("hi")}
 	var b bytes.Buffer
 	require.NoError(t, Encode(&b, v))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -58,12 +59,39 @@ func EachMaster(ctx context.Context, rdb redis.UniversalClient, f func(ctx conte
 // time: a pattern may match keys of several hash slots, which one UNLINK
 // of a cluster's node refuses (CROSSSLOT). It returns the first error.
 func UnlinkMatching(ctx context.Context, rdb redis.UniversalClient, pattern string) error {
-	return EachMaster(ctx, rdb, func(ctx context.Context, c redis.Cmdable) error {
+	_, err := UnlinkCount(ctx, rdb, pattern)
+	return err
+}
+
+// UnlinkCount is UnlinkMatching, and says how many keys it unlinked
+// (those that still existed when their UNLINK ran).
+func UnlinkCount(ctx context.Context, rdb redis.UniversalClient, pattern string) (int, error) {
+	var mu sync.Mutex
+	total := 0
+	err := EachMaster(ctx, rdb, func(ctx context.Context, c redis.Cmdable) error {
+		n := 0
+		defer func() {
+			mu.Lock()
+			total += n
+			mu.Unlock()
+		}()
 		pipe := c.Pipeline()
+		var cmds []*redis.IntCmd
+		flush := func() error {
+			if pipe.Len() == 0 {
+				return nil
+			}
+			_, err := pipe.Exec(ctx)
+			for _, c := range cmds {
+				n += int(c.Val())
+			}
+			cmds = cmds[:0]
+			return err
+		}
 		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
 		for iter.Next(ctx) {
-			if pipe.Unlink(ctx, iter.Val()); pipe.Len() == 1000 {
-				if _, err := pipe.Exec(ctx); err != nil {
+			if cmds = append(cmds, pipe.Unlink(ctx, iter.Val())); pipe.Len() == 1000 {
+				if err := flush(); err != nil {
 					return err
 				}
 			}
@@ -71,7 +99,7 @@ func UnlinkMatching(ctx context.Context, rdb redis.UniversalClient, pattern stri
 		if err := iter.Err(); err != nil {
 			return err
 		}
-		_, err := pipe.Exec(ctx)
-		return err
+		return flush()
 	})
+	return total, err
 }

@@ -1,0 +1,85 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/keys"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
+)
+
+// ErrInUse is returned by Delete while nodes of the pool are live (their
+// keep-alives within WorkerTTL), unless DeleteEvenIfLive is given.
+var ErrInUse = errors.New("pool: in use by live nodes")
+
+// DeleteOption configures Delete.
+type DeleteOption func(*deleteConfig)
+
+type deleteConfig struct{ evenIfLive bool }
+
+// DeleteEvenIfLive deletes the pool even while nodes are in it: their
+// jobs keep running where they are, unrecorded, until the nodes close;
+// prefer Node.Shutdown, which stops every job first. Defaults to
+// refusing (ErrInUse).
+func DeleteEvenIfLive() DeleteOption { return func(c *deleteConfig) { c.evenIfLive = true } }
+
+// Delete removes every key of the pool called name from Redis: its
+// settings, slot table, job records and payloads, streams and maps. It
+// returns how many keys it removed (0 for a pool Redis does not hold).
+// It refuses with ErrInUse, removing nothing, while a node of the pool is
+// live, unless DeleteEvenIfLive is given: a pool whose nodes are all
+// closed or dead (a dormant pool, which keeps its jobs for the next
+// worker) is what it is for. Node.Shutdown is the way to end a running
+// pool. A queue of the same name keeps its keys.
+//
+// It SCANs the pool's keys (every master of a Cluster): it costs O(keys
+// in Redis), for operators and tests, not for a hot path.
+func Delete(ctx context.Context, rdb redis.UniversalClient, name string, opts ...DeleteOption) (int, error) {
+	var cfg deleteConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	sp, err := keys.New(name)
+	if err != nil {
+		return 0, fmt.Errorf("pool: delete: %w", err)
+	}
+	if !cfg.evenIfLive {
+		st, err := Inspect(ctx, rdb, name)
+		if err != nil {
+			return 0, fmt.Errorf("pool: delete: %w", err)
+		}
+		live := 0
+		for _, n := range st.Nodes {
+			if n.Healthy {
+				live++
+			}
+		}
+		if live > 0 {
+			return 0, fmt.Errorf("%w: %q has %d live nodes (close them, or Shutdown)", ErrInUse, name, live)
+		}
+	}
+	return unlinkPool(ctx, rdb, sp)
+}
+
+// poolKinds are the kinds of key a pool keeps (internal/keys): its own,
+// and those of the streams and maps it runs on. A queue's kind is not
+// one: a queue may share the pool's name, and so its hash tag.
+var poolKinds = []string{keys.KindPool, keys.KindStream, keys.KindStreamLease, keys.KindStreamAlive,
+	keys.KindMap, keys.KindMapRev}
+
+// unlinkPool unlinks every key of the pool of space sp, and says how
+// many.
+func unlinkPool(ctx context.Context, rdb redis.UniversalClient, sp keys.Space) (int, error) {
+	total := 0
+	for _, kind := range poolKinds {
+		n, err := redisutil.UnlinkCount(ctx, rdb, sp.KindPattern(kind))
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("pool: deleting its keys: %w", err)
+		}
+	}
+	return total, nil
+}
