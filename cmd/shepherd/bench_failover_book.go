@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +21,7 @@ type tfTask struct {
 	failed   bool        // its Submit returned an error
 	result   time.Time   // its Wait returned a result; zero if not
 	lost     bool        // acked, and its Wait returned an error
+	lostErr  string      // that error
 	attempts []time.Time // when the handler began each attempt
 }
 
@@ -77,7 +80,7 @@ func (bk *tfBook) waited(id string, err error, at time.Time) {
 	defer bk.mu.Unlock()
 	t := bk.task(id)
 	if err != nil {
-		t.lost = true
+		t.lost, t.lostErr = true, err.Error()
 		return
 	}
 	t.result = at
@@ -97,6 +100,7 @@ func (bk *tfBook) record(faultBegan, fault, switched time.Time) result {
 	defer bk.mu.Unlock()
 	r := newResult()
 	var acked, failed, lost, undone, failedRan int
+	lostErrs := map[string]int{}
 	var before, afterSwitch latencies
 	// The first Submits begun after the fault, and after the switch, that
 	// got a result.
@@ -113,6 +117,7 @@ func (bk *tfBook) record(faultBegan, fault, switched time.Time) result {
 		}
 		if t.lost {
 			lost++
+			lostErrs[t.lostErr]++
 		}
 		if t.result.IsZero() {
 			continue
@@ -140,6 +145,16 @@ func (bk *tfBook) record(faultBegan, fault, switched time.Time) result {
 	r.set("acked", float64(acked))
 	r.set("failed_submits", float64(failed))
 	r.set("acked_lost", float64(lost))
+	if lost > 0 {
+		// What the lost tasks' Waits returned, for the one who must
+		// find out why.
+		var errs []string
+		for e, n := range lostErrs {
+			errs = append(errs, fmt.Sprintf("%d× %s", n, e))
+		}
+		slices.Sort(errs)
+		r.label("acked_lost_errors", strings.Join(errs, "; "))
+	}
 	r.set("results_undone", float64(undone))
 	r.set("failed_submits_ran", float64(failedRan))
 	r.setMs("switch_ms", switched.Sub(fault))
