@@ -80,7 +80,9 @@ func (bk *tfBook) waited(id string, err error, at time.Time) {
 	defer bk.mu.Unlock()
 	t := bk.task(id)
 	if err != nil {
-		t.lost, t.lostErr = true, err.Error()
+		// Grouped by kind: the text before the task's id.
+		t.lost = true
+		t.lostErr, _, _ = strings.Cut(err.Error(), ": \"")
 		return
 	}
 	t.result = at
