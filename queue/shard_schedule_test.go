@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,15 +70,26 @@ func TestShardedSchedules(t *testing.T) {
 	assert.Empty(t, holding(moved))
 	require.ErrorIs(t, c.RemoveSchedule(ctx, moved), ErrScheduleNotFound)
 
-	// Its ticks: a schedule of shard 2's tenant ticks in shard 2.
+	// Its ticks: a schedule of shard 2's tenant ticks in shard 2. A tick
+	// runs until the test has looked where it is (done, with no outcome
+	// kept, it would be in no shard).
 	ticked := make(chan string, 10)
-	serve(t, q, func(_ context.Context, task *Task) ([]byte, error) {
+	release := make(chan struct{})
+	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
 		select {
 		case ticked <- task.ID:
 		default:
 		}
+		if _, _, ok := TickOf(task.ID); ok {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
 		return nil, nil
 	}, WithWorkers(1))
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the server stops
 	require.NoError(t, c.SetSchedule(ctx, "every", "@every 1s", nil, WithTaskOptions(WithTenant(tenants[2]))))
 	var tick string
 	for tick == "" {
@@ -96,6 +108,7 @@ func TestShardedSchedules(t *testing.T) {
 	assert.Equal(t, "every", sched)
 	assert.Equal(t, tick, "2~"+tickID("every", at))
 	assert.Equal(t, []int{2}, shardHolding(t, q, tick))
+	releaseOnce.Do(func() { close(release) })
 }
 
 // TickOf reads a sharded queue's tick ids, and a schedule's name may not
