@@ -72,8 +72,8 @@ func DedupKey(key string) Match {
 	return Where(fmt.Sprintf("dedup key %q", key), func(t queue.TaskInfo) bool { return t.DedupKey == key })
 }
 
-// MaxAttempts matches the tasks of at most n attempts
-// (queue.WithMaxAttempts).
+// MaxAttempts matches the tasks submitted with n as their most attempts
+// (queue.WithMaxAttempts; queue.DefaultMaxAttempts when not set).
 func MaxAttempts(n int) Match {
 	return Where(fmt.Sprintf("max attempts %d", n), func(t queue.TaskInfo) bool { return t.MaxAttempts == n })
 }

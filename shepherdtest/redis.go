@@ -9,19 +9,21 @@ import (
 )
 
 // RedisOption configures the Redis server that Redis and RedisAddr start.
-type RedisOption func(*[]redistest.Option)
+type RedisOption func(*redisConfig)
+
+type redisConfig struct{ opts []redistest.Option }
 
 // WithPassword makes the server require password (requirepass); the
 // client Redis returns uses it. Defaults to no password.
 func WithPassword(password string) RedisOption {
-	return func(o *[]redistest.Option) { *o = append(*o, redistest.WithPassword(password)) }
+	return func(c *redisConfig) { c.opts = append(c.opts, redistest.WithPassword(password)) }
 }
 
 // WithRedisArgs appends raw redis-server arguments, for example
 // WithRedisArgs("--maxmemory", "10mb"). Defaults to none: no persistence,
 // listening on a free port of 127.0.0.1.
 func WithRedisArgs(args ...string) RedisOption {
-	return func(o *[]redistest.Option) { *o = append(*o, redistest.WithArgs(args...)) }
+	return func(c *redisConfig) { c.opts = append(c.opts, redistest.WithArgs(args...)) }
 }
 
 // Redis starts a private Redis server for tb and returns a client of it.
@@ -51,11 +53,11 @@ func RedisAddr(tb testing.TB, opts ...RedisOption) string {
 
 func start(tb testing.TB, opts []RedisOption) *redistest.Server {
 	tb.Helper()
-	var ro []redistest.Option
+	var cfg redisConfig
 	for _, o := range opts {
-		o(&ro)
+		o(&cfg)
 	}
-	s, err := redistest.New(ro...)
+	s, err := redistest.New(cfg.opts...)
 	if err != nil {
 		tb.Fatalf("shepherdtest: no Redis for the test: %v", err)
 	}

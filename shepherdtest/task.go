@@ -11,10 +11,12 @@ import (
 )
 
 // TaskOption sets what the task RunTask gives the handler carries.
-type TaskOption func(*taskkit.Spec)
+type TaskOption func(*taskConfig)
+
+type taskConfig struct{ spec taskkit.Spec }
 
 // WithTaskID sets Task.ID. Defaults to "task-1".
-func WithTaskID(id string) TaskOption { return func(s *taskkit.Spec) { s.ID = id } }
+func WithTaskID(id string) TaskOption { return func(c *taskConfig) { c.spec.ID = id } }
 
 // WithAttempt sets Task.Attempt, to run the handler as a retry would
 // (n is 1 for the first attempt); it panics for n < 1. Defaults to 1.
@@ -22,7 +24,7 @@ func WithAttempt(n int) TaskOption {
 	if n < 1 {
 		panic(fmt.Sprintf("shepherdtest: WithAttempt(%d): the first attempt is 1", n))
 	}
-	return func(s *taskkit.Spec) { s.Attempt = n }
+	return func(c *taskConfig) { c.spec.Attempt = n }
 }
 
 // WithMaxAttempts sets Task.MaxAttempts, as queue.WithMaxAttempts does;
@@ -31,12 +33,12 @@ func WithMaxAttempts(n int) TaskOption {
 	if n < 1 {
 		panic(fmt.Sprintf("shepherdtest: WithMaxAttempts(%d): a task has at least 1 attempt", n))
 	}
-	return func(s *taskkit.Spec) { s.MaxAttempts = n }
+	return func(c *taskConfig) { c.spec.MaxAttempts = n }
 }
 
 // WithTenant sets Task.Tenant, as queue.WithTenant does. Defaults to
 // none ("").
-func WithTenant(id string) TaskOption { return func(s *taskkit.Spec) { s.Tenant = id } }
+func WithTenant(id string) TaskOption { return func(c *taskConfig) { c.spec.Tenant = id } }
 
 // WithTimeout sets the attempt's timeout, as queue.WithTimeout does: the
 // handler's ctx ends after d, and a result returned after it is dropped.
@@ -45,13 +47,13 @@ func WithTimeout(d time.Duration) TaskOption {
 	if d <= 0 {
 		panic(fmt.Sprintf("shepherdtest: WithTimeout(%v): the timeout must be positive", d))
 	}
-	return func(s *taskkit.Spec) { s.Timeout = d }
+	return func(c *taskConfig) { c.spec.Timeout = d }
 }
 
 // WithMaxResultSize sets the queue's MaxPayloadSize, which bounds the
 // handler's result (queue.WithMaxPayloadSize). Defaults to
 // queue.DefaultMaxPayloadSize.
-func WithMaxResultSize(n int) TaskOption { return func(s *taskkit.Spec) { s.MaxResultSize = n } }
+func WithMaxResultSize(n int) TaskOption { return func(c *taskConfig) { c.spec.MaxResultSize = n } }
 
 // Outcome is what a serving process would do with a task after an
 // attempt.
@@ -112,11 +114,12 @@ func RunTask(ctx context.Context, handler queue.Handler, payload []byte, opts ..
 	if handler == nil {
 		panic("shepherdtest: RunTask with a nil handler")
 	}
-	spec := taskkit.Spec{ID: "task-1", Payload: payload, Attempt: 1, MaxAttempts: queue.DefaultMaxAttempts,
-		Timeout: queue.DefaultTimeout, MaxResultSize: queue.DefaultMaxPayloadSize}
+	cfg := taskConfig{taskkit.Spec{ID: "task-1", Payload: payload, Attempt: 1, MaxAttempts: queue.DefaultMaxAttempts,
+		Timeout: queue.DefaultTimeout, MaxResultSize: queue.DefaultMaxPayloadSize}}
 	for _, o := range opts {
-		o(&spec)
+		o(&cfg)
 	}
+	spec := cfg.spec
 	var mu sync.Mutex
 	var reports []queue.Progress
 	spec.Progress = func(ctx context.Context, value float64, message string) error {
