@@ -221,17 +221,22 @@ func (p *Pool) Jobs(tb testing.TB) []*pool.JobInfo {
 	return jobs
 }
 
-// await polls ok until it returns true, failing tb with why() after
-// the settle timeout.
+// await polls ok, each call with a ctx of its own, until it returns
+// true, failing tb with why() once the settle timeout is over.
 func (p *Pool) await(tb testing.TB, ok func(ctx context.Context) bool, why func() string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), p.wait)
-	defer cancel()
-	for !ok(ctx) {
-		select {
-		case <-ctx.Done():
-			tb.Fatalf("shepherdtest: %s", why())
-		case <-time.After(idlePoll):
+	deadline := time.Now().Add(p.wait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		done := ok(ctx)
+		cancel()
+		if done {
+			return
 		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			tb.Fatalf("shepherdtest: %s", why())
+		}
+		time.Sleep(min(idlePoll, wait))
 	}
 }

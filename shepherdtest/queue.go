@@ -2,6 +2,7 @@ package shepherdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -116,9 +117,7 @@ func WorkWith[R any](tb testing.TB, q *Queue, res queue.Resource[R], h queue.Res
 	if err != nil {
 		tb.Fatalf("shepherdtest: serve queue %q: %v", q.Name(), err)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), start.Add(cfg.timeout))
-	defer cancel()
-	idleErr := q.awaitIdle(ctx, start.Add(cfg.dueWithin))
+	idleErr := q.awaitIdle(start.Add(cfg.timeout), start.Add(cfg.dueWithin))
 	sctx, scancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer scancel()
 	stopErr := srv.Stop(sctx)
@@ -133,27 +132,29 @@ func WorkWith[R any](tb testing.TB, q *Queue, res queue.Resource[R], h queue.Res
 // awaitIdle waits until the queue is idle twice in a row, idlePoll
 // apart (the depths are read by several commands, between which a task
 // may move), with horizon as the end of the due times it waits for. At
-// ctx's end it returns what was left.
-func (q *Queue) awaitIdle(ctx context.Context, horizon time.Time) error {
+// deadline it returns what it last saw keep the queue busy.
+func (q *Queue) awaitIdle(deadline, horizon time.Time) error {
 	quiet := 0
+	last := "nothing read yet"
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		left, err := q.busy(ctx, horizon)
+		cancel()
 		switch {
 		case err != nil:
+			quiet, last = 0, err.Error()
 		case left == "":
-			quiet++
-			if quiet == 2 {
+			if quiet++; quiet == 2 {
 				return nil
 			}
 		default:
-			quiet = 0
-			err = fmt.Errorf("left: %s", left)
+			quiet, last = 0, "left: "+left
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(idlePoll):
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return errors.New(last)
 		}
+		time.Sleep(min(idlePoll, wait))
 	}
 }
 
