@@ -29,8 +29,8 @@ func WithRedisArgs(args ...string) RedisOption {
 // Redis starts a private Redis server for tb and returns a client of it.
 // The server is stopped and its data deleted when tb's test ends (after
 // the cleanups registered later, such as OpenQueue's and StartPool's);
-// the client is closed then too. Each call starts a server of its own, in
-// a few milliseconds, so parallel tests never share keys.
+// the client is closed then too. Each call starts a server of its own
+// (some 30 ms with redis-server), so parallel tests never share keys.
 //
 // It runs the redis-server found on PATH (or named by the
 // REDISTEST_SERVER environment variable), with no persistence, on a free
