@@ -29,6 +29,7 @@ var layers = []struct {
 	{"the ground floor", []string{"internal"}},
 	{"the building blocks", []string{"jumphash", "streaming", "rmap", "limit"}},
 	{"the shapes", []string{"pool", "queue"}},
+	{"the test kit", []string{"shepherdtest"}},
 	{"the dashboard", []string{"dashboard"}},
 	{"the programs", []string{"cmd", "examples"}},
 }

@@ -164,6 +164,8 @@ package queue
 //	scheduler.go       every server's scheduler and tickScript
 //	server.go          Server: Serve, Stop, Halt
 //	handler.go         Task, Handler, Resource; a worker's slot
+//	testkit.go         the test kit's seam (internal/taskkit): a
+//	                   handler run once, without Redis
 //	mode.go            Mode, SetMode
 //	worker.go          a worker: runs an attempt, classifies its end
 //	feed.go            feed: the one goroutine that records ends and

@@ -20,6 +20,10 @@ type Task struct {
 	q       *Queue      // the queue that gave it (Progress)
 	tok     limit.Token // its permit of the server's concurrency limit
 	shard   int         // the shard it was taken from
+
+	// report takes Progress calls instead of Redis when the test kit
+	// runs the task (testkit.go); nil when a Server gave it.
+	report func(ctx context.Context, value float64, message string) error
 }
 
 // Handler runs a task and returns its result (at most MaxPayloadSize

@@ -46,6 +46,9 @@ func (t *Task) Progress(ctx context.Context, value float64, message string) erro
 	if len(message) > MaxProgressMessage {
 		return invalid("progress message must be at most %d bytes, got %d", MaxProgressMessage, len(message))
 	}
+	if t.report != nil {
+		return t.report(ctx, value, message)
+	}
 	if t.q == nil {
 		return fmt.Errorf("%w: task %s was not given by a Server", ErrNotRunning, t.ID)
 	}

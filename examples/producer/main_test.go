@@ -5,17 +5,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shepherd-go/shepherd/examples/internal/cli"
-	"github.com/shepherd-go/shepherd/internal/keys"
-	"github.com/shepherd-go/shepherd/internal/redistest"
-	"github.com/shepherd-go/shepherd/pool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/shepherd-go/shepherd/examples/internal/cli"
+	"github.com/shepherd-go/shepherd/pool"
+	"github.com/shepherd-go/shepherd/shepherdtest"
 )
 
-var srv *redistest.Server
-
-func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+func TestMain(m *testing.M) {
+	// go-redis probes a server whose dial failed from a goroutine that
+	// ends up to a second after its client closed: not ours to wait for.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+}
 
 type nop struct{}
 
@@ -23,31 +26,50 @@ func (nop) Start(context.Context, *pool.Job) error                   { return ni
 func (nop) Stop(context.Context, string) error                       { return nil }
 func (nop) HandleNotification(context.Context, string, []byte) error { return nil }
 
-func TestProducerDispatchesNotifiesStopsAndShutsDown(t *testing.T) {
-	cfg := cli.Config{Redis: srv.Addr(), Pool: redistest.Name(t)}
+// The producer dispatches its jobs, each with its payload, and stops
+// job-1.
+func TestProducerDispatchesAndStops(t *testing.T) {
+	t.Parallel()
+	rdb := shepherdtest.Redis(t)
+	cfg := cli.Config{Redis: rdb.Options().Addr, Pool: "producer"}
+	p := shepherdtest.StartPool(t, rdb, cfg.Pool, nop{}, shepherdtest.WithNodes(2))
+
+	require.NoError(t, run(cfg, 5, false, 10*time.Second))
+	job := p.RequireRunning(t, "job-0")
+	assert.Equal(t, "payload 0", string(job.Payload))
+	p.RequireStopped(t, "job-1")
+	jobs := p.Jobs(t)
+	require.Len(t, jobs, 4)
+	for i, key := range []string{"job-0", "job-2", "job-3", "job-4"} {
+		assert.Equal(t, key, jobs[i].Key)
+	}
+}
+
+// With -shutdown the pool is gone: its nodes close, its keys are
+// deleted.
+func TestProducerShutsThePoolDown(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	node, err := pool.AddNode(ctx, srv.Client(), cfg.Pool, pool.WithWorkerTTL(time.Second))
-	require.NoError(t, err)
-	defer node.Close(ctx)
-	_, err = node.AddWorker(ctx, nop{})
-	require.NoError(t, err)
+	rdb := shepherdtest.Redis(t)
+	cfg := cli.Config{Redis: rdb.Options().Addr, Pool: "producer"}
+	p := shepherdtest.StartPool(t, rdb, cfg.Pool, nop{}, shepherdtest.WithNodes(1),
+		shepherdtest.WithNodeOptions(pool.WithWorkerTTL(time.Second)))
 
 	require.NoError(t, run(cfg, 5, true, 10*time.Second))
-	space, err := keys.New(cfg.Pool)
-	require.NoError(t, err)
-	left, err := srv.Client().Keys(ctx, space.Pattern()).Result()
+	left, err := rdb.Keys(ctx, "*").Result()
 	require.NoError(t, err)
 	assert.Empty(t, left, "-shutdown deleted the pool")
 	select {
-	case <-node.Done():
+	case <-p.Node().Done():
 	case <-ctx.Done():
 		t.Fatal("the worker node did not close on shutdown")
 	}
 }
 
 func TestProducerFailsClearlyWithoutWorkers(t *testing.T) {
-	cfg := cli.Config{Redis: srv.Addr(), Pool: redistest.Name(t)}
+	t.Parallel()
+	cfg := cli.Config{Redis: shepherdtest.RedisAddr(t), Pool: "producer"}
 	err := run(cfg, 1, false, 300*time.Millisecond)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "is a worker running?")

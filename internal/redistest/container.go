@@ -41,9 +41,9 @@ func (c *container) start(ctx context.Context) (addr string, err error) {
 		return "", errors.New("redistest: WithTLS needs a redis-server binary (no container fallback)")
 	}
 	if c.ctr == nil {
-		c.ctr, err = tcredis.Run(ctx, containerImage, testcontainers.WithCmd(c.args()...))
+		c.ctr, err = runContainer(ctx, c.args())
 		if err != nil {
-			return "", fmt.Errorf("testcontainers: %w", err)
+			return "", err
 		}
 	} else if err := c.ctr.Start(ctx); err != nil {
 		return "", fmt.Errorf("redistest: restart container: %w", err)
@@ -62,6 +62,24 @@ func (c *container) start(ctx context.Context) (addr string, err error) {
 		return "", fmt.Errorf("redistest: %w", err)
 	}
 	return addr, nil
+}
+
+// runContainer starts the container. testcontainers-go panics when it
+// finds no Docker host (MustExtractDockerHost): the panic becomes an
+// error, so that a machine without Docker gets the message saying what
+// to install rather than a crash.
+func runContainer(ctx context.Context, args []string) (ctr *tcredis.RedisContainer, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ctr, err = nil, fmt.Errorf("testcontainers: %v", p)
+		}
+	}()
+	ctr, err = tcredis.Run(ctx, containerImage, testcontainers.WithCmd(args...))
+	if err != nil {
+		// A container that failed to start may exist: destroy removes it.
+		return ctr, fmt.Errorf("testcontainers: %w", err)
+	}
+	return ctr, nil
 }
 
 func (c *container) kill() error {
