@@ -58,7 +58,7 @@ func (c *container) start(ctx context.Context) (addr string, err error) {
 		return "", fmt.Errorf("redistest: container port: %w", err)
 	}
 	addr = net.JoinHostPort(host, port.Port())
-	if err := waitReady(ctx, addr, c.cfg.password, nil, nil); err != nil {
+	if err := waitReady(ctx, addr, c.cfg.password, nil, nil, 0); err != nil {
 		return "", fmt.Errorf("redistest: %w", err)
 	}
 	return addr, nil

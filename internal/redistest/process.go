@@ -113,6 +113,9 @@ func (p *process) launch(args ...string) error {
 	return nil
 }
 
+// pid is the process id of p's latest launch.
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
 func (p *process) startOnce(ctx context.Context) error {
 	if err := p.launch(p.args()...); err != nil {
 		return err
@@ -122,7 +125,7 @@ func (p *process) startOnce(ctx context.Context) error {
 	if p.tls != nil {
 		tlsConfig = p.tls.client
 	}
-	if err := waitReady(ctx, p.addr(), p.cfg.password, tlsConfig, exited); err != nil {
+	if err := waitReady(ctx, p.addr(), p.cfg.password, tlsConfig, exited, p.pid()); err != nil {
 		_ = p.kill()
 		return fmt.Errorf("redistest: %w; log: %s", err, p.logTail())
 	}

@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"context"
+	"net"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -187,4 +189,29 @@ func TestTLSOnly(t *testing.T) {
 	require.NoError(t, s.Restart())
 	require.NoError(t, s.Client().Ping(ctx).Err())
 	assert.Nil(t, Start(t).TLSConfig(), "a plain server has no TLS configuration")
+}
+
+// A killed server's port taken by another Redis meanwhile (another test's,
+// on a busy machine) makes Restart fail, rather than report ready with
+// the other server answering at its address: tests would then write to
+// and read from a server that is not theirs.
+func TestRestartRefusesAPortTakenByAnotherServer(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	port := s.Addr()[strings.LastIndex(s.Addr(), ":")+1:]
+	require.NoError(t, s.Kill())
+	other := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	require.NoError(t, other.Start())
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", s.Addr())
+		if err == nil {
+			_ = c.Close()
+		}
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond, "the other server did not start")
+
+	err := s.Restart()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not this server")
 }

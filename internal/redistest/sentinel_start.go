@@ -106,7 +106,7 @@ func (g *Sentinels) launchSentinel(ctx context.Context, p *process, primaryPort 
 	if err := p.launch(conf, "--sentinel"); err != nil {
 		return err
 	}
-	if err := waitReady(ctx, p.addr(), "", nil, p.exited); err != nil {
+	if err := waitReady(ctx, p.addr(), "", nil, p.exited, p.pid()); err != nil {
 		_ = p.kill()
 		return fmt.Errorf("redistest: sentinel: %w; log: %s", err, p.logTail())
 	}

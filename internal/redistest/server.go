@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -310,8 +312,12 @@ func (s *Server) Close() error {
 }
 
 // waitReady polls addr with PING until it answers, ctx ends or exited is
-// closed (the server died).
-func waitReady(ctx context.Context, addr, password string, tlsConfig *tls.Config, exited <-chan struct{}) error {
+// closed (the server died). With pid > 0 the server that answers must be
+// that process (INFO's process_id): on a busy machine another test's
+// server may have taken the port, when a restart keeps a killed server's
+// port or between freePort's probe and the bind, and the process we
+// started then exits while the other one answers.
+func waitReady(ctx context.Context, addr, password string, tlsConfig *tls.Config, exited <-chan struct{}, pid int) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	// Probe the port with plain dials first: a go-redis client would log
@@ -335,9 +341,15 @@ func waitReady(ctx context.Context, addr, password string, tlsConfig *tls.Config
 		if c != nil {
 			pctx, pcancel := context.WithTimeout(ctx, time.Second)
 			last = c.Ping(pctx).Err() // LOADING while the AOF is read
+			if last == nil && pid > 0 {
+				last = answersAs(pctx, c, addr, pid)
+			}
 			pcancel()
 			if last == nil {
 				return nil
+			}
+			if errors.Is(last, errNotOurs) {
+				return last
 			}
 		}
 		select {
@@ -348,4 +360,25 @@ func waitReady(ctx context.Context, addr, password string, tlsConfig *tls.Config
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// errNotOurs: the server that answers at an address is another process
+// than the one started for it.
+var errNotOurs = errors.New("not this server")
+
+// answersAs checks that the server c reaches is process pid.
+func answersAs(ctx context.Context, c *redis.Client, addr string, pid int) error {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if v == strconv.Itoa(pid) {
+				return nil
+			}
+			return fmt.Errorf("redistest: %w: process %s answers at %s, not the redis-server started for it (pid %d): another one took the port", errNotOurs, v, addr, pid)
+		}
+	}
+	return fmt.Errorf("redistest: INFO server of %s has no process_id", addr)
 }
