@@ -108,7 +108,7 @@ func runPoolFailover(t *testing.T, kind string, replicas int) {
 	old, _, err := g.Fault(ctx, kind)
 	require.NoError(t, err)
 	if kind == redistest.FaultKill || kind == redistest.FaultBehind {
-		require.NoError(t, old.Restart())
+		require.NoError(t, g.Rejoin(ctx, old)) // a replica of the new master (see Rejoin)
 	}
 	acked0 := load.count()
 	require.Eventually(t, func() bool { return load.count() >= acked0+150 }, 60*time.Second, 10*time.Millisecond,

@@ -139,9 +139,10 @@ func runQueueFailover(t *testing.T, kind string, replicas int) {
 	switched := time.Now()
 	if kind == redistest.FaultKill || kind == redistest.FaultBehind {
 		// The only replica is the new master: the old one comes back as
-		// its replica (Sentinel turns it, about 10 s later), so that
-		// WithReplicas(1) can be met again.
-		require.NoError(t, old.Restart())
+		// its replica, so that WithReplicas(1) can be met again; not as
+		// an empty master, which a second failover may promote
+		// (Rejoin).
+		require.NoError(t, g.Rejoin(ctx, old))
 	}
 
 	// Messages follow the master: each process subscribes on the new one.

@@ -44,8 +44,9 @@ var tfKinds = []string{"kill", "planned", "behind"}
 // queue (WithTTL(2s), 4 workers each, a 2 ms handler), 4 goroutines
 // submitting about 1,000 tasks/s with known ids and waiting for each
 // future (60 s at most); the fault after 2 s; the killed primary is
-// restarted at once (Sentinel makes it the new master's replica about 10 s
-// later); the load goes on until 300 more Submits were acknowledged after
+// restarted at once as the new master's replica (redistest's Rejoin: as
+// Sentinel's rewritten configuration would, not as an empty master that a
+// second failover may promote); the load goes on until 300 more Submits were acknowledged after
 // the switch, or for 40 s, and then every future is waited for. One line
 // per (kind, replicas), told apart by the label kind and the metric
 // replicas:
@@ -62,12 +63,13 @@ var tfKinds = []string{"kill", "planned", "behind"}
 //     begun after it that got one (-1: none did); a planned failover
 //     leaves the old primary serving until the switch, so this is short;
 //   - recovery_after_switch_ms: the same from the switch (-1: none did):
-//     with WithReplicas, about 10 s, until the new master has a replica;
+//     with WithReplicas, until the new master has a replica again (after
+//     a planned failover, when Sentinel demotes the old one, about 10 s);
 //   - result_p99_after_switch_ms: p99 of Submit → result of the Submits
 //     begun within 2 s after the switch that got a result, and
 //     results_after_switch how many those were (0, p99 -1: none; with
 //     WithReplicas every Submit fails at once until the new master has a
-//     replica again, about 10 s);
+//     replica again);
 //   - result_p50_before_ms: p50 of Submit → result of the Submits begun
 //     before the fault (for "behind", before the replica was frozen).
 //
@@ -153,9 +155,12 @@ func tfVariant(ctx context.Context, kind string, replicas int) (r result, err er
 	switched := time.Now()
 	if kind != "planned" {
 		// The only replica is the new master: the killed one comes back
-		// empty, and Sentinel makes it the new master's replica about
-		// 10 s later, so that WithReplicas(1) can be met again.
-		if err := old.Restart(); err != nil {
+		// empty, as its replica, so that WithReplicas(1) can be met
+		// again. Restarted as it was, an empty master until Sentinel
+		// turned it, a second failover (the new master missing its 1 s
+		// down-after on a loaded machine) promoted it and wiped every
+		// acknowledged task (redistest's Rejoin).
+		if err := g.Rejoin(ctx, old); err != nil {
 			return newResult(), fmt.Errorf("restart the old primary: %w", err)
 		}
 	}

@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 )
@@ -30,8 +31,7 @@ const (
 // Fault fails the group's primary over as kind says (FaultKill,
 // FaultPlanned, FaultCommand, FaultBehind) and returns the old primary and the new one,
 // once a majority of the sentinels name it and it answers as master. A
-// killed primary stays down: Restart it to have it back as a replica
-// (Sentinel turns it into one about 10 s later).
+// killed primary stays down: Rejoin brings it back as a replica.
 func (g *Sentinels) Fault(ctx context.Context, kind string) (old, now *Server, err error) {
 	if old, err = g.Primary(ctx); err != nil {
 		return nil, nil, err
@@ -77,4 +77,31 @@ func (g *Sentinels) Fault(ctx context.Context, kind string) (old, now *Server, e
 		return old, nil, fmt.Errorf("redistest: unknown kind of failover %q", kind)
 	}
 	return old, now, err
+}
+
+// Rejoin restarts old, a data node that Fault or Kill took down, as a
+// replica of the master the sentinels name now, as a node restarted from
+// the configuration Sentinel rewrites would come back (and for later
+// restarts too: it stays a replica of that master). Restarted as it was
+// (Restart), a former primary without persistence comes back an empty
+// master, and until Sentinel turns it into a replica, about 10 s later,
+// a second failover may promote it and wipe the data of every other
+// node: on a loaded machine the new master can miss its down-after, and
+// Sentinel picks a replica that reports itself as a master. Redis's
+// documentation warns against restarting a master without persistence
+// for this reason. It returns once old runs; WaitReplicasSynced waits
+// for its sync.
+func (g *Sentinels) Rejoin(ctx context.Context, old *Server) error {
+	m, err := g.named(ctx)
+	if err != nil {
+		return err
+	}
+	if m == old {
+		return fmt.Errorf("redistest: the sentinels still name %s: nothing to rejoin", old.Addr())
+	}
+	host, port, err := net.SplitHostPort(m.Addr())
+	if err != nil {
+		return err
+	}
+	return old.RestartWith("--replicaof", host, port)
 }

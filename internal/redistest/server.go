@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,6 +239,20 @@ func (s *Server) Restart() error {
 	s.addr.Store(addr)
 	s.running = true
 	return nil
+}
+
+// RestartWith restarts the server as Restart does, with args appended to
+// its redis-server arguments for this start and the later ones. A server
+// in a container refuses.
+func (s *Server) RestartWith(args ...string) error {
+	p, ok := s.be.(*process)
+	if !ok {
+		return errors.New("redistest: RestartWith needs a redis-server process, not a container")
+	}
+	s.mu.Lock()
+	p.cfg.args = append(slices.Clip(p.cfg.args), args...)
+	s.mu.Unlock()
+	return s.Restart()
 }
 
 // Pause freezes the server for d and then lets it run again; it returns
