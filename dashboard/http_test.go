@@ -283,7 +283,9 @@ func TestUnauthorizedPageIsStyledAndSaysHow(t *testing.T) {
 	}
 }
 
-// Every time a page shows is in UTC, in one format, to the second.
+// Every time a page shows is in UTC, in one format: to the millisecond,
+// as a task's times must be (its attempts may be milliseconds apart), or
+// to the second for the charts' range and the live clock.
 func TestPagesShowTimesInUTC(t *testing.T) {
 	t.Parallel()
 	q, _, _ := liveQueue(t, "dead-t")
@@ -300,8 +302,15 @@ func TestPagesShowTimesInUTC(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, body)
 		found := stamp.FindAllString(body, -1)
 		assert.NotEmpty(t, found, path)
+		millis := 0
 		for _, s := range found {
-			assert.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$`, s, "%s shows a time as %q", path, s)
+			assert.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{3})? UTC$`, s, "%s shows a time as %q", path, s)
+			if strings.Contains(s, ".") {
+				millis++
+			}
+		}
+		if strings.Contains(path, "/task/") {
+			assert.Positive(t, millis, "%s shows a task's times to the second: %q", path, found)
 		}
 		assert.NotRegexp(t, `\b[AP]M\b`, body, path)
 	}

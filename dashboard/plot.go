@@ -73,7 +73,7 @@ func newPlot(id, title, unit, rightUnit string, times []time.Time, ss []series) 
 		X0: plotLeft, X1: plotW - plotRight, Y0: plotTop, Y1: plotH - plotBottom, Empty: true,
 		YLabelX: plotLeft - 4, RightLabelX: plotW - plotRight + 4, XLabelY: plotH - plotBottom + 14}
 	if len(times) > 0 {
-		p.From, p.To = times[0].UTC().Format(timeFormat), times[len(times)-1].UTC().Format(timeFormat)
+		p.From, p.To = times[0].UTC().Format(clockFormat), times[len(times)-1].UTC().Format(clockFormat)
 	}
 	var top, rightTop float64
 	right := false

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/shepherd-go/shepherd/internal/humanize"
 	"github.com/shepherd-go/shepherd/internal/jsonstyle"
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -34,7 +35,7 @@ var staticFS = func() fs.FS {
 var pages = func() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"ago":      ago,
-		"dur":      func(d time.Duration) string { return round(d).String() },
+		"dur":      humanize.Duration,
 		"when":     when,
 		"barWidth": barWidth,
 		"preview":  preview,
@@ -155,28 +156,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(jsonstyle.Value(v))
 }
 
-func round(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Minute:
-		return d.Round(time.Second)
-	case d >= time.Second:
-		return d.Round(100 * time.Millisecond)
-	default:
-		return d.Round(time.Millisecond)
-	}
-}
-
 // ago renders the age of a keep-alive or an event.
 func ago(d time.Duration) string {
 	if d < 0 {
 		d = 0
 	}
-	return round(d).String() + " ago"
+	return humanize.Duration(d) + " ago"
 }
 
-// timeFormat is how every page shows a time: UTC, to the second. The
-// live-state clock of app.js writes the same shape.
-const timeFormat = "2006-01-02 15:04:05 UTC"
+// timeFormat is how every page shows a time: UTC, to the millisecond (a
+// task's attempts may be milliseconds apart).
+const timeFormat = "2006-01-02 15:04:05.000 UTC"
+
+// clockFormat is the shape of the charts' time range and of app.js's
+// live-state clock: UTC, to the second.
+const clockFormat = "2006-01-02 15:04:05 UTC"
 
 // when renders a time, or "-" for the zero time.
 func when(t time.Time) string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shepherd-go/shepherd/internal/humanize"
 	"github.com/shepherd-go/shepherd/pool"
 )
 
@@ -133,7 +134,7 @@ func showJob(p poolFlags, key string, asJSON bool, stdout io.Writer) error {
 	}
 	for _, row := range [][2]string{
 		{"key", job.Key},
-		{"state", fmt.Sprintf("%s for %s", job.State, human(job.Time.Sub(job.Changed)))},
+		{"state", fmt.Sprintf("%s for %s", job.State, humanize.Duration(job.Time.Sub(job.Changed)))},
 		{"worker", worker},
 		{"node", or(job.Node, "-")},
 		{"generation", fmt.Sprint(job.Generation)},

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/shepherd-go/shepherd/internal/humanize"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -169,7 +170,7 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 	for _, p := range st.Processes {
 		mode, lim, part, drops, took := "-", "-", "-", "-", "-"
 		if p.Sampled > 0 {
-			took = human(p.P50) + "/" + human(p.P99)
+			took = humanize.Duration(p.P50) + "/" + humanize.Duration(p.P99)
 		}
 		if p.Mode != "" {
 			mode = p.Mode
@@ -181,7 +182,7 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 			part = p.Part
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
-			took, human(p.LeaseFor))
+			took, humanize.Duration(p.LeaseFor))
 	}
 	return tw.Flush()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/shepherd-go/shepherd/internal/humanize"
 	"github.com/shepherd-go/shepherd/queue"
 )
 
@@ -31,7 +32,7 @@ func queueInspect(ctx context.Context, c *queue.Client, o queueOpts) error {
 	}
 	timeout := "-"
 	if t.Timeout > 0 {
-		timeout = human(t.Timeout)
+		timeout = humanize.Duration(t.Timeout)
 	}
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
 	for _, row := range [][2]string{

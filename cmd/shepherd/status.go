@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shepherd-go/shepherd/internal/humanize"
 	"github.com/shepherd-go/shepherd/pool"
 )
 
@@ -91,7 +92,7 @@ func runStatus(cmd *cobra.Command, o statusOpts) error {
 // printStatus writes a snapshot for people.
 func printStatus(w io.Writer, st *pool.Stats) {
 	fmt.Fprintf(w, "pool %s at %s (Redis time); WorkerTTL %s, PendingJobTTL %s, MaxQueuedJobs %d\n",
-		st.Pool, st.Time.UTC().Format(timeMillis), human(st.WorkerTTL), human(st.PendingJobTTL), st.MaxQueuedJobs)
+		st.Pool, st.Time.UTC().Format(timeMillis), humanize.Duration(st.WorkerTTL), humanize.Duration(st.PendingJobTTL), st.MaxQueuedJobs)
 	fmt.Fprintf(w, "\nnodes: %d\n", len(st.Nodes))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	if len(st.Nodes) > 0 {
@@ -120,7 +121,7 @@ func printStatus(w io.Writer, st *pool.Stats) {
 	tw.Flush()
 	oldest := "-"
 	if st.Pending > 0 {
-		oldest = human(st.OldestPending)
+		oldest = humanize.Duration(st.OldestPending)
 	}
 	fmt.Fprintf(w, "\nqueue: %d waiting, %d pending (unacked), oldest pending %s\n", st.QueueDepth, st.Pending, oldest)
 	fmt.Fprintf(w, "jobs: %d total, %d running, %d without a live owner\n", st.Jobs, st.Running, len(st.Orphans))
@@ -152,11 +153,11 @@ const keySample = 5
 func health(healthy bool, seen time.Time, age time.Duration) string {
 	switch {
 	case healthy:
-		return fmt.Sprintf("ok %s ago", human(age))
+		return fmt.Sprintf("ok %s ago", humanize.Duration(age))
 	case seen.IsZero():
 		return "DEAD (no keep-alive)"
 	default:
-		return fmt.Sprintf("DEAD %s ago", human(age))
+		return fmt.Sprintf("DEAD %s ago", humanize.Duration(age))
 	}
 }
 

@@ -13,7 +13,7 @@
     u.searchParams.set("partial", "1");
     return u.toString();
   }
-  // utcTime writes a time as the pages do (render.go's timeFormat):
+  // utcTime writes a time as the charts and the clock do (render.go's clockFormat):
   // "2006-01-02 15:04:05 UTC", never the browser's local clock.
   function utcTime(d) {
     return d.toISOString().slice(0, 19).replace("T", " ") + " UTC";

@@ -1,4 +1,4 @@
-package main
+package humanize
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestHumanDurations(t *testing.T) {
+func TestDuration(t *testing.T) {
 	t.Parallel()
 	for d, want := range map[time.Duration]string{
 		0:                                     "0s",
@@ -23,6 +23,6 @@ func TestHumanDurations(t *testing.T) {
 		time.Hour + 2*time.Minute + 40*time.Second: "1h3m",
 		-3 * time.Millisecond:                      "-3ms",
 	} {
-		assert.Equal(t, want, human(d), "%d ns", int64(d))
+		assert.Equal(t, want, Duration(d), "%d ns", int64(d))
 	}
 }

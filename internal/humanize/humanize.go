@@ -1,4 +1,6 @@
-package main
+// Package humanize renders values for people, the same way in the CLI and
+// the dashboard.
+package humanize
 
 import (
 	"strconv"
@@ -6,14 +8,14 @@ import (
 	"time"
 )
 
-// human renders d for people, in the unit that suits it, with three
-// significant digits below a minute: 420µs, 12.3ms, 1.25s, 30s; then
-// whole seconds (2m5s) and, from an hour, whole minutes (1h2m). A
-// sub-millisecond handler's time is not "0s", and a 30.00415s timeout is
-// not printed to the nanosecond.
-func human(d time.Duration) string {
+// Duration renders d in the unit that suits it, with three significant
+// digits below a minute: 420µs, 12.3ms, 1.25s, 30s; then whole seconds
+// (2m5s) and, from an hour, whole minutes (1h2m). A sub-millisecond
+// handler's time is not "0s", and a 30.00415s timeout is not printed to
+// the nanosecond.
+func Duration(d time.Duration) string {
 	if d < 0 {
-		return "-" + human(-d)
+		return "-" + Duration(-d)
 	}
 	switch {
 	case d == 0:
