@@ -265,7 +265,7 @@ func TestWithReplicasOnRedisCluster(t *testing.T) {
 		rediscluster.WithArgs("--cluster-require-full-coverage", "no"))
 	ctx := testCtx(t, 90*time.Second)
 	name, masters := spreadQueueName(t, ctx, c)
-	q := openOnCluster(t, ctx, c, name, WithShards(3), WithReplicas(1, 300*time.Millisecond))
+	q := openOnCluster(t, ctx, c, name, WithShards(3), WithReplicas(1, 2*time.Second)) // the healthy WAITs must not time out on a loaded machine
 	tenants := registerTenantsByShard(t, ctx, q, 3, 10)
 	serve(t, q, echo)
 	for shard, ten := range tenants {
