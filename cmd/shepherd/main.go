@@ -77,8 +77,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 // wants one, and names none. Cobra would read the flags first,
 // against the command it stopped at, and blame the first flag that command
 // lacks ("unknown flag: --queue" for "queus stats -queue q"). It returns the
-// command the word was looked for in, and unknownCommand's error; nil
-// when the command line names its commands (or asks for help).
+// command the word was looked for in, and unknownCommand's error (also
+// with -h: "queus -h" names the mistake rather than print the root's
+// help); nil when the command line names its commands.
 func unknownFirst(root *cobra.Command, args []string) (*cobra.Command, error) {
 	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
 		return root, nil // the shell asks what the words so far complete to
