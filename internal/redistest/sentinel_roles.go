@@ -264,9 +264,15 @@ func replicaSynced(ctx context.Context, r *Server, master string, offset int64) 
 
 // replicationInfo returns s's INFO replication fields.
 func replicationInfo(ctx context.Context, s *Server) (map[string]string, error) {
-	text, err := s.Client().Info(ctx, "replication").Result()
+	return infoFields(ctx, s.Client(), s.Addr(), "replication")
+}
+
+// infoFields returns the fields of INFO section of the server c reaches
+// (at addr, for the error).
+func infoFields(ctx context.Context, c redis.UniversalClient, addr, section string) (map[string]string, error) {
+	text, err := c.Info(ctx, section).Result()
 	if err != nil {
-		return nil, fmt.Errorf("INFO replication of %s: %w", s.Addr(), err)
+		return nil, fmt.Errorf("INFO %s of %s: %w", section, addr, err)
 	}
 	out := map[string]string{}
 	for _, line := range strings.Split(text, "\n") {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -383,17 +382,15 @@ var errNotOurs = errors.New("not this server")
 
 // answersAs checks that the server c reaches is process pid.
 func answersAs(ctx context.Context, c *redis.Client, addr string, pid int) error {
-	info, err := c.Info(ctx, "server").Result()
+	info, err := infoFields(ctx, c, addr, "server")
 	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			if v == strconv.Itoa(pid) {
-				return nil
-			}
-			return fmt.Errorf("redistest: %w: process %s answers at %s, not the redis-server started for it (pid %d): another one took the port", errNotOurs, v, addr, pid)
-		}
+	switch v, ok := info["process_id"]; {
+	case !ok:
+		return fmt.Errorf("redistest: INFO server of %s has no process_id", addr)
+	case v != strconv.Itoa(pid):
+		return fmt.Errorf("redistest: %w: process %s answers at %s, not the redis-server started for it (pid %d): another one took the port", errNotOurs, v, addr, pid)
 	}
-	return fmt.Errorf("redistest: INFO server of %s has no process_id", addr)
+	return nil
 }
