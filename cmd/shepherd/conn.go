@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/shepherd-go/shepherd/dashboard"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
 // stdin is where confirmations are read; tests replace it.
@@ -89,8 +89,7 @@ func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 // answers. An error reply of Redis's (NOAUTH, WRONGPASS) is no such
 // failure, nor is a network error.
 func unparsable(err error) bool {
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
+	if redisutil.ErrorCode(err) != "" {
 		return false
 	}
 	msg := err.Error()
