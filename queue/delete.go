@@ -45,18 +45,12 @@ func (q *Client) Delete(ctx context.Context, opts ...DeleteOption) (int, error) 
 		return 0, err
 	}
 	if !cfg.evenIfLive {
-		st, err := q.Stats(ctx)
+		live, err := q.liveProcesses(ctx, all)
 		if err != nil {
 			return 0, fmt.Errorf("queue: delete: %w", err)
 		}
-		live := 0
-		for _, p := range st.Processes {
-			if p.LeaseFor > 0 {
-				live++
-			}
-		}
-		if live > 0 {
-			return 0, fmt.Errorf("%w: %q is open in %d processes (close them, or DeleteEvenIfLive)", ErrInUse, q.name, live)
+		if len(live) > 0 {
+			return 0, fmt.Errorf("%w: %q is open in %d processes (close them, or DeleteEvenIfLive)", ErrInUse, q.name, len(live))
 		}
 	}
 	total := 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -107,28 +108,45 @@ func (q *Client) Reshard(ctx context.Context, n int) error {
 	return nil
 }
 
-// checkIdle refuses a reshard while a process is live or a shard holds
-// unfinished tasks, dead letters or slots.
-func (q *Client) checkIdle(ctx context.Context, all []layout) error {
+// liveProcesses returns the processes of the queue whose keep-alive, in
+// any shard, is within the queue's TTL by Redis's clock: those that have
+// it open.
+func (q *Client) liveProcesses(ctx context.Context, all []layout) ([]string, error) {
 	now, err := q.rdb.Time(ctx).Result()
 	if err != nil {
-		return fmt.Errorf("queue: reshard: %w", err)
+		return nil, err
 	}
 	ttl, err := q.rdb.HGet(ctx, q.lay.settings, settingTTL).Int64()
 	if err != nil && err != redis.Nil {
-		return fmt.Errorf("queue: reshard: %w", err)
+		return nil, err
 	}
+	var live []string
 	for _, l := range all {
 		alive, err := q.rdb.HGetAll(ctx, l.alive).Result()
 		if err != nil {
-			return fmt.Errorf("queue: reshard: %w", err)
+			return nil, err
 		}
 		for proc, at := range alive {
 			ms, _ := strconv.ParseInt(at, 10, 64)
-			if now.UnixMilli()-ms <= ttl {
-				return invalid("reshard: process %s of the queue %q is live: close every process first", proc, q.name)
+			if now.UnixMilli()-ms <= ttl && !slices.Contains(live, proc) {
+				live = append(live, proc)
 			}
 		}
+	}
+	return live, nil
+}
+
+// checkIdle refuses a reshard while a process is live or a shard holds
+// unfinished tasks, dead letters or slots.
+func (q *Client) checkIdle(ctx context.Context, all []layout) error {
+	live, err := q.liveProcesses(ctx, all)
+	if err != nil {
+		return fmt.Errorf("queue: reshard: %w", err)
+	}
+	if len(live) > 0 {
+		return invalid("reshard: process %s of the queue %q is live: close every process first", live[0], q.name)
+	}
+	for _, l := range all {
 		pipe := q.rdb.Pipeline()
 		count := pipe.Get(ctx, l.count)
 		dead := pipe.ZCard(ctx, l.dead)
