@@ -9,6 +9,7 @@ import (
 
 	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
+	"github.com/shepherd-go/shepherd/internal/script"
 )
 
 // ErrInUse is returned by Delete while nodes of the pool are live (their
@@ -42,26 +43,26 @@ func Delete(ctx context.Context, rdb redis.UniversalClient, name string, opts ..
 	for _, o := range opts {
 		o(&cfg)
 	}
-	sp, err := keys.New(name)
+	lay, err := poolLayout(rdb, name)
 	if err != nil {
 		return 0, fmt.Errorf("pool: delete: %w", err)
 	}
 	if !cfg.evenIfLive {
-		st, err := Inspect(ctx, rdb, name)
+		// The nodes whose keep-alive is within the stored WorkerTTL, as
+		// Shutdown waits for them: not Inspect, which reads every job.
+		set, err := readSettings(ctx, rdb, lay)
 		if err != nil {
 			return 0, fmt.Errorf("pool: delete: %w", err)
 		}
-		live := 0
-		for _, n := range st.Nodes {
-			if n.Healthy {
-				live++
-			}
+		res, err := script.Run(ctx, rdb, liveNodesScript, "pool: delete: live nodes", []string{lay.alive}, set.workerTTL.Milliseconds())
+		if err != nil {
+			return 0, fmt.Errorf("pool: delete: %w", err)
 		}
-		if live > 0 {
-			return 0, fmt.Errorf("%w: %q has %d live nodes (close them, or Shutdown)", ErrInUse, name, live)
+		if live, _ := res.([]any); len(live) > 0 {
+			return 0, fmt.Errorf("%w: %q has %d live nodes (close them, or Shutdown)", ErrInUse, name, len(live))
 		}
 	}
-	return unlinkPool(ctx, rdb, sp)
+	return unlinkPool(ctx, rdb, lay.space)
 }
 
 // poolKinds are the kinds of key a pool keeps (internal/keys): its own,
