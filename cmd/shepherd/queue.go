@@ -27,7 +27,8 @@ type queueOpts struct {
 	state          string
 	limit          int
 	yes            bool
-	batch          int // move-shard's keys a MIGRATE
+	force          bool // delete: even while processes are live
+	batch          int  // move-shard's keys a MIGRATE
 	timeout        time.Duration
 	stdout, stderr io.Writer
 	ids            []string              // the positional arguments
@@ -53,7 +54,7 @@ func queueCmd() *cobra.Command {
 	o := &queueOpts{}
 	cmd := &cobra.Command{
 		Use:     "queue",
-		Short:   "inspect a queue: stats, ls, inspect, dead, replay, cancel, delete-dead, purge-dead, drain, pause, resume, rate, reshard, move-shard",
+		Short:   "inspect a queue: stats, ls, inspect, submit, dead, replay, cancel, delete-dead, purge-dead, drain, pause, resume, rate, reshard, move-shard, delete",
 		GroupID: groupQueue,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    requireSubcommand,
@@ -62,7 +63,7 @@ func queueCmd() *cobra.Command {
 	o.register(fs)
 	fs.StringVar(&o.state, "state", "waiting", "ls: the `state` to list: "+listedStateNames)
 	fs.IntVar(&o.limit, "limit", 100, "ls, dead: list at most `n` tasks")
-	fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain, move-shard: do not ask for confirmation (required with -json)")
+	fs.BoolVar(&o.yes, "yes", false, "purge-dead, drain, move-shard, delete: do not ask for confirmation (required with -json)")
 	taskIDs := rangeArgs(1, -1, "missing task id")
 	cmd.AddCommand(
 		onQueue(o, "stats --queue NAME", "the queue's depth by state, its processes and workers", noArgs, queueStats),
@@ -82,6 +83,8 @@ func queueCmd() *cobra.Command {
 		onQueue(o, "reshard --queue NAME N", "change an idle queue's shard count (no process open, nothing unfinished, no dead letter)",
 			shardsArg, queueReshard),
 		moveShardCmd(o),
+		queueSubmitCmd(o),
+		queueDeleteCmd(o),
 	)
 	return cmd
 }

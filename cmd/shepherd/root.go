@@ -17,8 +17,9 @@ const (
 
 // newRoot returns the shepherd command and every command under it: the
 // one place that says what the CLI offers. Each group of commands lives in
-// its own file: demo*.go, status.go, pools.go, jobs.go and pool.go (the
-// pool commands), queue.go, tenants.go and schedules.go, web.go, bench*.go.
+// its own file: demo*.go, status.go, pools.go, jobs.go, pool.go and
+// pool_delete.go (the pool commands), queue.go, queue_submit.go,
+// tenants.go and schedules.go, web.go, bench*.go.
 //
 // Help goes to stdout, errors to stderr. run sets the root's
 // PersistentPreRun; no command sets its own (cobra runs only the nearest).
@@ -46,7 +47,7 @@ Flags may come before or after a command's arguments and subcommands, and
 	)
 	root.AddCommand(
 		// pool commands
-		statusCmd(), jobsCmd(), dispatchCmd(), notifyCmd(), stopCmd(), shutdownCmd(),
+		statusCmd(), jobsCmd(), dispatchCmd(), notifyCmd(), stopCmd(), shutdownCmd(), poolCmd(),
 		// queue commands
 		queueCmd(), tenantsCmd(), schedulesCmd(),
 		// other commands; cobra adds help and completion
