@@ -63,12 +63,14 @@ func (n *Node) checkCall(key string, payload []byte) error {
 // DispatchJob of the same key may get ErrJobExists.
 func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) error {
 	ctx, span := n.startDispatch(ctx, key)
-	err := n.dispatchJob(ctx, key, payload)
+	err := n.dispatchJob(ctx, key, payload, fence{})
 	endSpan(span, err)
 	return err
 }
 
-func (n *Node) dispatchJob(ctx context.Context, key string, payload []byte) error {
+// dispatchJob is DispatchJob; a schedule's planner passes its fence, so
+// that its dispatches are refused once it lost its lease.
+func (n *Node) dispatchJob(ctx context.Context, key string, payload []byte, f fence) error {
 	began := time.Now()
 	if err := n.checkCall(key, payload); err != nil {
 		return err
@@ -87,7 +89,7 @@ func (n *Node) dispatchJob(ctx context.Context, key string, payload []byte) erro
 	nonce := newID()
 	reqID, ch := n.await(opDispatch, key, nonce)
 	t0 := time.Now()
-	res, sent, err := n.admit(ctx, key, nonce, payload, reqID)
+	res, sent, err := n.admit(ctx, key, nonce, payload, reqID, f)
 	p.rtt = time.Since(t0)
 	if err != nil {
 		n.forget(reqID)
@@ -113,6 +115,9 @@ func (n *Node) dispatchJob(ctx context.Context, key string, payload []byte) erro
 	case "SHUTDOWN":
 		n.forget(reqID)
 		return ErrPoolShutdown
+	case "FENCED":
+		n.forget(reqID)
+		return errFenced
 	default: // "WITHDRAWN" cannot happen: the nonce is new
 		n.forget(reqID)
 		return fmt.Errorf("pool: dispatch of %q: unexpected reply %v", key, res)
@@ -161,7 +166,7 @@ type admission struct {
 // or the node closes first it returns that error; unless sent is false
 // (the admission never left this node), the admission may still run, and
 // the caller withdraws the job.
-func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, reqID string) (res any, sent bool, err error) {
+func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, reqID string, f fence) (res any, sent bool, err error) {
 	t := n.table()
 	w := t.owner(key)
 	stream := n.lay.jobStream // a key of the pool; unused when no worker was chosen
@@ -169,8 +174,8 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 		stream = n.lay.wprefix + w
 	}
 	a := &admission{ctx: ctx, done: make(chan struct{}), call: scriptCall{
-		keys: []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers, n.lay.slotsRev, stream, n.lay.withdrawn},
-		args: []any{key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID, w, strconv.FormatInt(t.rev, 10), n.injectTrace(ctx)},
+		keys: []string{n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers, n.lay.slotsRev, stream, n.lay.withdrawn, f.keyOr(n.lay)},
+		args: []any{key, nonce, n.cfg.maxQueuedJobs, payload, n.id, reqID, w, strconv.FormatInt(t.rev, 10), n.injectTrace(ctx), f.token},
 	}}
 	if n.admitting.Add(1) == 1 {
 		// No other admission is under way: go out at once, on this
@@ -262,22 +267,27 @@ func (n *Node) admitLoop() {
 // Otherwise it is queued in the job stream for the routers. A dispatch
 // whose caller gave up and withdrew it (its nonce is in the withdrawn
 // hash) is refused: its command may reach Redis after the withdrawal
-// (Redis was frozen, the network slow), and must then do nothing.
+// (Redis was frozen, the network slow), and must then do nothing. So is
+// a schedule's dispatch whose planner no longer holds the schedule's
+// lease (fenced).
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] shutdown
 //	map, KEYS[5] workers map, KEYS[6] slots map revision, KEYS[7] the
 //	chosen worker's stream (any stream of the pool when none was chosen),
-//	KEYS[8] withdrawn dispatches
+//	KEYS[8] withdrawn dispatches, KEYS[9] the schedule's record (a key of
+//	the pool when unfenced)
 //	ARGV[1] key, ARGV[2] nonce, ARGV[3] max queued, ARGV[4] payload,
 //	ARGV[5] reply node, ARGV[6] request id, ARGV[7] worker id ("" for
 //	none), ARGV[8] the slots revision the node decided on, ARGV[9] the
 //	DispatchJob's span context ("" when not traced), kept in the record
-//	(tc) for the Starts' spans
+//	(tc) for the Starts' spans, ARGV[10] the planner's lease token ("":
+//	unfenced)
 //
-// Returns "ROUTED", "OK" (queued), "EXISTS", "FULL", "SHUTDOWN" or
-// "WITHDRAWN". The bound counts only jobs waiting in the job stream: a
+// Returns "ROUTED", "OK" (queued), "EXISTS", "FULL", "SHUTDOWN",
+// "WITHDRAWN" or "FENCED". The bound counts only jobs waiting in the job stream: a
 // routed job does not wait there.
-var admitRouteScript = redis.NewScript(prelude + `
+var admitRouteScript = redis.NewScript(prelude + luaFence + `
+if fenced(KEYS[9], ARGV[10]) then return "FENCED" end
 if was_withdrawn(KEYS[8], ARGV[2]) then return "WITHDRAWN" end
 if redis.call("HEXISTS", KEYS[4], "shutdown") == 1 then return "SHUTDOWN" end
 if redis.call("HEXISTS", KEYS[1], ARGV[1]) == 1 then return "EXISTS" end
@@ -317,7 +327,7 @@ func (n *Node) withdrawLater(key, nonce string) {
 // waiting).
 func (n *Node) withdraw(ctx context.Context, key, nonce string) {
 	tries, err := member.Withdraw(ctx, loopCallTimeout, func(ctx context.Context) error {
-		_, _, err := n.sendRequest(ctx, opStop, key, nonce, noReply, noReply, nil)
+		_, _, err := n.sendRequest(ctx, opStop, key, nonce, noReply, noReply, nil, fence{})
 		return err
 	}, func(tries int, err error) {
 		if tries == 1 {

@@ -8,6 +8,7 @@ import (
 // crash simulates the process dying: every loop stops and nothing is
 // written to Redis (no Close, no keep-alive, no cleanup, no withdrawal).
 func (n *Node) crash() {
+	n.test.crashed.Store(true)
 	n.mu.Lock()
 	n.closed = true
 	n.mu.Unlock()

@@ -60,6 +60,10 @@ type Stats struct {
 	// Recoveries are the janitor's most recent passes that declared a
 	// worker dead or recovered a job, newest first, at most 20.
 	Recoveries []Recovery `json:"recoveries"`
+	// Schedules and Tickers are the pool's schedules (Node.Schedule) and
+	// cluster tickers (Node.NewTicker), sorted by name.
+	Schedules []ScheduleInfo `json:"schedules"`
+	Tickers   []TickerInfo   `json:"tickers"`
 }
 
 // NodeStats describes a node of the pool.
@@ -264,6 +268,9 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 		}
 		return a.ID < b.ID
 	})
+	if st.Schedules, st.Tickers, err = readSchedules(ctx, rdb, lay, now); err != nil {
+		return nil, fmt.Errorf("pool: stats of %q: %w", poolName, err)
+	}
 	return st, nil
 }
 

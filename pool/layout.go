@@ -49,7 +49,20 @@ type layout struct {
 	wprefix   string // a worker stream's key is wprefix + worker id
 	nprefix   string // a node stream's key is nprefix + node id
 	acked     string // string: written by confirmations on the replicas (WithReplicas, replica.Confirm); expires after a minute
+	plans     string // set: the names of the pool's schedules (schedule.go)
+	tickers   string // set: the names of the pool's tickers (ticker.go)
 }
+
+// plan returns the key of schedule name's hash: its settings, lease and
+// last outcome.
+func (l layout) plan(name string) string { return l.space.Key(keys.KindPool, "plan:"+name) }
+
+// planKeys returns the key of the hash of the jobs schedule name started
+// or adopted: key → digest of the payload it last applied.
+func (l layout) planKeys(name string) string { return l.space.Key(keys.KindPool, "plankeys:"+name) }
+
+// ticker returns the key of ticker name's hash.
+func (l layout) ticker(name string) string { return l.space.Key(keys.KindPool, "ticker:"+name) }
 
 // poolLayout checks the arguments every entry point takes, a client and a
 // pool name, and returns the pool's layout, or an error wrapping
@@ -100,6 +113,8 @@ func newLayout(pool string) (layout, error) {
 		wprefix:   s.Key(keys.KindStream, workerStreamName("")),
 		nprefix:   s.Key(keys.KindStream, nodeStreamName("")),
 		acked:     s.Key(keys.KindPool, "acked"),
+		plans:     s.Key(keys.KindPool, "plans"),
+		tickers:   s.Key(keys.KindPool, "tickers"),
 	}, nil
 }
 

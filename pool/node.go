@@ -81,6 +81,8 @@ type testSignals struct {
 	releasesRouted   atomic.Int64   // released jobs handed straight to their new owner
 	staleRunsStopped atomic.Int64   // stale runs a Start stopped first (another worker's, declared dead)
 	admitHook        func(ran bool) // runs before and after an admission pipeline
+	leasesPaused     atomic.Bool    // simulate a frozen process: schedules and tickers make no call
+	crashed          atomic.Bool    // simulate a dead process: leases are not released
 }
 
 // AddNode joins the pool called poolName (creating it if needed) through

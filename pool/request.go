@@ -17,10 +17,15 @@ import (
 // unknown key. When ctx ends first, the stop still completes in the
 // background.
 func (n *Node) StopJob(ctx context.Context, key string) error {
+	return n.stopJob(ctx, key, fence{})
+}
+
+// stopJob is StopJob, fenced by f (a schedule's planner).
+func (n *Node) stopJob(ctx context.Context, key string, f fence) error {
 	if err := n.checkCall(key, nil); err != nil {
 		return err
 	}
-	return n.request(ctx, opStop, key, nil, map[any]error{
+	return n.request(ctx, opStop, key, nil, f, map[any]error{
 		"NOTFOUND": fmt.Errorf("%w: %q", ErrJobNotFound, key),
 		"DELETED":  nil,
 	})
@@ -33,10 +38,15 @@ func (n *Node) StopJob(ctx context.Context, key string) error {
 // worker leaves the pool (or is declared dead) before answering; the
 // notification may or may not have been handled then.
 func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) error {
+	return n.notifyWorker(ctx, key, payload, fence{})
+}
+
+// notifyWorker is NotifyWorker, fenced by f (a schedule's planner).
+func (n *Node) notifyWorker(ctx context.Context, key string, payload []byte, f fence) error {
 	if err := n.checkCall(key, payload); err != nil {
 		return err
 	}
-	return n.request(ctx, opNotify, key, payload, map[any]error{
+	return n.request(ctx, opNotify, key, payload, f, map[any]error{
 		"NOTFOUND": fmt.Errorf("%w: %q", ErrJobNotFound, key),
 		"NOWORKER": fmt.Errorf("%w: %q", ErrNoWorker, key),
 	})
@@ -50,8 +60,8 @@ func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) err
 // answering (it died, or left with the event unread), request returns
 // ErrNoWorker instead of waiting for ctx. (A stop needs no such watch: the
 // janitor or the leaving worker answers it.)
-func (n *Node) request(ctx context.Context, op, key string, payload []byte, settled map[any]error) error {
-	stopped, err := n.sendAndWait(ctx, op, key, payload, settled)
+func (n *Node) request(ctx context.Context, op, key string, payload []byte, f fence, settled map[any]error) error {
+	stopped, err := n.sendAndWait(ctx, op, key, payload, f, settled)
 	if err == nil && op == opStop {
 		err = n.confirmJob(ctx, "stop", key, stopped, false) // WithReplicas
 	}
@@ -60,9 +70,12 @@ func (n *Node) request(ctx context.Context, op, key string, payload []byte, sett
 
 // sendAndWait is request without the confirmation on the replicas; it
 // also returns the nonce of the record it acted on ("" for none).
-func (n *Node) sendAndWait(ctx context.Context, op, key string, payload []byte, settled map[any]error) (string, error) {
+func (n *Node) sendAndWait(ctx context.Context, op, key string, payload []byte, f fence, settled map[any]error) (string, error) {
 	reqID, ch := n.await(op, key, "")
-	res, acted, err := n.sendRequest(ctx, op, key, "", n.id, reqID, payload)
+	res, acted, err := n.sendRequest(ctx, op, key, "", n.id, reqID, payload, f)
+	if err == nil && res == "FENCED" {
+		err = errFenced
+	}
 	worker, sent := sentTo(res)
 	if err == nil && !sent {
 		var ok bool
@@ -153,15 +166,18 @@ func sentTo(res any) (worker string, sent bool) {
 //	ARGV[1..3] job ref (nonce "" for any: StopJob; generation read, -1
 //	when none), ARGV[4] worker read ("" for none), ARGV[5] dispatcher node
 //	read (noReply for none), ARGV[6] reply node, ARGV[7] request id,
-//	ARGV[8] how long the ledger keeps a withdrawal (ms)
+//	ARGV[8] how long the ledger keeps a withdrawal (ms); KEYS[7] and
+//	ARGV[9] the fence: a schedule's record and its planner's token
+//	(unfenced: any key of the pool, and "")
 //
-// Returns "NOTFOUND"; "RETRY" (read again); "DELETED" when no worker runs
+// Returns "FENCED" (a planner that lost its lease), "NOTFOUND"; "RETRY" (read again); "DELETED" when no worker runs
 // the job (it was queued or its worker is gone): done, and a DispatchJob
 // still waiting for the job's start is told that it was stopped; or "SENT"
 // when a stop event went to the owner, which answers the reply node when
 // Stop has run. The stop event carries the waiting dispatcher after a
 // newline ("node request"), for the worker to answer it too.
-var stopScript = redis.NewScript(prelude + `
+var stopScript = redis.NewScript(prelude + luaFence + `
+if fenced(KEYS[7], ARGV[9]) then return "FENCED" end
 local withdrawal = ARGV[2] ~= ""
 if withdrawal then withdraw_call(KEYS[4], ARGV[2], now_ms(), ARGV[8]) end
 local key, r = job(1)
@@ -190,11 +206,12 @@ return "SENT"
 //	stream of the worker read (a placeholder for none)
 //	ARGV[1..3] job ref (any nonce; generation read, -1 when none),
 //	ARGV[4] worker read, ARGV[5] reply node, ARGV[6] request id, ARGV[7]
-//	payload
+//	payload; KEYS[5] and ARGV[8] the fence, as for stopScript
 //
-// Returns "NOTFOUND", "RETRY" (read again), "NOWORKER" (the job is not
+// Returns "FENCED", "NOTFOUND", "RETRY" (read again), "NOWORKER" (the job is not
 // running right now: being started or moved) or {"SENT", worker id}.
-var notifyScript = redis.NewScript(prelude + `
+var notifyScript = redis.NewScript(prelude + luaFence + `
+if fenced(KEYS[5], ARGV[8]) then return "FENCED" end
 local key, r = job(1)
 if not r then
   if getrec(key) then return "RETRY" end
@@ -216,7 +233,7 @@ const maxRequestTries = 10
 // record first for the streams the script writes to, and again when the
 // record changed meanwhile. It also returns the nonce of the record it
 // acted on ("" for none).
-func (n *Node) sendRequest(ctx context.Context, op, key, nonce, replyTo, reqID string, payload []byte) (any, string, error) {
+func (n *Node) sendRequest(ctx context.Context, op, key, nonce, replyTo, reqID string, payload []byte, f fence) (any, string, error) {
 	for try := 1; ; try++ {
 		raw, err := n.rdb.HGet(ctx, n.lay.jobs, key).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -238,13 +255,13 @@ func (n *Node) sendRequest(ctx context.Context, op, key, nonce, replyTo, reqID s
 		var res any
 		if op == opNotify {
 			res, err = n.run(ctx, notifyScript, op,
-				[]string{n.lay.jobs, n.lay.payloads, n.lay.workers, n.streamOf(n.lay.wprefix, worker)},
-				append(ref(nil, key, "", gen), worker, replyTo, reqID, payload)...)
+				[]string{n.lay.jobs, n.lay.payloads, n.lay.workers, n.streamOf(n.lay.wprefix, worker), f.keyOr(n.lay)},
+				append(ref(nil, key, "", gen), worker, replyTo, reqID, payload, f.token)...)
 		} else {
 			res, err = n.run(ctx, stopScript, op,
 				[]string{n.lay.jobs, n.lay.payloads, n.lay.workers, n.lay.withdrawn,
-					n.streamOf(n.lay.wprefix, worker), n.streamOf(n.lay.nprefix, disp)},
-				append(ref(nil, key, nonce, gen), worker, disp, replyTo, reqID, member.WithdrawnTTL.Milliseconds())...)
+					n.streamOf(n.lay.wprefix, worker), n.streamOf(n.lay.nprefix, disp), f.keyOr(n.lay)},
+				append(ref(nil, key, nonce, gen), worker, disp, replyTo, reqID, member.WithdrawnTTL.Milliseconds(), f.token)...)
 		}
 		if err != nil || res != "RETRY" {
 			return res, acted, err

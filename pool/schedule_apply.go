@@ -1,0 +1,406 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
+)
+
+// outcome is what applying a plan did.
+type outcome struct {
+	planned int      // keys the plan wants running
+	started int      // dispatched
+	stopped int      // stopped
+	changed int      // restarted or notified with a new payload
+	failed  int      // keys whose dispatch, stop or notification failed
+	errs    []string // the first maxPlanErrors of them, "key: error"
+	err     string   // the plan's own error, or why it was abandoned
+	took    time.Duration
+}
+
+// maxPlanErrors bounds the per-key errors a schedule's record keeps, and
+// the WARN lines a plan logs.
+const maxPlanErrors = 10
+
+// planChunk is how many keys one state or bookkeeping script takes.
+const planChunk = 500
+
+// Kinds of a plan's steps.
+const (
+	stepStart = iota
+	stepStop
+	stepChange
+)
+
+type planStep struct {
+	kind    int
+	key     string
+	payload []byte
+	digest  string
+}
+
+// apply applies plan as a diff against what runs (see JobPlan), fenced by
+// f: once the lease is lost every write is refused, and apply returns.
+func (p *planner) apply(ctx context.Context, f fence, plan *JobPlan) outcome {
+	var out outcome
+	fail := func(key string, err error) {
+		out.failed++
+		if len(out.errs) < maxPlanErrors {
+			out.errs = append(out.errs, key+": "+err.Error())
+			p.logger.Warn("schedule: a key of the plan failed; the next plan tries again", slog.String("key", key), slog.Any("error", err))
+		}
+	}
+	want := make(map[string][]byte, len(plan.Jobs))
+	var order []string
+	for _, j := range plan.Jobs {
+		if err := checkKey(j.Key); err != nil {
+			fail(j.Key, err)
+			continue
+		}
+		if len(j.Payload) > p.n.cfg.maxPayloadSize {
+			fail(j.Key, fmt.Errorf("%w: %d bytes, MaxPayloadSize is %d", ErrPayloadTooLarge, len(j.Payload), p.n.cfg.maxPayloadSize))
+			continue
+		}
+		if _, dup := want[j.Key]; !dup {
+			order = append(order, j.Key)
+		}
+		want[j.Key] = j.Payload
+	}
+	out.planned = len(want)
+	check := append([]string(nil), order...)
+	for _, k := range plan.Stop {
+		if _, ok := want[k]; !ok && checkKey(k) == nil {
+			check = append(check, k)
+		}
+	}
+	if plan.StopOthers {
+		ours, err := p.ours(ctx)
+		if err != nil {
+			out.err = err.Error()
+			return out
+		}
+		for _, k := range ours {
+			if _, ok := want[k]; !ok {
+				check = append(check, k)
+			}
+		}
+	}
+	state, err := p.state(ctx, check)
+	if err != nil {
+		out.err = err.Error()
+		return out
+	}
+	steps, adopt, forget, err := p.diff(ctx, want, check, state)
+	if err != nil {
+		out.err = err.Error()
+		return out
+	}
+	// A key is the schedule's before it is dispatched: were the lease lost
+	// before the start is noted, the next planner would not know it.
+	var before []string
+	for _, s := range steps {
+		if s.kind == stepStart {
+			before = append(before, s.key, s.digest)
+		}
+	}
+	if err := p.note(ctx, f, append(before, adopt...), nil); err != nil {
+		out.err = err.Error()
+		return out
+	}
+	var mu sync.Mutex
+	var set []string
+	lost := false
+	p.paced(ctx, steps, func(ctx context.Context, s planStep) {
+		err := p.do(ctx, f, s)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case errors.Is(err, errFenced):
+			lost = true
+			return
+		case err != nil && ctx.Err() != nil:
+			lost = true // the lease was lost (keepLease) or the node closes
+			return
+		case err != nil:
+			fail(s.key, err)
+			return
+		}
+		switch s.kind {
+		case stepStart:
+			out.started++
+		case stepStop:
+			out.stopped++
+			forget = append(forget, s.key)
+		case stepChange:
+			out.changed++
+			set = append(set, s.key, s.digest)
+		}
+	})
+	if lost {
+		out.err = errFenced.Error()
+		return out
+	}
+	if err := p.note(ctx, f, set, forget); err != nil {
+		out.err = err.Error()
+	}
+	return out
+}
+
+// diff compares the plan with state (running, digest noted, of each key
+// of check) and returns the steps to take, the keys to adopt (key,
+// digest pairs: running with the plan's payload, not noted yet) and the
+// keys to forget (noted, not running, not wanted).
+func (p *planner) diff(ctx context.Context, want map[string][]byte, check []string, state []keyState) (steps []planStep, adopt, forget []string, err error) {
+	var unknown []string // running, wanted, not noted: compare the stored payload
+	for i, k := range check {
+		st := state[i]
+		payload, wanted := want[k]
+		switch {
+		case wanted && !st.running:
+			steps = append(steps, planStep{kind: stepStart, key: k, payload: payload, digest: digest(payload)})
+		case wanted && st.digest == "":
+			unknown = append(unknown, k)
+		case wanted && st.digest != digest(payload):
+			steps = append(steps, planStep{kind: stepChange, key: k, payload: payload, digest: digest(payload)})
+		case wanted:
+		case st.running:
+			steps = append(steps, planStep{kind: stepStop, key: k})
+		case st.digest != "":
+			forget = append(forget, k)
+		}
+	}
+	stored, err := p.payloads(ctx, unknown)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for i, k := range unknown {
+		d := digest(want[k])
+		if stored[i] != nil && bytes.Equal(stored[i], want[k]) {
+			adopt = append(adopt, k, d)
+		} else {
+			steps = append(steps, planStep{kind: stepChange, key: k, payload: want[k], digest: d})
+		}
+	}
+	// Stops first, to make room; then changes, then starts in the plan's
+	// order (check begins with the plan's keys, in order).
+	sortSteps(steps)
+	return steps, adopt, forget, nil
+}
+
+// sortSteps orders steps stops, changes, starts, keeping each kind's
+// order.
+func sortSteps(steps []planStep) {
+	out := make([]planStep, 0, len(steps))
+	for _, kind := range []int{stepStop, stepChange, stepStart} {
+		for _, s := range steps {
+			if s.kind == kind {
+				out = append(out, s)
+			}
+		}
+	}
+	copy(steps, out)
+}
+
+// do takes one step, fenced.
+func (p *planner) do(ctx context.Context, f fence, s planStep) error {
+	switch s.kind {
+	case stepStart:
+		err := p.n.dispatchJob(ctx, s.key, s.payload, f)
+		if errors.Is(err, ErrJobExists) {
+			return nil // started meanwhile: it runs, noted as the schedule's
+		}
+		return err
+	case stepStop:
+		err := p.n.stopJob(ctx, s.key, f)
+		if errors.Is(err, ErrJobNotFound) {
+			return nil
+		}
+		return err
+	}
+	if p.cfg.change == NotifyOnChange {
+		return p.n.notifyWorker(ctx, s.key, s.payload, f)
+	}
+	if err := p.n.stopJob(ctx, s.key, f); err != nil && !errors.Is(err, ErrJobNotFound) {
+		return err
+	}
+	return p.n.dispatchJob(ctx, s.key, s.payload, f)
+}
+
+// paced runs do for each step, at most cfg.conc at once and cfg.rate a
+// second, until ctx ends.
+func (p *planner) paced(ctx context.Context, steps []planStep, do func(context.Context, planStep)) {
+	sem := make(chan struct{}, p.cfg.conc)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	per := time.Second / time.Duration(p.cfg.rate)
+	next := time.Now()
+	for _, s := range steps {
+		if d := time.Until(next); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		// Behind (slow dispatches): catch up, but not in one burst.
+		next = next.Add(per)
+		if floor := time.Now().Add(-100 * time.Millisecond); next.Before(floor) {
+			next = floor
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case sem <- struct{}{}:
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			do(ctx, s)
+		}()
+	}
+}
+
+// digest names a payload in the schedule's notes.
+func digest(payload []byte) string {
+	return strconv.FormatUint(xxhash.Sum64(payload), 36)
+}
+
+type keyState struct {
+	running bool
+	digest  string // noted by the schedule; "" for none
+}
+
+// state reads, for each key, whether it runs (the pool has its record)
+// and the digest the schedule noted.
+func (p *planner) state(ctx context.Context, ks []string) ([]keyState, error) {
+	out := make([]keyState, 0, len(ks))
+	for from := 0; from < len(ks); from += planChunk {
+		chunk := ks[from:min(from+planChunk, len(ks))]
+		args := make([]any, len(chunk))
+		for i, k := range chunk {
+			args[i] = k
+		}
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		res, err := p.n.run(cctx, planStateScript, "schedule state", []string{p.n.lay.jobs, p.n.lay.planKeys(p.name)}, args...)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		v, _ := res.([]any)
+		if len(v) != 2*len(chunk) {
+			return nil, fmt.Errorf("pool: schedule state: unexpected reply of %d items for %d keys", len(v), len(chunk))
+		}
+		for i := range chunk {
+			d, _ := v[2*i+1].(string)
+			out = append(out, keyState{running: v[2*i] == int64(1), digest: d})
+		}
+	}
+	return out, nil
+}
+
+// planStateScript reads keys' state for a plan.
+//
+//	KEYS[1] jobs, KEYS[2] plankeys:NAME; ARGV the keys
+//
+// Returns, per key, 1 if the pool has it (0 if not) and the digest the
+// schedule noted ("" for none).
+var planStateScript = redis.NewScript(`
+local out = {}
+for i, k in ipairs(ARGV) do
+  out[2 * i - 1] = redis.call("HEXISTS", KEYS[1], k)
+  out[2 * i] = redis.call("HGET", KEYS[2], k) or ""
+end
+return out
+`)
+
+// payloads reads the stored payloads of keys (nil for none).
+func (p *planner) payloads(ctx context.Context, ks []string) ([][]byte, error) {
+	out := make([][]byte, 0, len(ks))
+	for from := 0; from < len(ks); from += planChunk {
+		chunk := ks[from:min(from+planChunk, len(ks))]
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		vals, err := p.n.rdb.HMGet(cctx, p.n.lay.payloads, chunk...).Result()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("pool: schedule: reading payloads: %w", err)
+		}
+		for _, v := range vals {
+			s, ok := v.(string)
+			if !ok {
+				out = append(out, nil)
+				continue
+			}
+			out = append(out, []byte(s))
+		}
+	}
+	return out, nil
+}
+
+// ours lists the keys the schedule noted.
+func (p *planner) ours(ctx context.Context) ([]string, error) {
+	var out []string
+	iter := p.n.rdb.HScan(ctx, p.n.lay.planKeys(p.name), 0, "", 1000).Iterator()
+	for i := 0; iter.Next(ctx); i++ {
+		if i%2 == 0 {
+			out = append(out, iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("pool: schedule: reading its keys: %w", err)
+	}
+	return out, nil
+}
+
+// note records keys as the schedule's (set: key, digest pairs) and
+// forgets others, fenced.
+func (p *planner) note(ctx context.Context, f fence, set, forget []string) error {
+	for len(set) > 0 || len(forget) > 0 {
+		s := set[:min(2*planChunk, len(set))]
+		d := forget[:min(planChunk, len(forget))]
+		set, forget = set[len(s):], forget[len(d):]
+		args := []any{f.token, len(s)}
+		for _, v := range s {
+			args = append(args, v)
+		}
+		for _, v := range d {
+			args = append(args, v)
+		}
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		res, err := p.n.run(cctx, notePlanScript, "schedule notes", []string{f.key, p.n.lay.planKeys(p.name)}, args...)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if res != int64(1) {
+			return errFenced
+		}
+	}
+	return nil
+}
+
+// notePlanScript notes keys as the schedule's and forgets others.
+//
+//	KEYS[1] plan:NAME, KEYS[2] plankeys:NAME
+//	ARGV[1] token, ARGV[2] n, ARGV[3..2+n] key, digest pairs to note,
+//	ARGV[3+n..] keys to forget
+//
+// Returns 1, or 0 when fenced.
+var notePlanScript = redis.NewScript(member.LuaClock + luaFence + `
+if fenced(KEYS[1], ARGV[1]) then return 0 end
+local n = tonumber(ARGV[2])
+if n > 0 then redis.call("HSET", KEYS[2], unpack(ARGV, 3, 2 + n)) end
+if #ARGV > 2 + n then redis.call("HDEL", KEYS[2], unpack(ARGV, 3 + n)) end
+return 1
+`)
