@@ -127,8 +127,8 @@ func (p *planner) apply(ctx context.Context, f fence, plan *JobPlan) outcome {
 		case errors.Is(err, errFenced):
 			lost = true
 			return
-		case err != nil && ctx.Err() != nil:
-			lost = true // the lease was lost (keepLease) or the node closes
+		case err != nil && p.n.ctx.Err() != nil:
+			lost = true // the node closes
 			return
 		case err != nil:
 			fail(s.key, err)
@@ -145,7 +145,7 @@ func (p *planner) apply(ctx context.Context, f fence, plan *JobPlan) outcome {
 			set = append(set, s.key, s.digest)
 		}
 	})
-	if lost {
+	if lost || ctx.Err() != nil {
 		out.err = errFenced.Error()
 		return out
 	}
@@ -236,7 +236,10 @@ func (p *planner) do(ctx context.Context, f fence, s planStep) error {
 }
 
 // paced runs do for each step, at most cfg.conc at once and cfg.rate a
-// second, until ctx ends.
+// second, until ctx ends (the lease was lost). The steps under way then
+// finish with the node's context, not ctx: a DispatchJob whose ctx ends
+// withdraws its job, and a job admitted while the lease held must not
+// be undone (the next planner would start it a second time).
 func (p *planner) paced(ctx context.Context, steps []planStep, do func(context.Context, planStep)) {
 	sem := make(chan struct{}, p.cfg.conc)
 	var wg sync.WaitGroup
@@ -267,7 +270,7 @@ func (p *planner) paced(ctx context.Context, steps []planStep, do func(context.C
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			do(ctx, s)
+			do(p.n.ctx, s)
 		}()
 	}
 }
