@@ -15,12 +15,12 @@ import (
 func poolCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "pool",
-		Short:   "a pool as a whole: delete",
+		Short:   "a pool as a whole: its schedules and tickers, delete",
 		GroupID: groupPool,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    requireSubcommand,
 	}
-	cmd.AddCommand(poolDeleteCmd())
+	cmd.AddCommand(poolDeleteCmd(), poolSchedulesCmd(), poolUnscheduleCmd(), poolStopTickerCmd())
 	return cmd
 }
 

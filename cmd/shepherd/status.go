@@ -140,6 +140,9 @@ func printStatus(w io.Writer, st *pool.Stats) {
 		}
 		fmt.Fprintf(w, "  recovered %d jobs at %s; workers declared dead: %s\n", r.Jobs, r.Time.UTC().Format(timeMillis), dead)
 	}
+	if len(st.Schedules)+len(st.Tickers) > 0 {
+		printSchedules(w, st)
+	}
 }
 
 // recoveriesShown is how many of the recent recoveries status prints.
