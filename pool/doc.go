@@ -13,6 +13,11 @@
 //	err = node.Close(ctx)    // leave; this node's jobs move elsewhere
 //	err = node.Shutdown(ctx) // stop every job on every node, delete the pool
 //
+// Instead of dispatching keys by hand, a pool can run from a desired
+// state: Node.Schedule asks a JobProducer for a plan every interval, on one
+// node at a time, and starts and stops jobs to match. Node.NewTicker gives
+// a cluster ticker, which ticks once per period on one node of the pool.
+//
 // # How a job travels
 //
 // DispatchJob admits the job in one Redis script and routes it, by jump
@@ -94,6 +99,9 @@ package pool
 //	wire.go          the record, states, events, header, reply codes and
 //	                 the Lua prelude rendered from them
 //	settings.go      pool-wide settings, node records
+//	schedule*.go     schedules: a producer's plan, its fenced lease, the
+//	                 diff that applies it, and their inspection
+//	ticker.go        cluster tickers
 //	close.go, shutdown.go, introspect.go, metrics.go, timeouts.go
 //
 // Design notes.
