@@ -108,7 +108,7 @@ func BenchmarkScheduleApply(b *testing.B) {
 
 type nopJobs struct{}
 
-func (nopJobs) Start(context.Context, *Job) error { return nil }
+func (nopJobs) Start(context.Context, *Job) error  { return nil }
 func (nopJobs) Stop(context.Context, string) error { return nil }
 
 // benchRedisCPU is Redis's CPU time so far, user and system, in seconds.
