@@ -19,5 +19,5 @@ const ACLCommands = "+ping +hello +auth +time +client|id +client|unblock +evalsh
 	"+xadd +xdel +xlen +xread +xreadgroup +xrevrange +xack +xgroup|create +xgroup|delconsumer " +
 	"+xautoclaim +xclaim +xpending +xinfo|consumers " +
 	"+hset +hget +hmget +hgetall +hdel +hkeys +hlen +hexists +hscan +hincrby +lpush +ltrim +lrange " +
-	"+zadd +zscore +zremrangebyscore " +
+	"+zadd +zscore +zremrangebyscore +sadd +srem +smembers " +
 	"+get +set +del +exists +pexpire +unlink +scan +publish +subscribe +unsubscribe +info +wait"

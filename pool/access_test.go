@@ -36,6 +36,20 @@ func exercise(t *testing.T, rdb redis.UniversalClient, name string, opts ...Node
 	}
 	require.NoError(t, c.NotifyWorker(ctx, keyN(0), []byte("hi")))
 	require.NoError(t, c.StopJob(ctx, keyN(1)))
+	// A schedule's plan and a ticker's tick, through the same client.
+	sp := &producer{name: "acl"}
+	sp.set(&JobPlan{Jobs: jobsOf("p", "planned")}, ErrEndSchedule)
+	require.NoError(t, c.Schedule(ctx, sp, 50*time.Millisecond))
+	tk, err := c.NewTicker(ctx, "acl", 20*time.Millisecond)
+	require.NoError(t, err)
+	select {
+	case <-tk.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tick")
+	}
+	require.NoError(t, c.StopTicker(ctx, "acl"))
+	require.Eventually(t, func() bool { return rec.runningKeys()["planned"] == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, c.StopJob(ctx, "planned"))
 	live, err := c.LiveWorkers(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 4, live)
