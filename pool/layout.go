@@ -49,6 +49,7 @@ type layout struct {
 	wprefix   string // a worker stream's key is wprefix + worker id
 	nprefix   string // a node stream's key is nprefix + node id
 	acked     string // string: written by confirmations on the replicas (WithReplicas, replica.Confirm); expires after a minute
+	nodeIDs   string // hash: WithNodeID's id → the id of the node holding it (identity.go)
 }
 
 // poolLayout checks the arguments every entry point takes, a client and a
@@ -100,6 +101,7 @@ func newLayout(pool string) (layout, error) {
 		wprefix:   s.Key(keys.KindStream, workerStreamName("")),
 		nprefix:   s.Key(keys.KindStream, nodeStreamName("")),
 		acked:     s.Key(keys.KindPool, "acked"),
+		nodeIDs:   s.Key(keys.KindPool, "nodeids"),
 	}, nil
 }
 
