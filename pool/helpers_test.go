@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,12 @@ import (
 
 var srv *redistest.Server
 
-func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+func TestMain(m *testing.M) {
+	if os.Getenv(restartChildEnv) != "" {
+		os.Exit(restartChild()) // a child process of TestRestartAfterSIGKILLWithinGrace
+	}
+	redistest.Main(m, &srv)
+}
 
 // recorder is a JobHandler that records what it was asked to do.
 type recorder struct {
