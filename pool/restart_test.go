@@ -262,3 +262,54 @@ func TestATakenOverNodeDropsItsJobs(t *testing.T) {
 	_, err := old.AddWorker(testCtx(t, 5*time.Second), newRecorder())
 	assert.ErrorIs(t, err, ErrNodeIDInUse, "the old node cannot take the id back")
 }
+
+// DispatchJob and StopJob calls for a restarting node's keys wait for
+// it: the dispatched job starts there once it is back, and the stopped
+// one never starts again.
+func TestCallsDuringARestartWaitForIt(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	pool := redistest.Name(t)
+	other := addNode(t, srv.Client(), pool)
+	ro := newRecorder()
+	addWorkers(t, other, ro, 1)
+	opts := stableOpts("callee", 30*time.Second)
+	first := addNode(t, srv.NewClient(), pool, opts...)
+	ids := workerIDs(addWorkers(t, first, newRecorder(), 2))
+	dispatchN(t, other, 30)
+	require.NoError(t, first.Close(ctx))
+
+	// A key of the restarting node, not dispatched yet, and one it ran.
+	ownedByFirst := func(key string) bool { return slices.Contains(ids, other.table().owner(key)) }
+	var fresh, stopped string
+	for i := 0; fresh == "" || stopped == ""; i++ {
+		switch {
+		case i >= 30 && fresh == "" && ownedByFirst(keyN(i)):
+			fresh = keyN(i)
+		case i < 30 && stopped == "" && ownedByFirst(keyN(i)):
+			stopped = keyN(i)
+		}
+	}
+	dispatched := make(chan error, 1)
+	go func() { dispatched <- other.DispatchJob(ctx, fresh, []byte("p")) }()
+	stopDone := make(chan error, 1)
+	go func() { stopDone <- other.StopJob(ctx, stopped) }()
+	require.Eventually(t, func() bool {
+		a, err1 := other.Job(ctx, fresh)
+		b, err2 := other.Job(ctx, stopped)
+		return err1 == nil && err2 == nil && a.State == JobRouted && b.State == JobStopping
+	}, 5*time.Second, 10*time.Millisecond, "both calls reached the restarting worker's stream")
+
+	second := addNode(t, srv.NewClient(), pool, opts...)
+	r2 := newRecorder()
+	addWorkers(t, second, r2, 2)
+	require.NoError(t, <-dispatched, "the dispatch completes once the node is back")
+	require.NoError(t, <-stopDone, "the stop completes once the node is back")
+	require.Eventually(t, func() bool { return r2.runningKeys()[fresh] == 1 }, 5*time.Second, 10*time.Millisecond)
+	_, err := other.Job(ctx, stopped)
+	assert.ErrorIs(t, err, ErrJobNotFound)
+	assert.Zero(t, r2.runningKeys()[stopped], "the stopped job does not start again")
+	ro.mu.Lock()
+	assert.Zero(t, ro.starts[fresh]+ro.starts[stopped], "neither ran elsewhere")
+	ro.mu.Unlock()
+}
