@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -154,6 +155,22 @@ func (w *Worker) fence() string {
 		return ""
 	}
 	return w.node.id
+}
+
+// ours reports whether the workers map (this node's copy) still names
+// this node for the worker: always for a random id; for a stable one,
+// until a restarted process with the node's id took it over, whose slot,
+// entry and stream a leaving former holder must leave alone.
+func (w *Worker) ours() bool {
+	if w.index < 0 {
+		return true
+	}
+	raw, ok := w.node.workers.Get(w.id)
+	if !ok {
+		return true // gone already: deleting again is harmless
+	}
+	var info workerInfo
+	return json.Unmarshal([]byte(raw), &info) != nil || info.Node == w.node.id
 }
 
 // workerLua defines worker_of(workers, wid, node): whether the worker wid

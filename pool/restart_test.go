@@ -313,3 +313,35 @@ func TestCallsDuringARestartWaitForIt(t *testing.T) {
 	assert.Zero(t, ro.starts[fresh]+ro.starts[stopped], "neither ran elsewhere")
 	ro.mu.Unlock()
 }
+
+// A former holder of an id that leaves (or shuts its workers down) after
+// a restarted process took its workers over leaves their slots, entries
+// and streams to the successor.
+func TestAFormerHolderLeavingSparesItsSuccessor(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	pool := redistest.Name(t)
+	other := addNode(t, srv.Client(), pool)
+	ro := newRecorder()
+	addWorkers(t, other, ro, 1)
+	opts := stableOpts("former", 30*time.Second)
+	old := addNode(t, srv.NewClient(), pool, opts...)
+	ids := workerIDs(addWorkers(t, old, newRecorder(), 2))
+	dispatchN(t, other, 30)
+
+	old.pauseKeepAlive(true)
+	successor := addNodeWhenFree(t, pool, opts...)
+	rNew := newRecorder()
+	addWorkers(t, successor, rNew, 2)
+	require.Eventually(t, func() bool { return len(union(ro, rNew)) == 30 }, 10*time.Second, 10*time.Millisecond)
+	running := rNew.runningKeys()
+
+	require.NoError(t, old.Leave(ctx)) // before its keep-alive told it anything
+	for _, id := range ids {
+		_, ok := other.workers.Get(id)
+		assert.True(t, ok, "the successor's worker %s is still in the pool", id)
+		assert.GreaterOrEqual(t, other.table().slotOf(id), 0, "and holds its slot")
+	}
+	assert.Never(t, func() bool { return !maps.Equal(rNew.runningKeys(), running) }, 1500*time.Millisecond, 20*time.Millisecond,
+		"the successor's jobs stay where they run")
+}

@@ -47,7 +47,7 @@ func (w *Worker) quit(ctx context.Context) error {
 	n := w.node
 	w.stopOnce.Do(func() { close(w.stopReq) })
 	<-w.done
-	if w.slot >= 0 {
+	if w.slot >= 0 && w.ours() {
 		if _, err := n.slots.TestAndDelete(ctx, strconv.Itoa(w.slot), w.id); err != nil {
 			return err
 		}
@@ -78,10 +78,12 @@ func (w *Worker) depart(ctx context.Context, handOver bool, quitErr error) error
 	n.inboxMu.Unlock()
 	// Jobs routed here but not started yet are requeued by the janitor
 	// once the worker is out of the workers map.
-	if _, err := n.workers.Delete(ctx, w.id); err != nil {
-		errs = append(errs, err)
+	if w.ours() {
+		if _, err := n.workers.Delete(ctx, w.id); err != nil {
+			errs = append(errs, err)
+		}
+		w.cleanup(ctx)
 	}
-	w.cleanup(ctx)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pool: remove worker %s: %w", w.id, err)
 	}
