@@ -345,3 +345,32 @@ func TestAFormerHolderLeavingSparesItsSuccessor(t *testing.T) {
 	assert.Never(t, func() bool { return !maps.Equal(rNew.runningKeys(), running) }, 1500*time.Millisecond, 20*time.Millisecond,
 		"the successor's jobs stay where they run")
 }
+
+// A crashed node with a stable identity keeps its jobs for WorkerTTL +
+// the grace, not WorkerTTL: nothing moves meanwhile, and once the grace
+// has passed they move as a dead worker's do.
+func TestACrashedStableNodeKeepsItsJobsForTheGrace(t *testing.T) {
+	t.Parallel()
+	pool := redistest.Name(t)
+	other := addNode(t, srv.Client(), pool)
+	ro := newRecorder()
+	addWorkers(t, other, ro, 1)
+	crashed := addNode(t, srv.NewClient(), pool, stableOpts("crashed", 2*time.Second)...)
+	rc := newRecorder()
+	addWorkers(t, crashed, rc, 2)
+	const jobs = 30
+	dispatchN(t, other, jobs)
+	mine := rc.runningKeys()
+	require.NotEmpty(t, mine)
+
+	began := time.Now()
+	crashed.crash()
+	// WorkerTTL (1s) and a few janitor passes: without the grace they
+	// would have moved by now.
+	assert.Never(t, func() bool { return len(ro.runningKeys()) > jobs-len(mine) }, 1800*time.Millisecond, 20*time.Millisecond,
+		"a crashed stable node's job moved within WorkerTTL + the grace")
+	require.Eventually(t, func() bool { return len(ro.runningKeys()) == jobs }, 10*time.Second, 10*time.Millisecond,
+		"past WorkerTTL + the grace, the jobs move")
+	t.Logf("moved %v after the crash (WorkerTTL 1s, grace 2s)", time.Since(began))
+	assert.Greater(t, time.Since(began), 2*time.Second)
+}
