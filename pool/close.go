@@ -15,8 +15,12 @@ import (
 // Close takes the node out of the pool. Its workers leave as with
 // RemoveWorker: their jobs are stopped here (bounded by WorkerShutdownTTL)
 // and start on the other workers; if this was the last node with workers,
-// the jobs wait in the pool for the next worker. Calls waiting on the node
-// return ErrNodeClosed. Close works on every kind of node and is
+// the jobs wait in the pool for the next worker. A node with WithNodeID
+// keeps its place instead, for a restart: its jobs are stopped here and
+// wait, routed to its workers still, until a node with the same id comes
+// back (and starts them again) or the restart grace passes (and they move
+// to the other workers); Leave takes it out for good. Calls waiting on
+// the node return ErrNodeClosed. Close works on every kind of node and is
 // idempotent: later calls return the first call's result at once.
 func (n *Node) Close(ctx context.Context) error {
 	err := n.stop(ctx, true)
@@ -33,6 +37,10 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 		if !handOver {
 			n.shutDown = true
 		}
+		// A node with a stable identity parks its workers for a restart,
+		// unless it leaves for good (identity.go).
+		leaving := n.leaving
+		restart := handOver && n.cfg.identity != "" && !leaving
 		workers := slices.Collect(maps.Values(n.myWorkers))
 		n.myWorkers = make(map[string]*Worker)
 		n.mu.Unlock()
@@ -52,8 +60,15 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 		// another one that is leaving too.
 		quitErrs := make([]error, len(workers))
 		leaveErrs := make([]error, len(workers))
-		each(workers, func(i int, w *Worker) { quitErrs[i] = w.quit(ctx) })
-		each(workers, func(i int, w *Worker) { leaveErrs[i] = w.depart(ctx, handOver, quitErrs[i]) })
+		if restart {
+			each(workers, func(i int, w *Worker) { leaveErrs[i] = w.park(ctx) })
+		} else {
+			each(workers, func(i int, w *Worker) { quitErrs[i] = w.quit(ctx) })
+			each(workers, func(i int, w *Worker) { leaveErrs[i] = w.depart(ctx, handOver, quitErrs[i]) })
+			if leaving {
+				leaveErrs = append(leaveErrs, n.releaseIdentity(ctx))
+			}
+		}
 		errs = append(errs, leaveErrs...)
 		n.loops.Stop()
 		n.loops.Wait()

@@ -18,6 +18,11 @@
 // node at a time, and starts and stops jobs to match. Node.NewTicker gives
 // a cluster ticker, which ticks once per period on one node of the pool.
 //
+// A node with a stable identity (WithNodeID, WithRestartGrace) restarts
+// without moving its jobs: Close stops them and keeps the node's place,
+// and the process that comes back with the same id within the grace
+// starts them again on the same workers; Leave takes it out for good.
+//
 // # How a job travels
 //
 // DispatchJob admits the job in one Redis script and routes it, by jump
@@ -46,7 +51,8 @@
 //     WithDispatchLimit, DispatchJob calls wait for a permit of a limit
 //     that backs off when the pool rejects or Redis slows.
 //   - Minimal movement: a new worker takes about 1/(n+1) of the keys, all
-//     onto it; a leaving worker (the oldest too) moves only its own.
+//     onto it; a leaving worker (the oldest too) moves only its own. A
+//     node with WithNodeID that restarts within its grace moves none.
 //   - Every Redis key of pool P contains the hash tag {P}.
 //
 // WorkerTTL, PendingJobTTL and MaxQueuedJobs act pool-wide: the first full
@@ -90,6 +96,9 @@ package pool
 //	reply.go         answers: waiting calls, the reply loop, resync
 //	keepalive.go     keep-alives, and rejoining after being declared dead
 //	janitor.go       the janitor: its lease, dead workers and nodes
+//	identity.go      WithNodeID: stable identities, their fence, Leave
+//	restart.go       a stable worker parked by Close, and taking its
+//	                 jobs back when its node returns
 //	recover.go       recovery of dead workers' jobs and of stuck starts
 //	replicas.go      WithReplicas (dispatches and stops confirmed on the
 //	                 replicas), failover detection and its report

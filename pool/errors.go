@@ -46,6 +46,10 @@ var (
 	// ErrNotReplicated: WithReplicas could not confirm DispatchJob's or
 	// StopJob's outcome on enough replicas in time (see WithReplicas).
 	ErrNotReplicated = errors.New("pool: not replicated")
+	// ErrNodeIDInUse: AddNode with WithNodeID while a live node holds
+	// that id; or, on a node whose id another process took over (it was
+	// cut off past WorkerTTL), AddWorker.
+	ErrNodeIDInUse = errors.New("pool: node id in use")
 )
 
 // StartError is returned by DispatchJob when the worker's Start handler

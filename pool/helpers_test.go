@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(planChildEnv) != "" {
 		os.Exit(runPlanChild())
 	}
+	if os.Getenv(restartChildEnv) != "" {
+		os.Exit(restartChild()) // a child process of TestRestartAfterSIGKILLWithinGrace
+	}
 	redistest.Main(m, &srv)
 }
 

@@ -100,7 +100,10 @@ func (n *Node) reap(ctx context.Context) []string {
 }
 
 // reapScript lists the workers whose keep-alive is older than the TTL,
-// by Redis's clock.
+// by Redis's clock. A worker with a stable id (identity.go) is dead only
+// after its restart grace too: once its restart mark (r:<id>, set when
+// its node closed for a restart) has passed, or, without one, once its
+// keep-alive is older than the TTL plus the grace its entry names.
 //
 //	KEYS[1] alive, KEYS[2] workers map
 //	ARGV[1] worker TTL in ms
@@ -108,10 +111,24 @@ func (n *Node) reap(ctx context.Context) []string {
 // Returns the ids of dead workers.
 var reapScript = redis.NewScript(member.Lua + `
 local now = now_ms()
+local ttl = tonumber(ARGV[1])
 local dead = {}
 local ids = redis.call("HKEYS", KEYS[2])
 for _, id in ipairs(ids) do
-  if lapsed(redis.call("HGET", KEYS[1], "w:" .. id), now, ARGV[1]) then dead[#dead + 1] = id end
+  local until_ms = redis.call("HGET", KEYS[1], "r:" .. id)
+  local at = redis.call("HGET", KEYS[1], "w:" .. id)
+  local gone
+  if until_ms then
+    gone = now > tonumber(until_ms)
+  else
+    gone = lapsed(at, now, ttl)
+    if gone and at then
+      local ok, info = pcall(cjson.decode, redis.call("HGET", KEYS[2], id))
+      local grace = ok and type(info) == "table" and tonumber(info.grace) or 0
+      gone = lapsed(at, now, ttl + grace)
+    end
+  end
+  if gone then dead[#dead + 1] = id end
 end
 return dead
 `)

@@ -89,12 +89,14 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 //	ARGV[1] node id, ARGV[2...] worker ids
 //
 // A worker missing from the workers map was declared dead: it gets no
-// keep-alive, and is returned so its node stops its stale jobs. Returns
+// keep-alive, and is returned so its node stops its stale jobs; so is a
+// worker whose entry another node wrote (its stable id was taken over by
+// a restarted process, identity.go). Returns
 // {shutdown flag set ("1"/"0"), the node's standing, dead worker ids...}
 // where the standing is "ok", "revived" (its keep-alive was gone: the
 // pool declared the node dead, and replies to it may have been lost) or
 // "lost" (the pool's settings were gone too: Redis lost the pool's state).
-var keepAliveScript = redis.NewScript(member.Lua + `
+var keepAliveScript = redis.NewScript(member.Lua + workerLua + `
 local now = now_ms()
 local out = {redis.call("HEXISTS", KEYS[3], "shutdown") == 1 and "1" or "0",
   standing(KEYS[1], "n:" .. ARGV[1], KEYS[5], now)}
@@ -103,7 +105,7 @@ if redis.call("EXISTS", KEYS[4]) == 0 then
   redis.call("XDEL", KEYS[4], id)
 end
 for i = 2, #ARGV do
-  if redis.call("HEXISTS", KEYS[2], ARGV[i]) == 1 then
+  if worker_of(KEYS[2], ARGV[i], ARGV[1]) then
     seen(KEYS[1], "w:" .. ARGV[i], now)
   else
     out[#out + 1] = ARGV[i]

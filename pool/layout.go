@@ -51,6 +51,7 @@ type layout struct {
 	acked     string // string: written by confirmations on the replicas (WithReplicas, replica.Confirm); expires after a minute
 	plans     string // set: the names of the pool's schedules (schedule.go)
 	tickers   string // set: the names of the pool's tickers (ticker.go)
+	nodeIDs   string // hash: WithNodeID's id → the id of the node holding it (identity.go)
 }
 
 // plan returns the key of schedule name's hash: its settings, lease and
@@ -115,6 +116,7 @@ func newLayout(pool string) (layout, error) {
 		acked:     s.Key(keys.KindPool, "acked"),
 		plans:     s.Key(keys.KindPool, "plans"),
 		tickers:   s.Key(keys.KindPool, "tickers"),
+		nodeIDs:   s.Key(keys.KindPool, "nodeids"),
 	}, nil
 }
 

@@ -63,6 +63,8 @@ type Node struct {
 	admitting   atomic.Int64       // admissions under way, queued ones included
 	replicasUp  atomic.Int64       // the master's connected replicas at watchLoop's last read, plus one (0: not read yet)
 	dispatchLim *limit.Blocking    // WithDispatchLimit's; nil without
+	leaving     bool               // Leave: a node with WithNodeID closes for good
+	indexes     map[int]bool       // WithNodeID: the worker indexes in use (identity.go)
 	closeOnce   sync.Once
 	closeErr    error
 	closedChan  chan struct{}
@@ -112,6 +114,9 @@ func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 	if err := cfg.checkReplicas(); err != nil {
 		return nil, err
 	}
+	if err := cfg.checkIdentity(); err != nil {
+		return nil, err
+	}
 	n := &Node{
 		id: newID(), started: time.Now(), pool: poolName, rdb: rdb, cfg: cfg, lay: lay,
 		myWorkers:  make(map[string]*Worker),
@@ -125,6 +130,9 @@ func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 		return nil, err
 	}
 	n.logger = cfg.logger.With(slog.String("pool", poolName), slog.String("node", n.id))
+	if cfg.identity != "" {
+		n.logger = n.logger.With(slog.String("node_id", cfg.identity))
+	}
 	warnContextTimeouts(n.logger, rdb)
 	n.loops = group.New(context.Background())
 	n.ctx = n.loops.Context()
@@ -156,6 +164,9 @@ func (n *Node) join(ctx context.Context) error {
 	// Register, and settle the pool-wide settings before anything uses
 	// them.
 	if err := n.settle(ctx, false); err != nil {
+		return err
+	}
+	if err := n.claimIdentity(ctx); err != nil {
 		return err
 	}
 	if n.workers, err = rmap.Join(ctx, n.rdb, workersMap, mapOpts...); err != nil {
@@ -208,7 +219,9 @@ func (n *Node) join(ctx context.Context) error {
 	return nil
 }
 
-// ID returns the node's id, unique in the pool.
+// ID returns the node's id, unique in the pool and new at every AddNode
+// (with WithNodeID too: the identity and the workers' ids are what a
+// restart keeps).
 func (n *Node) ID() string { return n.id }
 
 // Done returns a channel closed once the node has closed: by Close, by its

@@ -49,6 +49,9 @@ type nodeConfig struct {
 	dispatchWait      time.Duration
 	callTimeout       time.Duration // WithCallTimeout (calltimeout.go)
 	ack               replica.Ack   // WithReplicas (replicas.go)
+	identity          string        // WithNodeID (identity.go); "" for none
+	restartGrace      time.Duration // WithRestartGrace
+	graceSet          bool
 
 	// set records which pool-wide settings the options gave explicitly:
 	// those must agree with the pool's (settings.go).
@@ -65,6 +68,7 @@ func defaultNodeConfig() nodeConfig {
 		maxPayloadSize:    DefaultMaxPayloadSize,
 		sinkBlock:         DefaultJobSinkBlockDuration,
 		callTimeout:       DefaultCallTimeout,
+		restartGrace:      DefaultRestartGrace,
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 // delays the worker's other events, not other workers'.
 type Worker struct {
 	id      string
+	index   int // WithNodeID: the worker's index on its node, from which its id is derived; -1 without
 	node    *Node
 	handler JobHandler
 	logger  *slog.Logger
@@ -50,6 +51,9 @@ const workerInbox = 256
 type workerInfo struct {
 	Node    string `json:"node"`
 	Started int64  `json:"started"`
+	// Grace is the restart grace of a worker with a stable id (WithNodeID),
+	// in ms: the janitor declares it dead after WorkerTTL + Grace.
+	Grace int64 `json:"grace,omitempty"`
 }
 
 // ID returns the worker's id, unique in the pool.
@@ -73,8 +77,9 @@ func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 	if _, ok := n.shutdown.Get(shutdownFlag); ok {
 		return nil, ErrPoolShutdown
 	}
+	id, index := n.newWorkerID()
 	w := &Worker{
-		id: newID(), node: n, handler: h,
+		id: id, index: index, node: n, handler: h,
 		dead: make(chan struct{}, 1), stopReq: make(chan struct{}), done: make(chan struct{}),
 		events: make(chan *streaming.Event, workerInbox),
 		jobs:   make(map[string]header), slot: -1,
@@ -83,9 +88,11 @@ func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 	w.logger = n.logger.With(slog.String("worker", w.id))
 	var err error
 	if w.stream, err = streaming.NewStream(n.rdb, n.pool, workerStreamName(w.id)); err != nil {
+		n.freeIndex(index)
 		return nil, err
 	}
 	if err := createStream(ctx, n.rdb, w.stream.Key()); err != nil {
+		n.freeIndex(index)
 		return nil, fmt.Errorf("pool: add worker: %w", err)
 	}
 	n.inboxMu.Lock()
@@ -97,14 +104,14 @@ func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 		delete(n.inboxes, w.stream.Name())
 		n.inboxMu.Unlock()
 	}
-	if err := n.inbox.Add(ctx, w.stream); err != nil {
+	if err := w.follow(ctx); err != nil {
 		unfollow()
-		w.cleanup(context.WithoutCancel(ctx))
+		w.abandon(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("pool: add worker: %w", err)
 	}
 	if err := w.register(ctx); err != nil {
 		unfollow()
-		w.cleanup(context.WithoutCancel(ctx))
+		w.abandon(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("pool: add worker: %w", err)
 	}
 	n.mu.Lock()
@@ -123,22 +130,63 @@ func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 }
 
 // register records the worker: keep-alive first (so the janitor does not
-// reap it), then the workers map, then the lowest free slot.
+// reap it), then the workers map, then the lowest free slot. A worker
+// with a stable id (WithNodeID) keeps the slot it has, and takes back the
+// jobs whose records name it (reclaim), before its loop starts.
 func (w *Worker) register(ctx context.Context) error {
 	n := w.node
-	if err := n.rdb.HSet(ctx, n.lay.alive, "w:"+w.id, redisNowMs(ctx, n)).Err(); err != nil {
+	info := workerInfo{Node: n.id, Started: time.Now().UnixMilli()}
+	if w.index >= 0 {
+		if err := w.registerStable(ctx); err != nil {
+			return err
+		}
+		info.Grace = n.cfg.restartGrace.Milliseconds()
+	} else if err := n.rdb.HSet(ctx, n.lay.alive, "w:"+w.id, redisNowMs(ctx, n)).Err(); err != nil {
 		return err
 	}
-	info, _ := json.Marshal(workerInfo{Node: n.id, Started: time.Now().UnixMilli()})
-	if _, err := n.workers.Set(ctx, w.id, string(info)); err != nil {
+	raw, _ := json.Marshal(info)
+	if _, err := n.workers.Set(ctx, w.id, string(raw)); err != nil {
 		return err
 	}
-	slot, err := n.claimSlot(ctx, w.id)
-	if err != nil {
-		return err
+	slot := -1
+	if w.index >= 0 {
+		slot = n.table().slotOf(w.id)
+	}
+	if slot < 0 {
+		var err error
+		if slot, err = n.claimSlot(ctx, w.id); err != nil {
+			return err
+		}
 	}
 	w.slot = slot
+	if w.index >= 0 {
+		if _, err := w.reclaim(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// follow makes the node's inbox read the worker's stream: from its
+// newest entry, or, for a worker with a stable id, from its oldest, so
+// that a restarted worker answers what came for it meanwhile (stale
+// starts and stops are dropped by their scripts; a notification finds no
+// job).
+func (w *Worker) follow(ctx context.Context) error {
+	if w.index >= 0 {
+		return w.node.inbox.AddFromStart(ctx, w.stream)
+	}
+	return w.node.inbox.Add(ctx, w.stream)
+}
+
+// abandon undoes a failed AddWorker: a worker with a random id is deleted
+// (keep-alive and stream), while one with a stable id leaves what its
+// predecessor left (it may be restarting); its index is free again.
+func (w *Worker) abandon(ctx context.Context) {
+	w.node.freeIndex(w.index)
+	if w.index < 0 {
+		w.cleanup(ctx)
+	}
 }
 
 // redisNowMs returns Redis's clock in ms, or 0 (which reads as long dead)

@@ -12,7 +12,9 @@ import (
 
 // RemoveWorker stops worker w and removes it from the pool: no new job is
 // routed to it, its jobs are stopped here (bounded by WorkerShutdownTTL)
-// and started on the other workers; only its own keys move. It returns
+// and started on the other workers; only its own keys move. On a node
+// with WithNodeID too: the worker leaves for good, and the node's next
+// AddWorker takes its id again. It returns
 // ErrUnknownWorker for a nil worker or one of another node, and nil for a worker
 // already removed.
 func (n *Node) RemoveWorker(ctx context.Context, w *Worker) error {
@@ -26,6 +28,7 @@ func (n *Node) RemoveWorker(ctx context.Context, w *Worker) error {
 	if !mine {
 		return nil
 	}
+	defer n.freeIndex(w.index)
 	return w.leave(ctx, true)
 }
 
@@ -44,7 +47,7 @@ func (w *Worker) quit(ctx context.Context) error {
 	n := w.node
 	w.stopOnce.Do(func() { close(w.stopReq) })
 	<-w.done
-	if w.slot >= 0 {
+	if w.slot >= 0 && w.ours() {
 		if _, err := n.slots.TestAndDelete(ctx, strconv.Itoa(w.slot), w.id); err != nil {
 			return err
 		}
@@ -75,10 +78,12 @@ func (w *Worker) depart(ctx context.Context, handOver bool, quitErr error) error
 	n.inboxMu.Unlock()
 	// Jobs routed here but not started yet are requeued by the janitor
 	// once the worker is out of the workers map.
-	if _, err := n.workers.Delete(ctx, w.id); err != nil {
-		errs = append(errs, err)
+	if w.ours() {
+		if _, err := n.workers.Delete(ctx, w.id); err != nil {
+			errs = append(errs, err)
+		}
+		w.cleanup(ctx)
 	}
-	w.cleanup(ctx)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("pool: remove worker %s: %w", w.id, err)
 	}
@@ -93,12 +98,13 @@ func (w *Worker) cleanup(ctx context.Context) {
 	}
 }
 
-// cleanupScript deletes a removed worker's keep-alive and stream.
+// cleanupScript deletes a removed worker's keep-alive (and restart mark,
+// identity.go) and stream.
 //
 //	KEYS[1] alive, KEYS[2] the worker's stream
 //	ARGV[1] worker id
 var cleanupScript = redis.NewScript(`
-redis.call("HDEL", KEYS[1], "w:" .. ARGV[1])
+redis.call("HDEL", KEYS[1], "w:" .. ARGV[1], "r:" .. ARGV[1])
 redis.call("DEL", KEYS[2])
 return 1
 `)

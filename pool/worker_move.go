@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -236,8 +237,33 @@ func (w *Worker) revive() {
 	if _, ok := n.shutdown.Get(shutdownFlag); ok {
 		return
 	}
-	if err := w.register(ctx); err != nil && n.ctx.Err() == nil {
+	err := w.register(ctx)
+	if errors.Is(err, ErrNodeIDInUse) {
+		w.retire(err)
+		return
+	}
+	if err != nil && n.ctx.Err() == nil {
 		// The next keep-alive reports this worker dead again: retry then.
 		w.logger.Error("rejoin failed", slog.Any("error", err))
 	}
+}
+
+// retire ends a worker whose stable id a restarted process took over
+// while this one was cut off (identity.go): it has stopped its jobs; it
+// stops reading its stream, which is the other process's now, and its
+// loop, and the node forgets it.
+func (w *Worker) retire(cause error) {
+	n := w.node
+	w.logger.Error("this node's id was taken over by another process; the worker leaves its jobs to it and stops", slog.Any("error", cause))
+	n.mu.Lock()
+	if n.myWorkers[w.id] == w {
+		delete(n.myWorkers, w.id)
+	}
+	n.mu.Unlock()
+	_ = n.inbox.Remove(context.WithoutCancel(n.ctx), w.stream)
+	n.inboxMu.Lock()
+	delete(n.inboxes, w.stream.Name())
+	n.inboxMu.Unlock()
+	w.slot = -1
+	w.stopOnce.Do(func() { close(w.stopReq) })
 }

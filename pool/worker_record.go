@@ -11,8 +11,8 @@ import (
 // claimJobs runs claimScript for starts and returns one reply per job.
 func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error) {
 	n := w.node
-	args := make([]any, 0, 1+3*len(starts))
-	args = append(args, w.id)
+	args := make([]any, 0, 2+3*len(starts))
+	args = append(args, w.id, w.fence())
 	for _, s := range starts {
 		args = ref(args, s.key, s.h.nonce, s.h.gen)
 	}
@@ -25,7 +25,7 @@ func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error
 func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
 	n := w.node
 	sk := newScriptKeys(append(n.lay.recordKeys(), n.lay.counters)...)
-	args := []any{w.id}
+	args := []any{w.id, w.fence()}
 	for _, s := range started {
 		idx := 0
 		if s.h.reqID != noReply && s.h.replyTo != noReply {
@@ -114,19 +114,20 @@ func (w *Worker) startRecorded(key string, h header, attempt int, took time.Dura
 // batch of the start events waiting for it (or one) in one call.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
-//	ARGV[1] worker id, then per job: job ref
+//	ARGV[1] worker id, ARGV[2] the node its entry must name ("" for any:
+//	Worker.fence), then per job: job ref
 //
 // Returns, per job, {"OK", payload, createdMs, attempt, span context} or
 // {"STALE"}: the
 // event is outdated, the job was stopped or moved, or this worker was
 // declared dead; a repeated start of an owned job is STALE too, so it is a
 // no-op.
-var claimScript = redis.NewScript(prelude + `
+var claimScript = redis.NewScript(prelude + workerLua + `
 local wid = ARGV[1]
-local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
+local alive = worker_of(KEYS[3], wid, ARGV[2])
 local now = now_ms()
 local out = {}
-for i = 2, #ARGV, 3 do
+for i = 3, #ARGV, 3 do
   local key, r = job(i)
   if not alive or not r or r.w ~= wid or r.s ~= S_ROUTED then
     out[#out + 1] = {"STALE"}
@@ -146,7 +147,8 @@ return out
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] counters,
 //	KEYS[5..] the dispatching nodes' streams
-//	ARGV[1] worker id, then per job: job ref, request id
+//	ARGV[1] worker id, ARGV[2] the node its entry must name ("" for any),
+//	then per job: job ref, request id
 //	(noReply: nobody waits), index of the dispatching node's stream in
 //	KEYS (counted from KEYS[5] as 1; 0 for none)
 //
@@ -157,13 +159,13 @@ return out
 // worker (keep the job: the stop event follows); "STALE" when the job was
 // taken away meanwhile (moved after PendingJobTTL, stopped, or this worker
 // declared dead): the worker must stop what it just started.
-var startedScript = redis.NewScript(prelude + `
+var startedScript = redis.NewScript(prelude + workerLua + `
 local wid = ARGV[1]
-local alive = redis.call("HEXISTS", KEYS[3], wid) == 1
+local alive = worker_of(KEYS[3], wid, ARGV[2])
 local now = now_ms()
 local started = 0
 local out = {}
-for i = 2, #ARGV, 5 do
+for i = 3, #ARGV, 5 do
   local key, r = job(i)
   local rq, si = ARGV[i + 3], tonumber(ARGV[i + 4])
   local function answer()

@@ -108,6 +108,16 @@ func (r *MultiReader) Add(ctx context.Context, s *Stream) error {
 	return r.addAt(ctx, s, last)
 }
 
+// AddFromStart follows s from its oldest entry: unlike Add, it also
+// delivers the entries s holds already. Following s already, it does
+// nothing.
+func (r *MultiReader) AddFromStart(ctx context.Context, s *Stream) error {
+	if s == nil {
+		return fmt.Errorf("%w: nil stream", ErrInvalidOption)
+	}
+	return r.addAt(ctx, s, "0-0")
+}
+
 // newestID returns the ID of s's newest entry, or "0-0" when it has none:
 // "$" would mean "after the newest entry when the read starts", losing
 // entries added before the first read.

@@ -76,3 +76,26 @@ func TestMultiReaderRemoveAndCloseWithAClosedClient(t *testing.T) {
 	require.NoError(t, r.Close(ctx))
 	assert.Less(t, time.Since(start), 2*time.Second, "Remove and Close must not wait on a dead client")
 }
+
+func TestMultiReaderAddFromStartDeliversWhatTheStreamHolds(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	s, err := NewStream(srv.Client(), redistest.Name(t), "s")
+	require.NoError(t, err)
+	for _, e := range []string{"e1", "e2"} {
+		_, err = s.Add(ctx, e, nil)
+		require.NoError(t, err)
+	}
+	r, err := NewMultiReader(srv.Client(), WithBlockDuration(time.Second))
+	require.NoError(t, err)
+	defer r.Close(ctx)
+	require.NoError(t, r.AddFromStart(ctx, s))
+	_, err = s.Add(ctx, "e3", nil)
+	require.NoError(t, err)
+	var got []string
+	for _, ev := range recvN(t, r.Subscribe(), 3, 2*time.Second) {
+		got = append(got, ev.Event)
+	}
+	assert.Equal(t, []string{"e1", "e2", "e3"}, got)
+	require.ErrorIs(t, r.AddFromStart(ctx, nil), ErrInvalidOption)
+}

@@ -24,6 +24,8 @@ type result struct {
 	// Labels are string fields of the JSON line (TW's "shape"); most
 	// results have none.
 	Labels map[string]string
+	// Flags are boolean fields of the JSON line (R's "stable_identity").
+	Flags map[string]bool
 	// more are the run's further variants, printed after this result.
 	more []result
 }
@@ -45,11 +47,22 @@ func (r *result) label(name, v string) {
 	r.Labels[name] = v
 }
 
-// MarshalJSON writes one flat object: scenario, run, the labels and the
-// metrics.
+// flag sets the boolean field name of the JSON line.
+func (r *result) flag(name string, v bool) {
+	if r.Flags == nil {
+		r.Flags = map[string]bool{}
+	}
+	r.Flags[name] = v
+}
+
+// MarshalJSON writes one flat object: scenario, run, the labels, the
+// flags and the metrics.
 func (r result) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(r.Metrics)+len(r.Labels)+2)
+	m := make(map[string]any, len(r.Metrics)+len(r.Labels)+len(r.Flags)+2)
 	for k, v := range r.Labels {
+		m[k] = v
+	}
+	for k, v := range r.Flags {
 		m[k] = v
 	}
 	for k, v := range r.Metrics {

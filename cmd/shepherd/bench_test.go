@@ -25,6 +25,7 @@ func TestBenchSmoke(t *testing.T) {
 		"C":   {"recovery_ms", "survivor_restarts"},
 		"D":   {"moved_survivor_keys", "removed_jobs_elsewhere_ms"},
 		"E":   {"redis_bytes_per_job", "node_rss_bytes", "jobs_per_s"},
+		"R":   {"stable_identity", "starts_per_job", "max_job_gap_ms", "redis_cpu_us_per_job"},
 		"T1":  {"tasks_per_s", "tasks_per_raw_xadd", "result_p50_ms", "result_p99_ms", "errors"},
 		"T1P": {"tasks_per_s", "tasks_per_raw_xadd", "result_p50_ms", "result_p99_ms", "errors"},
 		"T2":  {"result_p50_ms", "result_p99_ms"},
@@ -92,6 +93,39 @@ func TestBenchSmoke(t *testing.T) {
 	assert.Contains(t, out.String(), "| TS shards=3 standalone | redis_cpu_us_per_task |")
 	assert.Contains(t, out.String(), "| scenario | metric | min | median | max |")
 	assert.Contains(t, out.String(), "| C | survivor_restarts |")
+}
+
+// R restarts every node of a pool in turn, without and with stable
+// identities: two lines a run. Without, each job starts at least twice
+// (it moves away and back); with, once.
+func TestBenchR(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "-redis", srv.Addr(), "-scenario", "R", "-runs", "1", "-scale", "0.05"}, &out, &errOut)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut.String())
+	var stable []bool
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		assert.Equal(t, "R", m["scenario"], line)
+		s, ok := m["stable_identity"].(bool)
+		require.True(t, ok, "stable_identity is a JSON boolean: %s", line)
+		stable = append(stable, s)
+		assert.EqualValues(t, 100, m["jobs"], line)
+		perJob := m["starts_per_job"].(float64)
+		if s {
+			assert.LessOrEqual(t, perJob, 1.05, "with identities, each job starts once: %s", line)
+		} else {
+			assert.GreaterOrEqual(t, perJob, 2.0, "without, each job moves away and back: %s", line)
+		}
+		assert.Greater(t, m["max_job_gap_ms"].(float64), 0.0, line)
+		assert.Greater(t, m["redis_cpu_us_per_job"].(float64), 0.0, line)
+	}
+	assert.Equal(t, []bool{false, true}, stable, out.String())
+	assert.Contains(t, out.String(), "| R stable_identity=true | starts_per_job |")
 }
 
 // TW runs T1's and T2's shapes on a private primary with one replica,

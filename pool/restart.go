@@ -1,0 +1,235 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
+)
+
+// park is how a worker with a stable id leaves when its node closes for a
+// restart (identity.go): it stops its jobs here, but hands none over and
+// keeps its slot, its entry in the workers map and its stream, and
+// records that it is restarting until now + the grace. Jobs dispatched to
+// it meanwhile wait in its stream; its successor (registerStable) takes
+// them all back, or the janitor moves them once the grace has passed.
+func (w *Worker) park(ctx context.Context) error {
+	n := w.node
+	w.stopOnce.Do(func() { close(w.stopReq) })
+	<-w.done
+	stopCtx, cancel := context.WithTimeout(ctx, n.cfg.stopTimeout())
+	for key, h := range w.jobs {
+		_ = w.stopRun(stopCtx, key, h.gen)
+		delete(w.jobs, key)
+	}
+	cancel()
+	var errs []error
+	if err := n.inbox.Remove(ctx, w.stream); err != nil {
+		errs = append(errs, err)
+	}
+	n.inboxMu.Lock()
+	delete(n.inboxes, w.stream.Name())
+	n.inboxMu.Unlock()
+	if _, err := n.run(ctx, parkScript, "park", []string{n.lay.alive, n.lay.workers}, w.id, n.id, n.cfg.restartGrace.Milliseconds()); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("pool: park worker %s: %w", w.id, errs[0])
+	}
+	return nil
+}
+
+// parkScript records that a worker restarts until now + the grace, if this
+// node still holds it.
+//
+//	KEYS[1] alive, KEYS[2] workers map
+//	ARGV[1] worker id, ARGV[2] node id, ARGV[3] restart grace in ms
+//
+// Returns 1, or 0 when the worker is not this node's any more.
+var parkScript = redis.NewScript(member.LuaClock + workerLua + `
+if not worker_of(KEYS[2], ARGV[1], ARGV[2]) then return 0 end
+redis.call("HSET", KEYS[1], "r:" .. ARGV[1], now_ms() + tonumber(ARGV[3]))
+return 1
+`)
+
+// registerStable records the keep-alive of a worker with a stable id,
+// ending its restart, if this node holds its identity; a node whose
+// identity another process took over gets ErrNodeIDInUse.
+func (w *Worker) registerStable(ctx context.Context) error {
+	n := w.node
+	res, err := n.run(ctx, registerStableScript, "register worker", []string{n.lay.nodeIDs, n.lay.alive},
+		n.cfg.identity, n.id, w.id)
+	if err != nil {
+		return err
+	}
+	if res != int64(1) {
+		return fmt.Errorf("%w: %q was taken over by another process; this node's workers stay out of the pool", ErrNodeIDInUse, n.cfg.identity)
+	}
+	return nil
+}
+
+// registerStableScript records a stable worker's keep-alive and ends its
+// restart, if its node holds the identity.
+//
+//	KEYS[1] identities, KEYS[2] alive
+//	ARGV[1] identity, ARGV[2] node id, ARGV[3] worker id
+//
+// Returns 1, or 0 when another node holds the identity.
+var registerStableScript = redis.NewScript(member.Lua + `
+if redis.call("HGET", KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+seen(KEYS[2], "w:" .. ARGV[3], now_ms())
+redis.call("HDEL", KEYS[2], "r:" .. ARGV[3])
+return 1
+`)
+
+// slotOf returns the slot the table gives worker id, or -1.
+func (t table) slotOf(id string) int {
+	for s, w := range t.slots {
+		if w == id {
+			return s
+		}
+	}
+	return -1
+}
+
+// reclaim takes back the jobs whose records name this worker, after a
+// restart: each starts here once more, in a new generation (which fences
+// a former process that still has a copy), without any dispatch. A job
+// with a stop on its way is ended (nothing runs it) and its StopJob
+// answered. It scans the job records in steps of recoverChunk, and
+// returns how many jobs it restarts.
+func (w *Worker) reclaim(ctx context.Context) (int, error) {
+	n := w.node
+	restarted := 0
+	for cursor := "0"; ; {
+		res, err := n.run(ctx, reclaimScanScript, "reclaim", []string{n.lay.jobs, n.lay.payloads}, w.id, cursor, recoverChunk)
+		if err != nil {
+			return restarted, err
+		}
+		out, _ := res.([]any)
+		if len(out) != 2 {
+			return restarted, fmt.Errorf("pool: reclaim: unexpected reply %v", res)
+		}
+		if found, _ := out[1].([]any); len(found) > 0 {
+			k, err := w.reclaimFound(ctx, found)
+			restarted += k
+			if err != nil {
+				return restarted, err
+			}
+		}
+		if cursor, _ = out[0].(string); cursor == "0" || cursor == "" {
+			break
+		}
+	}
+	if restarted > 0 {
+		w.logger.Info("jobs taken back after a restart", slog.Int("jobs", restarted))
+	}
+	return restarted, nil
+}
+
+// reclaimFound runs reclaimScript for the jobs reclaimScanScript found.
+func (w *Worker) reclaimFound(ctx context.Context, found []any) (int, error) {
+	n := w.node
+	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.workers, w.stream.Key())
+	args := []any{w.id, n.id}
+	stream := func(id string) int {
+		if id == "" || id == noReply {
+			return 0
+		}
+		return sk.add(n.lay.nprefix + id)
+	}
+	for _, v := range found {
+		f, _ := v.([]any)
+		if len(f) != 5 {
+			return 0, fmt.Errorf("pool: reclaim: malformed entry %v", v)
+		}
+		str := func(i int) string { s, _ := f[i].(string); return s }
+		gen, err := strconv.ParseInt(str(2), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("pool: reclaim: malformed entry %v", v)
+		}
+		args = append(ref(args, str(0), str(1), gen), stream(str(3)), stream(str(4)))
+	}
+	res, err := n.run(ctx, reclaimScript, "reclaim", sk.keys, args...)
+	if res == "FENCED" {
+		return 0, fmt.Errorf("%w: %q: another process holds worker %s now", ErrNodeIDInUse, n.cfg.identity, w.id)
+	}
+	outcomes, err := perJob(res, err, len(found), "reclaim")
+	if err != nil {
+		return 0, err
+	}
+	restarted := 0
+	for _, o := range outcomes {
+		if o == "RESTARTED" {
+			restarted++
+		}
+	}
+	return restarted, nil
+}
+
+// reclaimScanScript finds, in one HSCAN step of the job records, the jobs
+// whose records name a worker (and that are not queued). It changes
+// nothing.
+//
+//	KEYS[1] jobs, KEYS[2] payloads
+//	ARGV[1] worker id, ARGV[2] HSCAN cursor ("0" to begin), ARGV[3]
+//	records per call
+//
+// Returns {next cursor, {{key, nonce, generation, dispatcher node or "",
+// stop requester node or ""}...}}.
+var reclaimScanScript = redis.NewScript(prelude + `
+local step = redis.call("HSCAN", KEYS[1], ARGV[2], "COUNT", ARGV[3])
+local all = step[2]
+local mark = '"w":"' .. ARGV[1] .. '"'
+local out = {}
+for i = 1, #all, 2 do
+  if string.find(all[i + 1], mark, 1, true) then
+    local r = cjson.decode(all[i + 1])
+    if r.w == ARGV[1] and r.s ~= S_QUEUED then
+      out[#out + 1] = {all[i], r.n, tostring(r.g), r.rd or "", r.sr or ""}
+    end
+  end
+end
+return {step[1], out}
+`)
+
+// reclaimScript takes jobs back for a restarted worker, each if its
+// record is still as found and still names the worker: a job routed,
+// claimed or running there is routed to it again in a new generation; a
+// job with a stop on its way is deleted (nothing runs it) and its StopJob
+// answered, and its DispatchJob if that still waits. The worker must be
+// this node's in the workers map.
+//
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] the
+//	worker's stream, KEYS[5..] the answered nodes' streams
+//	ARGV[1] worker id, ARGV[2] node id, then per job: job ref, the
+//	indexes in KEYS (counted from KEYS[5] as 1; 0 for none) of the
+//	waiting dispatcher's and of the stop requester's streams
+//
+// Returns "FENCED" when another node holds the worker, else, per job,
+// "RESTARTED", "STOPPED" or "STALE".
+var reclaimScript = redis.NewScript(prelude + workerLua + `
+local wid = ARGV[1]
+if not worker_of(KEYS[3], wid, ARGV[2]) then return "FENCED" end
+local now = now_ms()
+local out = {}
+for i = 3, #ARGV, 5 do
+  local key, r = job(i)
+  local di, si = tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+  if not r or r.w ~= wid or r.s == S_QUEUED then
+    out[#out + 1] = "STALE"
+  elseif r.s == S_STOPPING then
+    delrec(key)
+    if si > 0 then send_reply(KEYS[4 + si], r.sq, REPLY_OK) end
+    if di > 0 then send_reply(KEYS[4 + di], r.rq, REPLY_STOPPED .. STOPPED_BEFORE_START) end
+    out[#out + 1] = "STOPPED"
+  else
+    reroute(key, r, now, wid, KEYS[4])
+    out[#out + 1] = "RESTARTED"
+  end
+end
+return out
+`)
