@@ -99,6 +99,11 @@ type WorkerStats struct {
 	// worker's jobs are Orphans too.
 	Jobs int      `json:"jobs"`
 	Keys []string `json:"keys"`
+	// RestartingUntil is set for an unhealthy worker of a node with a
+	// stable identity (WithNodeID) that closed for a restart or stopped
+	// keeping alive: its jobs wait for it until then (its node's restart
+	// grace), and are not Orphans meanwhile; past it, they move.
+	RestartingUntil time.Time `json:"restarting_until,omitzero"`
 }
 
 // Stats returns a snapshot of the node's pool: the numbers the status
@@ -227,7 +232,16 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 			ws.LastSeen, ws.HealthAge = t, now.Sub(t)
 			ws.Healthy = ws.HealthAge <= ttl
 		}
-		healthy[id] = ws.Healthy
+		if !ws.Healthy && info.Grace > 0 {
+			until := ws.LastSeen.Add(ttl + time.Duration(info.Grace)*time.Millisecond)
+			if parked, ok := seen("r:" + id); ok {
+				until = parked
+			}
+			if until.After(now) {
+				ws.RestartingUntil = until
+			}
+		}
+		healthy[id] = ws.Healthy || !ws.RestartingUntil.IsZero()
 		st.Workers = append(st.Workers, ws)
 	}
 

@@ -75,6 +75,21 @@ func TestRestartWithinGraceStartsEachJobOnceMoreOnTheSameWorker(t *testing.T) {
 		}
 		return false
 	}, 2*time.Second, 20*time.Millisecond, "a job of the restarting node started elsewhere")
+	// Inspection says they wait for their node, not that they are stuck.
+	st, err := other.Stats(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, st.Orphans, "a restarting node's jobs are not orphans")
+	restarting := 0
+	for _, ws := range st.Workers {
+		if slices.Contains(ids, ws.ID) {
+			assert.False(t, ws.Healthy)
+			assert.True(t, ws.RestartingUntil.After(st.Time), "worker %s: restarting until %v", ws.ID, ws.RestartingUntil)
+			restarting++
+		} else {
+			assert.True(t, ws.RestartingUntil.IsZero())
+		}
+	}
+	assert.Equal(t, 2, restarting)
 
 	second := addNode(t, srv.NewClient(), pool, opts...)
 	r2 := newRecorder()

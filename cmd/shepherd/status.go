@@ -116,7 +116,11 @@ func printStatus(w io.Writer, st *pool.Stats) {
 	}
 	for _, ws := range st.Workers {
 		keys := strings.Join(sample(ws.Keys, keySample), " ")
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\n", ws.Slot, ws.ID, ws.Node, health(ws.Healthy, ws.LastSeen, ws.HealthAge), ws.Jobs, keys)
+		h := health(ws.Healthy, ws.LastSeen, ws.HealthAge)
+		if !ws.RestartingUntil.IsZero() {
+			h = "restarting until " + ws.RestartingUntil.UTC().Format(timeMillis)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%d\t%s\n", ws.Slot, ws.ID, ws.Node, h, ws.Jobs, keys)
 	}
 	tw.Flush()
 	oldest := "-"
