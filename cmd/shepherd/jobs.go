@@ -7,6 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/shepherd-go/shepherd/internal/humanize"
@@ -99,21 +100,17 @@ func listJobs(ctx context.Context, n *pool.Node) ([]jobRow, error) {
 
 // showJob prints one job, read with pool.InspectJob: it joins nothing.
 func showJob(p poolFlags, key string, asJSON bool, stdout io.Writer) error {
-	ctx, cancel := interruptible()
-	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, p.timeout)
-	defer cancelT()
-	rdb, err := connect(ctx, p.addr)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	job, err := pool.InspectJob(ctx, rdb, p.pool, key)
-	if errors.Is(err, pool.ErrJobNotFound) {
-		if ok, xerr := pool.Exists(ctx, rdb, p.pool); xerr == nil && !ok {
-			err = notFound(ctx, rdb, "pool", p.pool)
+	var job *pool.JobInfo
+	err := p.withRedis(func(ctx context.Context, rdb redis.UniversalClient) error {
+		var err error
+		job, err = pool.InspectJob(ctx, rdb, p.pool, key)
+		if errors.Is(err, pool.ErrJobNotFound) {
+			if ok, xerr := pool.Exists(ctx, rdb, p.pool); xerr == nil && !ok {
+				err = notFound(ctx, rdb, "pool", p.pool)
+			}
 		}
-	}
+		return err
+	})
 	if err != nil {
 		return err
 	}

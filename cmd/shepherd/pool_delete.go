@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/shepherd-go/shepherd/pool"
@@ -40,38 +41,31 @@ func poolDeleteCmd() *cobra.Command {
 			if !yes && (asJSON || !confirm(cmd.ErrOrStderr(), fmt.Sprintf("delete pool %q and its jobs' records?", p.pool))) {
 				return fmt.Errorf("%w: %w", errUsage, errNotConfirmed)
 			}
-			ctx, cancel := interruptible()
-			defer cancel()
-			ctx, cancelT := context.WithTimeout(ctx, p.timeout)
-			defer cancelT()
-			rdb, err := connect(ctx, p.addr)
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
-			if ok, err := pool.Exists(ctx, rdb, p.pool); err != nil {
-				return err
-			} else if !ok {
-				return notFound(ctx, rdb, "pool", p.pool)
-			}
-			var opts []pool.DeleteOption
-			if force {
-				opts = append(opts, pool.DeleteEvenIfLive())
-			}
-			n, err := pool.Delete(ctx, rdb, p.pool, opts...)
-			if errors.Is(err, pool.ErrInUse) {
-				return fmt.Errorf("%w; shepherd shutdown stops its jobs and deletes it, -force deletes it anyway", err)
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), struct {
-					Deleted int `json:"deleted_keys"`
-				}{n})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "pool %s deleted (%d keys)\n", p.pool, n)
-			return nil
+			return p.withRedis(func(ctx context.Context, rdb redis.UniversalClient) error {
+				if ok, err := pool.Exists(ctx, rdb, p.pool); err != nil {
+					return err
+				} else if !ok {
+					return notFound(ctx, rdb, "pool", p.pool)
+				}
+				var opts []pool.DeleteOption
+				if force {
+					opts = append(opts, pool.DeleteEvenIfLive())
+				}
+				n, err := pool.Delete(ctx, rdb, p.pool, opts...)
+				if errors.Is(err, pool.ErrInUse) {
+					return fmt.Errorf("%w; shepherd shutdown stops its jobs and deletes it, -force deletes it anyway", err)
+				}
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), struct {
+						Deleted int `json:"deleted_keys"`
+					}{n})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "pool %s deleted (%d keys)\n", p.pool, n)
+				return nil
+			})
 		},
 	}
 	p.register(cmd.Flags())

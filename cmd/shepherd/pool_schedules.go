@@ -128,6 +128,21 @@ func when(t time.Time) string {
 // inspect connects, reads the pool (a not-found error when it does not
 // exist) and runs f.
 func (p *poolFlags) inspect(f func(ctx context.Context, rdb redis.UniversalClient, st *pool.Stats) error) error {
+	return p.withRedis(func(ctx context.Context, rdb redis.UniversalClient) error {
+		st, err := pool.Inspect(ctx, rdb, p.pool)
+		if err != nil {
+			return err
+		}
+		if !st.Exists {
+			return notFound(ctx, rdb, "pool", p.pool)
+		}
+		return f(ctx, rdb, st)
+	})
+}
+
+// withRedis connects to -redis and runs f, within -timeout and until
+// interrupted, without joining the pool.
+func (p *poolFlags) withRedis(f func(ctx context.Context, rdb redis.UniversalClient) error) error {
 	ctx, cancel := interruptible()
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, p.timeout)
@@ -137,12 +152,5 @@ func (p *poolFlags) inspect(f func(ctx context.Context, rdb redis.UniversalClien
 		return err
 	}
 	defer rdb.Close()
-	st, err := pool.Inspect(ctx, rdb, p.pool)
-	if err != nil {
-		return err
-	}
-	if !st.Exists {
-		return notFound(ctx, rdb, "pool", p.pool)
-	}
-	return f(ctx, rdb, st)
+	return f(ctx, rdb)
 }
