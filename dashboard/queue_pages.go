@@ -65,7 +65,7 @@ func (s *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := queueView{Schedules: schedules, Name: name, Stats: st, Dead: dead, Summary: summarizeQueue(name, st),
-		Range: rng.Name, Step: rng.Step, History: hist, Charts: newQueueCharts(rng, hist)}
+		Range: rng.Name, Step: rng.Step, History: hist, Charts: newQueueCharts(rng, hist, plotWidth(r.URL.Query().Get("cw")))}
 	for _, p := range st.Processes {
 		v.Most = max(v.Most, int64(p.Workers))
 	}
