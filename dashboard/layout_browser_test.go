@@ -9,6 +9,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/pool"
 )
 
 // chartLayout is what layoutJS measures of a page's charts.
@@ -135,4 +137,39 @@ func TestChartLayoutResize(t *testing.T) {
 		emulation.ClearDeviceMetricsOverride(),
 	))
 	assert.Less(t, drawn, 520.0)
+}
+
+// TestPoolChartsFromRedis: a pool's page charts the history its janitor
+// keeps in Redis (a dashboard started after the samples were taken shows
+// them), with axes, units and time labels, filling their columns at
+// 1400 px and at 600 px, no text overlapping.
+func TestPoolChartsFromRedis(t *testing.T) {
+	t.Parallel()
+	name, _, _ := livePool(t, 2, keysN("k", 7)...)
+	ctx := testCtx(t, 60*time.Second)
+	require.Eventually(t, func() bool {
+		h, err := pool.History(ctx, srv.Client(), name, 360)
+		return err == nil && len(h) > 0 && h[len(h)-1].Jobs == 7
+	}, 2*pool.HistoryStep, 50*time.Millisecond, "the janitor sampled no history of the 7 jobs")
+	_, base := serve(t, WithRefreshEvery(static))
+	tctx := tab(t, 60*time.Second)
+	for _, width := range []int64{1400, 600} {
+		var l chartLayout
+		var units []string
+		var jobsLast string
+		require.NoError(t, chromedp.Run(tctx,
+			emulation.SetDeviceMetricsOverride(width, 900, 1, false),
+			chromedp.Navigate(base+"/pool/"+name),
+			chromedp.WaitVisible("#chart-pool-jobs svg", chromedp.ByQuery),
+			chromedp.Evaluate(`Array.from(document.querySelectorAll('#charts text.unit')).map(e => e.textContent)`, &units),
+			chromedp.Evaluate(`document.querySelector('#chart-pool-jobs [data-series="jobs"] b[data-field=last]').textContent`, &jobsLast),
+			chromedp.Evaluate(layoutJS("#charts .charts"), &l),
+		))
+		checkLayout(t, fmt.Sprintf("pool, %d px", width), l)
+		assert.Len(t, l.Charts, 2)
+		assert.Equal(t, "7", jobsLast, "the jobs line ends at the 7 jobs")
+		for _, u := range []string{"jobs", "workers", "per 10 s", "time (UTC)"} {
+			assert.Contains(t, units, u, "an axis's unit")
+		}
+	}
 }

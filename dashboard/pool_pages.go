@@ -102,7 +102,6 @@ func (s *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
-	s.hist.touch()
 	s.render(w, r, "overview", page{Title: "shepherd", Live: true, View: l})
 }
 
@@ -150,10 +149,12 @@ func summarizeQueue(name string, st queue.Stats) QueueRow {
 
 // poolView is a pool's page.
 type poolView struct {
-	Stats   *pool.Stats `json:"stats"`
-	Series  []string    `json:"series"`
-	History []sample    `json:"history"`
-	Chart   chart       `json:"-"`
+	Stats *pool.Stats `json:"stats"`
+	// History is the pool's samples of the last hour, oldest first, read
+	// from Redis (pool.History), and StepMS their spacing.
+	History []poolHistoryPoint `json:"history"`
+	Step    time.Duration      `json:"step"`
+	Charts  poolCharts         `json:"-"`
 	// MostJobs is the most jobs of a worker: the full width of the bars.
 	MostJobs int64   `json:"-"`
 	Summary  PoolRow `json:"summary"`
@@ -167,12 +168,16 @@ func (s *Handler) poolPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v := poolView{Stats: st, Series: poolSeries, History: s.hist.get("pool:" + name), Summary: summarizePool(st)}
-	// The page's own reading ends its chart, which is then never behind the
-	// table; it is not kept, so that views do not crowd the sampler's
-	// evenly spaced history.
-	v.History = append(v.History, poolSample(st))
-	v.Chart = newChart(poolSeries, v.History)
+	hist, err := pool.History(ctx, s.rdb, name, poolBuckets)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	v := poolView{Stats: st, Summary: summarizePool(st), Step: pool.HistoryStep, History: make([]poolHistoryPoint, 0, len(hist)),
+		Charts: newPoolCharts(hist, st.Time, plotWidth(r.URL.Query().Get("cw")))}
+	for _, h := range hist {
+		v.History = append(v.History, poolHistoryPoint(h))
+	}
 	for _, ws := range st.Workers {
 		v.MostJobs = max(v.MostJobs, int64(ws.Jobs))
 	}
