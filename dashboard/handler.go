@@ -19,13 +19,13 @@ import (
 // of its own: the charts read the history the pools and queues keep in
 // Redis.
 type Handler struct {
-	cfg       config
-	rdb       redis.UniversalClient
-	links     links
-	pages     map[string]*template.Template // the page templates with this handler's links
-	mux       *http.ServeMux
-	secret    []byte // keys the CSRF token: WithCSRFKey's, else new for each handler
-	logger    *slog.Logger
+	cfg    config
+	rdb    redis.UniversalClient
+	links  links
+	pages  map[string]*template.Template // the page templates with this handler's links
+	mux    *http.ServeMux
+	secret []byte // keys the CSRF token: WithCSRFKey's, else new for each handler
+	logger *slog.Logger
 }
 
 // New returns a dashboard of rdb's pools and queues, configured by opts.
