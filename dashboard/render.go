@@ -45,6 +45,7 @@ var pages = func() map[string]*template.Template {
 		"head":     head,
 		"rate":     rateText,
 		"proc":     procLabel,
+		"attempts": attemptsHTML,
 		// tenantForm makes the data of the tenant controls (parts.html).
 		"tenantForm": newTenantForm,
 		"lastError": func(errs []queue.AttemptError) string {
@@ -281,4 +282,15 @@ func procLabel(id, name, host string, pid int) string {
 		return where
 	}
 	return id
+}
+
+// attemptsHTML writes a task's attempts, "1 / 3", and marks a dead
+// letter of a permanent failure (queue.Permanent): "permanent, 1 / 3",
+// so that it does not read as attempts used up.
+func attemptsHTML(t queue.TaskInfo) template.HTML {
+	n := template.HTMLEscapeString(fmt.Sprintf("%d / %d", t.Attempt, t.MaxAttempts))
+	if !t.Permanent {
+		return template.HTML(n)
+	}
+	return template.HTML(`<span class="badge bad permanent" title="failed with queue.Permanent: no retry">permanent</span> ` + n)
 }

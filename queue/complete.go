@@ -120,7 +120,10 @@ local function complete(id, run, attempt, kind, data, delay, stack)
     redis.call('ZADD', K_RETRY, due, id)
     return 'retry', 0, true
   end
-  return 'dead', finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b, began)
+  local dropped = finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b, began)
+  -- A permanent failure says so: the letter did not use up its attempts.
+  if kind == 'perm' and redis.call('EXISTS', tk) == 1 then redis.call('HSET', tk, F_PERMANENT, '1') end
+  return 'dead', dropped
 end
 local ids = {}
 for i = 7, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end

@@ -238,6 +238,7 @@ type taskRow struct {
 	Priority  int       `json:"priority"`
 	Attempt   int       `json:"attempt"`
 	Max       int       `json:"max_attempts"`
+	Permanent bool      `json:"permanent,omitempty"` // a dead letter of queue.Permanent
 	Process   string    `json:"process,omitempty"`
 	Submitted time.Time `json:"submitted"`
 	Due       time.Time `json:"due"`
@@ -249,7 +250,7 @@ type taskRow struct {
 func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 	rows := make([]taskRow, 0, len(tasks))
 	for _, t := range tasks {
-		r := taskRow{ID: t.ID, State: string(t.State), Priority: t.Priority, Attempt: t.Attempt, Max: t.MaxAttempts, Process: t.Process,
+		r := taskRow{ID: t.ID, State: string(t.State), Priority: t.Priority, Attempt: t.Attempt, Max: t.MaxAttempts, Permanent: t.Permanent, Process: t.Process,
 			Submitted: t.Submitted, Due: t.Due, Finished: t.Finished, Payload: t.Payload}
 		if n := len(t.Errors); n > 0 {
 			r.LastError = t.Errors[n-1].Err
@@ -276,7 +277,11 @@ func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 		if when == "FINISHED" {
 			at = r.Finished
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, r.Priority, r.Attempt, r.Max,
+		attempts := fmt.Sprintf("%d/%d", r.Attempt, r.Max)
+		if r.Permanent {
+			attempts += " permanent"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.State, r.Priority, attempts,
 			at.Format(timeMillis), proc, firstLine(r.LastError))
 	}
 	return tw.Flush()
