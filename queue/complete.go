@@ -112,12 +112,14 @@ local function complete(id, run, attempt, kind, data, delay, stack)
   if kind == 'later' then
     recSet(id, 'st', 'retry', 'lerr', data, 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
+    redis.call('ZADD', P_TRETRY .. ten, due, id)
     return 'later', 0, true
   end
   local errs = adderr(id, tonumber(att), data, t, stack)
   if kind == 'fail' and tonumber(att) < tonumber(r[F_MAX_ATTEMPTS] or '` + defaultMaxField + `') then
     recSet(id, 'st', 'retry', 'att', att, 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
+    redis.call('ZADD', P_TRETRY .. ten, due, id)
     return 'retry', 0, true
   end
   local dropped = finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b, began)
