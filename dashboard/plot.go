@@ -76,7 +76,7 @@ const (
 	plotLabelGap           = 24 // the least space between two time labels
 	plotCharW              = 6  // a generous width of a label's character (10px font)
 	plotXTitle             = "time (UTC)"
-	plotXLabelY, plotTitle = 14, 32 // below the plot area: the time labels' and the title's baselines
+	plotXLabelY, plotTitle = 17, 34 // below the plot area: the time labels' and the title's baselines, clear of the y axes' "0"
 )
 
 // plotWidth returns the width a plot is drawn at for a measured column
