@@ -71,7 +71,7 @@ const (
 	plotW, plotH           = 640, 200
 	plotMinW, plotMaxW     = 280, 2400
 	plotLeft, plotRight    = 56, 56
-	plotTop, plotBottom    = 20, 40
+	plotTop, plotBottom    = 26, 40
 	plotTicksY             = 4
 	plotLabelGap           = 24 // the least space between two time labels
 	plotCharW              = 6  // a generous width of a label's character (10px font)
