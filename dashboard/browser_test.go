@@ -376,45 +376,6 @@ func TestLiveStateShowsUTC(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), shown, time.Minute, "the time shown is UTC, not the browser's local time")
 }
 
-func TestChartDrawsTheHistory(t *testing.T) {
-	t.Parallel()
-	name, n, _ := livePool(t, 1, "a")
-	d, base := serve(t, WithSampleEvery(50*time.Millisecond), WithRefreshEvery(static))
-	ctx := tab(t, 30*time.Second)
-	// A first view starts the sampler; the second page shows what it read.
-	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/pool/"+name), chromedp.WaitVisible("main", chromedp.ByQuery)))
-	sampled := func(jobs int64) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			ss := d.hist.get("pool:" + name)
-			return len(ss) > 0 && ss[len(ss)-1].Values[3] == jobs
-		}, 10*time.Second, 10*time.Millisecond, "the sampler did not see %d jobs", jobs)
-	}
-	sampled(1)
-	for i, k := range []string{"b", "c", "d"} {
-		require.NoError(t, n.DispatchJob(ctx, k, nil))
-		sampled(int64(i + 2))
-	}
-	var points []string
-	require.NoError(t, chromedp.Run(ctx,
-		chromedp.Navigate(base+"/pool/"+name),
-		chromedp.WaitVisible(".chart svg", chromedp.ByQuery),
-		chromedp.Evaluate(`Array.from(document.querySelectorAll('.chart polyline')).map(p => p.getAttribute('points'))`, &points),
-	))
-	require.Len(t, points, len(poolSeries))
-	jobsLine := strings.Fields(points[3])
-	require.GreaterOrEqual(t, len(jobsLine), 5, "a sample at each count and the page's own")
-	first, last := jobsLine[0], jobsLine[len(jobsLine)-1]
-	assert.NotEqual(t, yOf(first), yOf(last), "the jobs line rises from 1 to 4")
-	assert.Greater(t, yOf(first), yOf(last), "higher counts are drawn higher (smaller y)")
-}
-
-func yOf(point string) int {
-	_, y, _ := strings.Cut(point, ",")
-	v, _ := strconv.Atoi(y)
-	return v
-}
-
 // TestScreenshots writes PNGs of the main pages to $SHEPHERD_SCREENSHOTS
 // (default: a temporary directory), for people to look at.
 func TestScreenshots(t *testing.T) {
@@ -426,7 +387,7 @@ func TestScreenshots(t *testing.T) {
 	q, _, _ := namedQueue(t, "thumbnails-"+suffix, "invoice-17", "invoice-18")
 	ctx := tab(t, 40*time.Second)
 	require.NoError(t, q.SetTenant(ctx, "acme", 4))
-	_, base := serve(t, WithSampleEvery(50*time.Millisecond), WithRefreshEvery(static))
+	_, base := serve(t, WithRefreshEvery(static))
 	dir := os.Getenv("SHEPHERD_SCREENSHOTS")
 	if dir == "" {
 		dir = t.TempDir()

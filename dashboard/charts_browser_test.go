@@ -47,7 +47,7 @@ func TestQueueChartInTheBrowser(t *testing.T) {
 		assert.Regexp(t, `^\d\d:\d\d$`, tk)
 	}
 	assert.Contains(t, units, "tasks/s")
-	assert.Contains(t, units, "UTC")
+	assert.Contains(t, units, "time (UTC)")
 
 	// A serving process runs 20 tasks and closes, writing its history.
 	for range 20 {

@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,26 +15,22 @@ import (
 )
 
 // Handler is a dashboard of the pools and queues of one Redis, served as
-// an http.Handler. It is safe for concurrent use. Its history sampler
-// runs from New until Close.
+// an http.Handler. It is safe for concurrent use. It runs no goroutine
+// of its own: the charts read the history the pools and queues keep in
+// Redis.
 type Handler struct {
-	cfg       config
-	rdb       redis.UniversalClient
-	links     links
-	pages     map[string]*template.Template // the page templates with this handler's links
-	mux       *http.ServeMux
-	secret    []byte // keys the CSRF token: WithCSRFKey's, else new for each handler
-	logger    *slog.Logger
-	hist      *history
-	stop      context.CancelFunc
-	done      chan struct{}
-	closeOnce sync.Once
+	cfg    config
+	rdb    redis.UniversalClient
+	links  links
+	pages  map[string]*template.Template // the page templates with this handler's links
+	mux    *http.ServeMux
+	secret []byte // keys the CSRF token: WithCSRFKey's, else new for each handler
+	logger *slog.Logger
 }
 
 // New returns a dashboard of rdb's pools and queues, configured by opts.
-// It starts a goroutine that samples the pools' charts while pages are
-// viewed (a queue's charts read the history its processes keep in
-// Redis): call Close when done. A nil client or an invalid option returns
+// The charts read the history the pools and queues keep in Redis
+// (pool.History, queue.Client.History). A nil client or an invalid option returns
 // an error wrapping ErrInvalidOption. New does not talk to Redis; each
 // request does, and answers 502 when Redis fails.
 func New(rdb redis.UniversalClient, opts ...Option) (*Handler, error) {
@@ -59,23 +54,17 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Handler, error) {
 		}
 	}
 	l := links{prefix: cfg.prefix}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &Handler{cfg: cfg, rdb: rdb, links: l, pages: l.templates(), secret: secret, logger: cfg.logger,
-		hist: newHistory(int(cfg.history / cfg.sampleEvery)), stop: cancel, done: make(chan struct{})}
+	s := &Handler{cfg: cfg, rdb: rdb, links: l, pages: l.templates(), secret: secret, logger: cfg.logger}
 	s.routes()
-	go s.sampleLoop(ctx)
 	return s, nil
 }
 
-// Close stops the history sampler and waits for it. It does not close the
-// Redis client. The handler still serves afterwards, its pool charts no
-// longer growing (a queue's are read from Redis). Close may be called more than once.
-func (s *Handler) Close() {
-	s.closeOnce.Do(func() {
-		s.stop()
-		<-s.done
-	})
-}
+// Close releases what the handler holds, which is nothing since its
+// charts read their history from Redis (it sampled the pools itself
+// before); defer it all the same. It does not close the Redis client.
+// The handler still serves afterwards. Close may be called more than
+// once.
+func (s *Handler) Close() {}
 
 // ServeHTTP serves a request through the guards (Host, token, prefix,
 // method, read-only, cross-site checks), then the page or the action.

@@ -51,7 +51,8 @@ func TestJSONTwinsMatchTheLibrary(t *testing.T) {
 		assert.Equal(t, styled(t, w.Keys), jsonstyle.At(pv, "stats.workers."+strconv.Itoa(i)+".keys"))
 	}
 	assert.Equal(t, styled(t, st.WorkerTTL), jsonstyle.At(pv, "stats.worker_ttl_ms"))
-	assert.NotEmpty(t, jsonstyle.At(pv, "history"))
+	assert.NotNil(t, jsonstyle.At(pv, "history"), "the pool's history (empty until its janitor's first sample)")
+	assert.EqualValues(t, pool.HistoryStep.Milliseconds(), jsonstyle.At(pv, "step_ms"))
 
 	jv := twin(t, base+"/pool/"+name+"/job/j-03?format=json")
 	job, err := n.Job(ctx, "j-03")

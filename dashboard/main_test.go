@@ -159,7 +159,7 @@ func serve(t *testing.T, opts ...Option) (*Handler, string) {
 // serveRedis is serve with the Redis given.
 func serveRedis(t *testing.T, rdb redis.UniversalClient, opts ...Option) (*Handler, string) {
 	t.Helper()
-	d, err := New(rdb, append([]Option{WithSampleEvery(100 * time.Millisecond)}, opts...)...)
+	d, err := New(rdb, opts...)
 	require.NoError(t, err)
 	hs := httptest.NewServer(d)
 	t.Cleanup(func() {

@@ -25,7 +25,7 @@ const prefix = "/ops/shepherd"
 // (GET /healthz, answering "ok").
 func mounted(t *testing.T, opts ...Option) (*Handler, string) {
 	t.Helper()
-	d, err := New(srv.Client(), append([]Option{WithSampleEvery(100 * time.Millisecond), WithPrefix(prefix)}, opts...)...)
+	d, err := New(srv.Client(), append([]Option{WithPrefix(prefix)}, opts...)...)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(prefix+"/", d)

@@ -14,11 +14,6 @@ const (
 	// DefaultRefreshEvery is how often an open page fetches its live part
 	// again.
 	DefaultRefreshEvery = time.Second
-	// DefaultSampleEvery is how often the pools' charts are sampled
-	// while someone looks.
-	DefaultSampleEvery = 2 * time.Second
-	// DefaultHistory is how much of the pools' charts is kept.
-	DefaultHistory = 5 * time.Minute
 	// DefaultActionTimeout bounds an action such as stopping a job.
 	DefaultActionTimeout = 15 * time.Second
 )
@@ -39,8 +34,6 @@ type config struct {
 	hosts         map[string]bool // allowed besides loopback, lower case, no port
 	logger        *slog.Logger
 	refreshEvery  time.Duration
-	sampleEvery   time.Duration
-	history       time.Duration
 	actionTimeout time.Duration
 }
 
@@ -49,8 +42,6 @@ func defaultConfig() config {
 		hosts:         map[string]bool{},
 		logger:        slog.New(slog.DiscardHandler),
 		refreshEvery:  DefaultRefreshEvery,
-		sampleEvery:   DefaultSampleEvery,
-		history:       DefaultHistory,
 		actionTimeout: DefaultActionTimeout,
 	}
 }
@@ -185,21 +176,6 @@ func WithLogger(l *slog.Logger) Option {
 // again (?partial=1). Defaults to DefaultRefreshEvery (1s).
 func WithRefreshEvery(d time.Duration) Option {
 	return positive("refresh period", d, func(c *config) { c.refreshEvery = d })
-}
-
-// WithSampleEvery sets how often the pools' charts are sampled: every
-// pool found (at most 100), while a page has been viewed in the last 10
-// minutes. A queue's charts read the history its processes keep in
-// Redis (queue.Client.History) and sample nothing. Defaults to DefaultSampleEvery (2s).
-func WithSampleEvery(d time.Duration) Option {
-	return positive("sample period", d, func(c *config) { c.sampleEvery = d })
-}
-
-// WithHistory sets how much of the pools' charts is kept, in the
-// handler's memory (a queue's history is in Redis: the last hour and the
-// last day). Defaults to DefaultHistory (5 minutes).
-func WithHistory(d time.Duration) Option {
-	return positive("history", d, func(c *config) { c.history = d })
 }
 
 // WithActionTimeout bounds an action, such as stopping a job, from the

@@ -25,8 +25,6 @@ func TestNewChecksItsOptions(t *testing.T) {
 		"nil option":            nil,
 		"nil logger":            WithLogger(nil),
 		"zero refresh":          WithRefreshEvery(0),
-		"negative sample":       WithSampleEvery(-time.Second),
-		"zero history":          WithHistory(0),
 		"negative timeout":      WithActionTimeout(-1),
 		"empty host":            WithAllowedHosts("ops.example.com", ""),
 		"host with a path":      WithAllowedHosts("ops.example.com/x"),

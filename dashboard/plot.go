@@ -10,9 +10,14 @@ import (
 
 // plot is a line chart with axes, drawn by the server as SVG: a left
 // axis with its unit, an optional right one with its own, a time axis
-// labelled in UTC, and a legend that carries each series' numbers (its
-// last value, its peak and, for counts, its total), so that the page
-// says what the lines show.
+// labelled in UTC with its title below the labels, and a legend that
+// carries each series' numbers (its last value, its peak and, for
+// counts, its total), so that the page says what the lines show.
+//
+// The SVG has a viewBox and fills its column (CSS width: 100%); it is
+// drawn for a width in pixels (the page's script sends the width it
+// measured, ?cw=), so that its text keeps its size and the time axis
+// gets as many labels as fit without touching.
 type plot struct {
 	ID            string // the figure's id
 	Title         string
@@ -22,8 +27,10 @@ type plot struct {
 	// X0, X1, Y0, Y1 are the plot area's edges: left, right, top, bottom.
 	X0, X1, Y0, Y1 int
 	// YLabelX, RightLabelX and XLabelY place the ticks' labels: the left
-	// axis's end, the right axis's start and the time axis's baseline.
+	// axis's end, the right axis's start and the time axis's baseline;
+	// XTitleX, XTitleY the time axis's title, below its labels.
 	YLabelX, RightLabelX, XLabelY int
+	XTitleX, XTitleY              int
 	YTicks                        []tick // on the left axis
 	RightTicks                    []tick
 	XTicks                        []tick
@@ -58,20 +65,39 @@ type series struct {
 	Total  bool // the legend gives the sum: the values are counts
 }
 
-// The plot's size and margins, in pixels.
+// The plot's size and margins, in pixels: its default width (before the
+// page's script measured its column) and the widths it accepts.
 const (
-	plotW, plotH          = 640, 180
-	plotLeft, plotRight   = 56, 56
-	plotTop, plotBottom   = 20, 26
-	plotTicksY, plotTickX = 4, 6
+	plotW, plotH           = 640, 200
+	plotMinW, plotMaxW     = 280, 2400
+	plotLeft, plotRight    = 56, 56
+	plotTop, plotBottom    = 26, 40
+	plotTicksY             = 4
+	plotLabelGap           = 24 // the least space between two time labels
+	plotCharW              = 6  // a generous width of a label's character (10px font)
+	plotXTitle             = "time (UTC)"
+	plotXLabelY, plotTitle = 17, 34 // below the plot area: the time labels' and the title's baselines, clear of the y axes' "0"
 )
 
-// newPlot draws series over times (evenly spaced, oldest first), the
-// left axis in unit, the right one (if a series is on it) in rightUnit.
-func newPlot(id, title, unit, rightUnit string, times []time.Time, ss []series) plot {
-	p := plot{ID: id, Title: title, Unit: unit, Width: plotW, Height: plotH,
-		X0: plotLeft, X1: plotW - plotRight, Y0: plotTop, Y1: plotH - plotBottom, Empty: true,
-		YLabelX: plotLeft - 4, RightLabelX: plotW - plotRight + 4, XLabelY: plotH - plotBottom + 14}
+// plotWidth returns the width a plot is drawn at for a measured column
+// width (?cw=): the default when absent or unreadable, else clamped.
+func plotWidth(cw string) int {
+	w, err := strconv.Atoi(cw)
+	if err != nil || w <= 0 {
+		return plotW
+	}
+	return min(max(w, plotMinW), plotMaxW)
+}
+
+// newPlot draws series over times (evenly spaced, oldest first) at width
+// pixels, the left axis in unit, the right one (if a series is on it) in
+// rightUnit.
+func newPlot(id, title, unit, rightUnit string, width int, times []time.Time, ss []series) plot {
+	width = min(max(width, plotMinW), plotMaxW)
+	p := plot{ID: id, Title: title, Unit: unit, Width: width, Height: plotH,
+		X0: plotLeft, X1: width - plotRight, Y0: plotTop, Y1: plotH - plotBottom, Empty: true,
+		YLabelX: plotLeft - 4, RightLabelX: width - plotRight + 4, XLabelY: plotH - plotBottom + plotXLabelY,
+		XTitleX: (plotLeft + width - plotRight) / 2, XTitleY: plotH - plotBottom + plotTitle}
 	if len(times) > 0 {
 		p.From, p.To = times[0].UTC().Format(clockFormat), times[len(times)-1].UTC().Format(clockFormat)
 	}
@@ -187,32 +213,46 @@ func (p plot) yTicks(top, step float64) []tick {
 	return out
 }
 
-// tickSteps are the spacings the time axis may use, the first that gives
-// at most plotTickX ticks winning.
+// tickSteps are the spacings the time axis may use, the first whose
+// labels fit the axis's width winning.
 var tickSteps = []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute,
 	10 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour}
 
-// xTicks marks the round UTC times within times, labelled "15:04".
+// xTicks marks the round UTC times within times, labelled "15:04" (or
+// "15:04:05" when they are less than a minute apart). The spacing is the
+// smallest of tickSteps that leaves plotLabelGap pixels between two
+// labels, so that labels never touch, however narrow the plot.
 func (p plot) xTicks(times []time.Time) []tick {
 	if len(times) < 2 {
 		return nil
 	}
 	from, to := times[0], times[len(times)-1]
 	span := to.Sub(from)
-	every := tickSteps[len(tickSteps)-1]
+	if span <= 0 {
+		return nil
+	}
+	pxPer := float64(p.X1-p.X0) / float64(span) // pixels per nanosecond
+	every, layout := time.Duration(0), ""
 	for _, d := range tickSteps {
-		if span/d <= plotTickX {
-			every = d
+		l := "15:04"
+		if d < time.Minute {
+			l = "15:04:05"
+		}
+		if float64(d)*pxPer >= float64(len(l)*plotCharW+plotLabelGap) {
+			every, layout = d, l
 			break
 		}
+	}
+	if every == 0 {
+		return nil // not even a day's spacing fits: no label rather than a pile
 	}
 	var out []tick
 	for t := from.Truncate(every); !t.After(to); t = t.Add(every) {
 		if t.Before(from) {
 			continue
 		}
-		x := p.X0 + int(float64(t.Sub(from))/float64(span)*float64(p.X1-p.X0))
-		out = append(out, tick{At: x, Label: t.UTC().Format("15:04")})
+		x := p.X0 + int(float64(t.Sub(from))*pxPer)
+		out = append(out, tick{At: x, Label: t.UTC().Format(layout)})
 	}
 	return out
 }

@@ -43,7 +43,8 @@ type PoolRow struct {
 // QueueRow is a queue at a glance.
 type QueueRow struct {
 	Name      string `json:"name"`
-	Processes int    `json:"processes"`
+	Processes int    `json:"processes"` // those that serve
+	Clients   int    `json:"clients"`   // those that only submit (queue.ProcessInfo.SubmitOnly)
 	Workers   int64  `json:"workers"`
 	Busy      int64  `json:"busy"`
 	Available int64  `json:"available"`
@@ -102,7 +103,6 @@ func (s *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
-	s.hist.touch()
 	s.render(w, r, "overview", page{Title: "shepherd", Live: true, View: l})
 }
 
@@ -135,8 +135,15 @@ func summarizePool(st *pool.Stats) PoolRow {
 
 // summarizeQueue judges a queue's health from its stats.
 func summarizeQueue(name string, st queue.Stats) QueueRow {
-	row := QueueRow{Name: name, Processes: len(st.Processes), Workers: st.Workers, Busy: st.Busy,
+	row := QueueRow{Name: name, Workers: st.Workers, Busy: st.Busy,
 		Available: st.Available, Delayed: st.Delayed, Retrying: st.Retrying, InFlight: st.InFlight, Dead: st.Dead, Health: "ok"}
+	for _, p := range st.Processes {
+		if p.SubmitOnly() {
+			row.Clients++
+		} else {
+			row.Processes++
+		}
+	}
 	switch {
 	case st.Workers == 0 && st.Available > 0:
 		row.Health, row.Problem = "bad", "tasks waiting and no worker"
@@ -150,10 +157,14 @@ func summarizeQueue(name string, st queue.Stats) QueueRow {
 
 // poolView is a pool's page.
 type poolView struct {
-	Stats   *pool.Stats `json:"stats"`
-	Series  []string    `json:"series"`
-	History []sample    `json:"history"`
-	Chart   chart       `json:"-"`
+	Stats *pool.Stats `json:"stats"`
+	// History is the pool's samples of the last hour, oldest first, read
+	// from Redis (pool.History), and StepMS their spacing.
+	History []poolHistoryPoint `json:"history"`
+	Step    time.Duration      `json:"step"`
+	Charts  poolCharts         `json:"-"`
+	// NodeNames are the nodes' labels for people (procLabel), by id.
+	NodeNames map[string]string `json:"-"`
 	// MostJobs is the most jobs of a worker: the full width of the bars.
 	MostJobs int64   `json:"-"`
 	Summary  PoolRow `json:"summary"`
@@ -167,12 +178,20 @@ func (s *Handler) poolPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v := poolView{Stats: st, Series: poolSeries, History: s.hist.get("pool:" + name), Summary: summarizePool(st)}
-	// The page's own reading ends its chart, which is then never behind the
-	// table; it is not kept, so that views do not crowd the sampler's
-	// evenly spaced history.
-	v.History = append(v.History, poolSample(st))
-	v.Chart = newChart(poolSeries, v.History)
+	hist, err := pool.History(ctx, s.rdb, name, poolBuckets)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
+	v := poolView{Stats: st, Summary: summarizePool(st), Step: pool.HistoryStep, History: make([]poolHistoryPoint, 0, len(hist)),
+		Charts: newPoolCharts(hist, st.Time, plotWidth(r.URL.Query().Get("cw")))}
+	for _, h := range hist {
+		v.History = append(v.History, poolHistoryPoint(h))
+	}
+	v.NodeNames = make(map[string]string, len(st.Nodes))
+	for _, n := range st.Nodes {
+		v.NodeNames[n.ID] = procLabel(n.ID, n.Name, n.Host, n.PID)
+	}
 	for _, ws := range st.Workers {
 		v.MostJobs = max(v.MostJobs, int64(ws.Jobs))
 	}

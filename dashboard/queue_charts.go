@@ -43,8 +43,12 @@ func rangeNamed(name string) (chartRange, bool) {
 // Redis (queue.Client.History): every dashboard shows the same past,
 // from before it started.
 type queueCharts struct {
-	Range      chartRange
-	Ranges     []chartRange
+	Range  chartRange
+	Ranges []chartRange
+	// Since is the first bucket shown when the queue's history starts
+	// within the range (a new queue): the charts show the minutes there
+	// are, not a nearly empty hour; "" when they show the whole range.
+	Since      string
 	Throughput plot // done and failed per second
 	Dead       plot // new dead letters per bucket; the dead letters held on the right axis
 	Handler    plot // handler run time p50 and p99, ms
@@ -52,8 +56,30 @@ type queueCharts struct {
 	Depth      plot // tasks by state, as sampled
 }
 
-// newQueueCharts draws the charts of hist, a range's buckets.
-func newQueueCharts(r chartRange, hist []queue.HistoryPoint) queueCharts {
+// minShown is the fewest buckets a chart shows when it leaves out the
+// empty start of a range: 5 minutes of 10 s buckets, half an hour of
+// 1 min ones.
+const minShown = 30
+
+// fromFirst returns hist from its first bucket that holds anything,
+// keeping at least minShown buckets, and whether it cut any.
+func fromFirst(hist []queue.HistoryPoint) ([]queue.HistoryPoint, bool) {
+	first := len(hist)
+	for i, h := range hist {
+		if h != (queue.HistoryPoint{At: h.At}) {
+			first = i
+			break
+		}
+	}
+	first = max(0, min(first, len(hist)-minShown))
+	return hist[first:], first > 0
+}
+
+// newQueueCharts draws the charts of hist, a range's buckets, at width
+// pixels each. Buckets before the first that holds anything are left
+// out (fromFirst).
+func newQueueCharts(r chartRange, hist []queue.HistoryPoint, width int) queueCharts {
+	hist, cut := fromFirst(hist)
 	n := len(hist)
 	times := make([]time.Time, n)
 	col := func() []float64 { return make([]float64, n) }
@@ -76,17 +102,21 @@ func newQueueCharts(r chartRange, hist []queue.HistoryPoint) queueCharts {
 		}
 	}
 	per := "per " + stepText(r.Step)
+	since := ""
+	if cut && n > 0 {
+		since = hist[0].At.UTC().Format(clockFormat)
+	}
 	return queueCharts{
-		Range: r, Ranges: chartRanges,
-		Throughput: newPlot("chart-throughput", "Tasks done and failed", "tasks/s", "", times, []series{
+		Range: r, Ranges: chartRanges, Since: since,
+		Throughput: newPlot("chart-throughput", "Tasks done and failed", "tasks/s", "", width, times, []series{
 			{Name: "done/s", Values: done}, {Name: "failed/s", Values: failed}}),
-		Dead: newPlot("chart-dead", "Dead letters", "new "+per, "held", times, []series{
+		Dead: newPlot("chart-dead", "Dead letters", "new "+per, "held", width, times, []series{
 			{Name: "new dead letters " + per, Values: dead, Total: true}, {Name: "dead letters held", Values: held, Right: true}}),
-		Handler: newPlot("chart-handler", "Handler run time", "ms", "", times, []series{
+		Handler: newPlot("chart-handler", "Handler run time", "ms", "", width, times, []series{
 			{Name: "handler p50 ms", Values: hp50}, {Name: "handler p99 ms", Values: hp99}}),
-		Wait: newPlot("chart-wait", "Queue wait, due to start", "ms", "", times, []series{
+		Wait: newPlot("chart-wait", "Queue wait, due to start", "ms", "", width, times, []series{
 			{Name: "wait p50 ms", Values: wp50}, {Name: "wait p99 ms", Values: wp99}}),
-		Depth: newPlot("chart-depth", "Tasks by state", "tasks", "", times, []series{
+		Depth: newPlot("chart-depth", "Tasks by state", "tasks", "", width, times, []series{
 			{Name: "available", Values: avail}, {Name: "delayed", Values: delayed},
 			{Name: "retrying", Values: retrying}, {Name: "in flight", Values: inflight}}),
 	}

@@ -106,7 +106,7 @@ func TestQueueChartsFromRedisHistory(t *testing.T) {
 		for _, id := range []string{"chart-throughput", "chart-dead", "chart-handler", "chart-wait", "chart-depth"} {
 			assert.Contains(t, body, `id="`+id+`"`)
 		}
-		for _, unit := range []string{">tasks/s</text>", ">ms</text>", ">tasks</text>", ">UTC</text>", ">new " + rng.per + "</text>", ">held</text>"} {
+		for _, unit := range []string{">tasks/s</text>", ">ms</text>", ">tasks</text>", ">time (UTC)</text>", ">new " + rng.per + "</text>", ">held</text>"} {
 			assert.Contains(t, body, unit, "%s: an axis's unit", rng.name)
 		}
 		assert.Regexp(t, `data-axis="time">\d\d:\d\d</text>`, body, "time labels")

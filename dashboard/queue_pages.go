@@ -29,6 +29,10 @@ type queueView struct {
 	History []queue.HistoryPoint `json:"history"`
 	Charts  queueCharts          `json:"-"`
 	Most    int64                `json:"-"` // the widest process bar: the most workers
+	// Serving are the processes that serve (a Server, draining or not),
+	// Clients those that only submit: Stats.Processes split.
+	Serving []queue.ProcessInfo `json:"-"`
+	Clients []queue.ProcessInfo `json:"-"`
 }
 
 func (s *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
@@ -65,9 +69,14 @@ func (s *Handler) queuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := queueView{Schedules: schedules, Name: name, Stats: st, Dead: dead, Summary: summarizeQueue(name, st),
-		Range: rng.Name, Step: rng.Step, History: hist, Charts: newQueueCharts(rng, hist)}
+		Range: rng.Name, Step: rng.Step, History: hist, Charts: newQueueCharts(rng, hist, plotWidth(r.URL.Query().Get("cw")))}
 	for _, p := range st.Processes {
 		v.Most = max(v.Most, int64(p.Workers))
+		if p.SubmitOnly() {
+			v.Clients = append(v.Clients, p)
+		} else {
+			v.Serving = append(v.Serving, p)
+		}
 	}
 	s.render(w, r, "queue", page{Title: "queue " + name, Live: true, View: v, Crumbs: []crumb{{"queue " + name, ""}}})
 }

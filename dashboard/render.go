@@ -2,12 +2,14 @@ package dashboard
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,6 +44,8 @@ var pages = func() map[string]*template.Template {
 		"of":       of,
 		"head":     head,
 		"rate":     rateText,
+		"proc":     procLabel,
+		"attempts": attemptsHTML,
 		// tenantForm makes the data of the tenant controls (parts.html).
 		"tenantForm": newTenantForm,
 		"lastError": func(errs []queue.AttemptError) string {
@@ -259,4 +263,34 @@ func head(s []string, n int) headOf {
 		return headOf{Items: s}
 	}
 	return headOf{Items: s[:n], More: len(s) - n}
+}
+
+// procLabel names a process for people: "name (host:pid)" with a name
+// (pool.WithName, queue.WithName), "host:pid" without, its id when its
+// record says neither. The page gives the id in the label's title.
+func procLabel(id, name, host string, pid int) string {
+	where := ""
+	if host != "" || pid != 0 {
+		where = cmp.Or(host, "?") + ":" + strconv.Itoa(pid)
+	}
+	switch {
+	case name != "" && where != "":
+		return name + " (" + where + ")"
+	case name != "":
+		return name
+	case where != "":
+		return where
+	}
+	return id
+}
+
+// attemptsHTML writes a task's attempts, "1 / 3", and marks a dead
+// letter of a permanent failure (queue.Permanent): "permanent, 1 / 3",
+// so that it does not read as attempts used up.
+func attemptsHTML(t queue.TaskInfo) template.HTML {
+	n := template.HTMLEscapeString(fmt.Sprintf("%d / %d", t.Attempt, t.MaxAttempts))
+	if !t.Permanent {
+		return template.HTML(n)
+	}
+	return template.HTML(`<span class="badge bad permanent" title="failed with queue.Permanent: no retry">permanent</span> ` + n)
 }

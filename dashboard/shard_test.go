@@ -40,7 +40,8 @@ func TestShardedQueueIsListedOnce(t *testing.T) {
 	assert.Equal(t, name, rows[0].Name)
 	assert.Empty(t, rows[0].Error)
 	assert.EqualValues(t, 6, rows[0].Available, "every shard's tasks")
-	assert.Equal(t, 1, rows[0].Processes)
+	assert.Equal(t, 0, rows[0].Processes, "it serves nothing")
+	assert.Equal(t, 1, rows[0].Clients, "a submit-only client")
 }
 
 // The queue page of a sharded queue shows its shard count (an unsharded

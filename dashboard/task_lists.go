@@ -103,8 +103,8 @@ type taskListView struct {
 // state, and the tenant when filtered), it redirects to the task's page;
 // else the list says so, with 404, and links the task when it is in
 // another. Without ?state= the search looks in the whole queue. A page
-// costs O(page × size) reads; filtered by tenant, O(tasks before the
-// page's end) in the state, at most filterScanMax.
+// costs O(page × size) reads; filtered by tenant, what
+// queue.Client.TenantTasks costs.
 func (s *Handler) taskList(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
 	qs := r.URL.Query()
@@ -182,7 +182,9 @@ func (s *Handler) taskList(w http.ResponseWriter, r *http.Request) {
 
 // pageOfTasks returns up to listPageSize tasks in state after skipping
 // offset, of tenant ("" for all), whether more follow, and whether it
-// stopped looking for the tenant's after scanMax tasks of the state.
+// stopped looking for the tenant's after scanMax tasks of the state
+// (only for delayed or retrying tasks queued by an earlier version:
+// queue.ErrNotIndexed).
 func pageOfTasks(ctx context.Context, c *queue.Client, state queue.State, tenant string, offset, scanMax int) ([]queue.TaskInfo, bool, bool, error) {
 	if tenant == "" {
 		tasks, err := c.Tasks(ctx, state, offset, listPageSize+1)
@@ -194,8 +196,20 @@ func pageOfTasks(ctx context.Context, c *queue.Client, state queue.State, tenant
 		}
 		return tasks, false, false, nil
 	}
-	// The library lists a state's tasks, not a tenant's: read the state's
-	// list in chunks, keeping the tenant's tasks.
+	// The tenant's own lists and sets (queue.Client.TenantTasks): exact
+	// at any depth.
+	tasks, err := c.TenantTasks(ctx, tenant, state, offset, listPageSize+1)
+	switch {
+	case err == nil && len(tasks) > listPageSize:
+		return tasks[:listPageSize], true, false, nil
+	case err == nil:
+		return tasks, false, false, nil
+	case !errors.Is(err, queue.ErrNotIndexed):
+		return nil, false, false, err
+	}
+	// Delayed or retrying tasks of an earlier version, which kept no
+	// per-tenant sets: read the state's list in chunks, keeping the
+	// tenant's tasks, up to scanMax.
 	var out []queue.TaskInfo
 	skip := offset
 	for from := 0; from < scanMax; from += filterChunk {

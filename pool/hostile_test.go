@@ -151,6 +151,9 @@ func TestHostileOptionsAndAddNode(t *testing.T) {
 		{"negative MaxQueuedJobs", "p", srv.Client(), []NodeOption{WithMaxQueuedJobs(-5)}},
 		{"zero MaxPayloadSize", "p", srv.Client(), []NodeOption{WithMaxPayloadSize(0)}},
 		{"negative MaxPayloadSize", "p", srv.Client(), []NodeOption{WithMaxPayloadSize(-1)}},
+		{"empty node name", "p", srv.Client(), []NodeOption{WithName("")}},
+		{"long name", "p", srv.Client(), []NodeOption{WithName(strings.Repeat("n", MaxNameSize+1))}},
+		{"name with a control character", "p", srv.Client(), []NodeOption{WithName("a\x00b")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

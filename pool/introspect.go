@@ -76,10 +76,11 @@ type NodeStats struct {
 	Age     time.Duration `json:"age_ns"`
 	Healthy bool          `json:"healthy"`
 	// Host, PID and Started (the process's clock) identify the node's
-	// process; Client tells a client-only node. Empty for a node whose
-	// record is missing.
+	// process, Name is the one WithName gave it; Client tells a
+	// client-only node. Empty for a node whose record is missing.
 	Host    string    `json:"host,omitempty"`
 	PID     int       `json:"pid,omitempty"`
+	Name    string    `json:"name,omitempty"`
 	Started time.Time `json:"started,omitempty"`
 	Client  bool      `json:"client,omitempty"`
 }
@@ -206,7 +207,7 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 		ns := &st.Nodes[i]
 		var rec nodeRecord
 		if raw, ok := records[ns.ID]; ok && json.Unmarshal([]byte(raw), &rec) == nil {
-			ns.Host, ns.PID, ns.Client = rec.Host, rec.PID, rec.Client
+			ns.Host, ns.PID, ns.Name, ns.Client = rec.Host, rec.PID, rec.Name, rec.Client
 			ns.Started = time.UnixMilli(rec.Started)
 		}
 	}

@@ -26,7 +26,7 @@ func (n *Node) janitorLoop() {
 	tick := n.cfg.janitorTick()
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	lastRecover := time.Time{}
+	lastRecover, lastSample := time.Time{}, time.Time{}
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -55,6 +55,12 @@ func (n *Node) janitorLoop() {
 			}
 			if nerr == nil {
 				n.removeNodes(ctx, dead)
+			}
+			// The script takes one sample a HistoryStep by Redis's
+			// clock; asking twice a step keeps no step without one.
+			if time.Since(lastSample) >= HistoryStep/2 {
+				n.sampleHistory(ctx)
+				lastSample = time.Now()
 			}
 		}
 		cancel()

@@ -41,6 +41,7 @@ type layout struct {
 	withdrawn string // zset: nonces of withdrawn DispatchJobs by when (ms): the ledger (member.Withdraw)
 	counters  string // hash: counter name (counter* in wire.go) → count
 	recovery  string // list: the janitor's latest recoveries (JSON), newest first
+	history   string // list: the janitor's samples of the pool (history.go), newest first
 	jobStream string // the job stream's key
 	workers   string // the workers map's hash (read by scripts)
 	slots     string // the slots map's hash (read by scripts)
@@ -106,6 +107,7 @@ func newLayout(pool string) (layout, error) {
 		withdrawn: s.Key(keys.KindPool, "withdrawals"), // a hash named "withdrawn" before the ledger was a zset
 		counters:  s.Key(keys.KindPool, "counters"),
 		recovery:  s.Key(keys.KindPool, "recoveries"),
+		history:   s.Key(keys.KindPool, "history"),
 		jobStream: s.Key(keys.KindStream, jobStreamName),
 		workers:   maps[0].Hash,
 		slots:     maps[1].Hash,

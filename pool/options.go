@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/replica"
 	"github.com/shepherd-go/shepherd/limit"
 )
@@ -52,6 +53,7 @@ type nodeConfig struct {
 	identity          string        // WithNodeID (identity.go); "" for none
 	restartGrace      time.Duration // WithRestartGrace
 	graceSet          bool
+	name              string // WithName: the node's name for operators
 
 	// set records which pool-wide settings the options gave explicitly:
 	// those must agree with the pool's (settings.go).
@@ -172,6 +174,24 @@ func WithMaxPayloadSize(n int) NodeOption {
 			return fmt.Errorf("%w: MaxPayloadSize must be at least 1, got %d", ErrInvalidOption, n)
 		}
 		c.maxPayloadSize = n
+		return nil
+	}
+}
+
+// MaxNameSize is the longest WithName, in bytes.
+const MaxNameSize = member.MaxNameSize
+
+// WithName names the node for operators: Stats' NodeStats.Name, the
+// dashboard and the CLI show it beside its host and PID ("ingest-2
+// (web-1:4121)"), the id staying its key. A name need not be unique.
+// An empty name, one longer than MaxNameSize bytes or one with a
+// control character is refused. Defaults to none: host and PID alone.
+func WithName(name string) NodeOption {
+	return func(c *nodeConfig) error {
+		if err := member.CheckName(name); err != nil {
+			return fmt.Errorf("%w: node %w", ErrInvalidOption, err)
+		}
+		c.name = name
 		return nil
 	}
 }

@@ -39,7 +39,8 @@ const (
 type nodeRecord struct {
 	Host    string `json:"host"`
 	PID     int    `json:"pid"`
-	Started int64  `json:"started"` // ms, this process's clock
+	Name    string `json:"name,omitempty"` // WithName's
+	Started int64  `json:"started"`        // ms, this process's clock
 	Client  bool   `json:"client,omitempty"`
 }
 
@@ -89,7 +90,7 @@ return out
 // own, and reports a pool that changed them meanwhile.
 func (n *Node) settle(ctx context.Context, rejoin bool) error {
 	host, _ := os.Hostname()
-	rec, _ := json.Marshal(nodeRecord{Host: host, PID: os.Getpid(), Started: n.started.UnixMilli(), Client: n.cfg.clientOnly})
+	rec, _ := json.Marshal(nodeRecord{Host: host, PID: os.Getpid(), Name: n.cfg.name, Started: n.started.UnixMilli(), Client: n.cfg.clientOnly})
 	flag := func(b bool) string {
 		if b {
 			return "1"

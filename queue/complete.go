@@ -112,15 +112,20 @@ local function complete(id, run, attempt, kind, data, delay, stack)
   if kind == 'later' then
     recSet(id, 'st', 'retry', 'lerr', data, 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
+    redis.call('ZADD', P_TRETRY .. ten, due, id)
     return 'later', 0, true
   end
   local errs = adderr(id, tonumber(att), data, t, stack)
   if kind == 'fail' and tonumber(att) < tonumber(r[F_MAX_ATTEMPTS] or '` + defaultMaxField + `') then
     recSet(id, 'st', 'retry', 'att', att, 'due', due)
     redis.call('ZADD', K_RETRY, due, id)
+    redis.call('ZADD', P_TRETRY .. ten, due, id)
     return 'retry', 0, true
   end
-  return 'dead', finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b, began)
+  local dropped = finish(tk, id, 'dead', t, sub, ret, att, errs, nil, ten, b, began)
+  -- A permanent failure says so: the letter did not use up its attempts.
+  if kind == 'perm' and redis.call('EXISTS', tk) == 1 then redis.call('HSET', tk, F_PERMANENT, '1') end
+  return 'dead', dropped
 end
 local ids = {}
 for i = 7, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end

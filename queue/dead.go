@@ -136,10 +136,10 @@ local r = {}
 for i = 1, #all, 2 do r[all[i]] = all[i + 1] end
 local p = r['p'] or ''
 if #p > ` + recordMaxPayloadText + ` then
-  redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr', 'b', 'att', 'due', 'own', 'beg', 'pg')
+  redis.call('HDEL', KEYS[17], 'errs', 'fin', 'res', 'cx', 'lerr', 'b', 'att', 'due', 'own', 'beg', 'pg', 'perm')
   redis.call('HSET', KEYS[17], 'st', 'waiting', 'enq', now())
 else
-  r['errs'], r['fin'], r['res'], r['cx'], r['lerr'], r['b'], r['att'], r['due'], r['own'], r['beg'], r['pg'] = nil
+  r['errs'], r['fin'], r['res'], r['cx'], r['lerr'], r['b'], r['att'], r['due'], r['own'], r['beg'], r['pg'], r['perm'] = nil
   r['st'], r['enq'], r['p'] = 'waiting', string.format('%d', now()), nil
   redis.call('DEL', KEYS[17])
   recNew(id, r, p)

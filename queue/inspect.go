@@ -44,11 +44,16 @@ type TaskInfo struct {
 	Errors      []AttemptError // failed attempts, oldest first
 	LastLater   string         // the last RetryLater error
 	Result      []byte
+	// Permanent is true for a dead letter whose last attempt failed with
+	// Permanent (or returned a result over MaxPayloadSize): it did not
+	// use up its attempts. False for any other task, and for dead letters
+	// recorded by versions before this field.
+	Permanent bool
 }
 
 // taskFields are the task fields parseTask reads, in its order.
 var taskFields = []string{fieldState, fieldPayload, fieldAttempts, fieldMaxAttempts, fieldTimeout, fieldOwner,
-	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant, fieldPriority, fieldDedupKey, fieldProgress}
+	fieldSubmitted, fieldDue, fieldFinished, fieldErrors, fieldLastLater, fieldResult, fieldTenant, fieldPriority, fieldDedupKey, fieldProgress, fieldPermanent}
 
 func parseTask(id string, v []any) (TaskInfo, bool) {
 	s := make([]string, len(v))
@@ -73,7 +78,8 @@ func parseTask(id string, v []any) (TaskInfo, bool) {
 	}
 	t := TaskInfo{ID: id, State: State(s[0]), Attempt: int(num(s[2])), MaxAttempts: int(num(s[3])),
 		Timeout: time.Duration(num(s[4])) * time.Millisecond, Process: s[5], Submitted: ms(s[6]), Due: ms(s[7]),
-		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12], Priority: int(num(s[13])), DedupKey: s[14], Progress: parseProgress(s[15])}
+		Finished: ms(s[8]), Errors: parseAttempts(s[9]), LastLater: s[10], Tenant: s[12], Priority: int(num(s[13])), DedupKey: s[14], Progress: parseProgress(s[15]),
+		Permanent: s[16] == "1"}
 	if s[1] != "" {
 		t.Payload = []byte(s[1])
 	}

@@ -155,7 +155,8 @@ func (q *Queue) leaseSure(shard int) bool {
 type procRecord struct {
 	Host    string `json:"host"`
 	PID     int    `json:"pid"`
-	Started int64  `json:"started"` // ms, this process's clock
+	Name    string `json:"name,omitempty"` // WithName's
+	Started int64  `json:"started"`        // ms, this process's clock
 	Workers int    `json:"workers"`
 	Busy    int    `json:"busy"`
 	Limit   int    `json:"limit,omitempty"` // the concurrency limit (WithConcurrencyLimit, WithLimit)
@@ -173,7 +174,7 @@ type procRecord struct {
 // record describes the process serving with s (nil: not serving).
 func (q *Queue) record(s *Server) string {
 	host, _ := os.Hostname()
-	r := procRecord{Host: host, PID: os.Getpid(), Started: q.started.UnixMilli()}
+	r := procRecord{Host: host, PID: os.Getpid(), Name: q.cfg.name, Started: q.started.UnixMilli()}
 	if s != nil {
 		r.Workers, r.Busy = s.size(), s.busyCount()
 		r.Mode, r.Serial = s.Mode().String(), s.serial

@@ -41,6 +41,9 @@ import (
 //	              when the rate allows their next start (ms)
 //	dedup:KEY     string: the task holding a deduplication key
 //	              (WithDedup), expiring with the window
+//	tdelayed:TENANT, tretry:TENANT  zset: a tenant's part of delayed and
+//	              retry ("" for untenanted tasks), kept by the same
+//	              scripts, for Client.TenantTasks
 //	finished      list: the ids of the latest finished tasks (done or
 //	              cancelled; at most 10,000), newest first, for Tasks;
 //	              expires with the longest-kept outcome listed
@@ -149,6 +152,16 @@ func (l layout) batch(id string) string {
 }
 func (l layout) batchTasks(id string) string {
 	return l.taskPrefix[:len(l.taskPrefix)-len("task:")] + "btasks:" + id
+}
+
+// tenantDelayed and tenantRetry are a tenant's ("" for none) delayed and
+// retrying tasks by due time, as the scripts name them (P_TDELAYED,
+// P_TRETRY): the part of delayed and retry that is the tenant's.
+func (l layout) tenantDelayed(ten string) string {
+	return l.taskPrefix[:len(l.taskPrefix)-len("task:")] + "tdelayed:" + ten
+}
+func (l layout) tenantRetry(ten string) string {
+	return l.taskPrefix[:len(l.taskPrefix)-len("task:")] + "tretry:" + ten
 }
 
 // tenantReady is a tenant's list of waiting tasks of priority pri, as

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/replica"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -49,6 +50,7 @@ type config struct {
 	tracer         trace.Tracer // WithTracerProvider (trace.go), nil for none
 	shards         int          // WithShards (shard.go)
 	ack            replica.Ack  // WithReplicas (replicas.go)
+	name           string       // WithName: the process's name for operators
 
 	// set records the queue-wide settings given explicitly: they must
 	// agree with the queue's (settings.go).
@@ -70,6 +72,24 @@ func defaultConfig() config {
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+}
+
+// MaxNameSize is the longest WithName, in bytes.
+const MaxNameSize = member.MaxNameSize
+
+// WithName names this process for operators: Stats' ProcessInfo.Name,
+// the dashboard and the CLI show it beside its host and PID ("api-3
+// (web-1:4121)"), the id staying its key. A name need not be unique.
+// An empty name, one longer than MaxNameSize bytes or one with a
+// control character is refused. Defaults to none: host and PID alone.
+func WithName(name string) Option {
+	return func(c *config) error {
+		if err := member.CheckName(name); err != nil {
+			return invalid("process %v", err)
+		}
+		c.name = name
+		return nil
+	}
 }
 
 // WithLogger sets the logger. Defaults to one that discards everything.

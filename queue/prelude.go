@@ -24,6 +24,11 @@ local P_BATCH = string.sub(P_TASK, 1, -6) .. 'batch:' -- beside task:, see layou
 local P_BTASKS = string.sub(P_TASK, 1, -6) .. 'btasks:'
 local K_RATED = string.sub(P_TASK, 1, -6) .. 'rated'
 local P_TASKS = string.sub(P_TASK, 1, -6) .. 'tasks:'
+-- A tenant's delayed and retrying tasks, by due time: P_TDELAYED ..
+-- tenant ('' for none) holds those of K_DELAYED, P_TRETRY .. tenant
+-- those of K_RETRY (layout.tenantDelayed; Client.TenantTasks).
+local P_TDELAYED = string.sub(P_TASK, 1, -6) .. 'tdelayed:'
+local P_TRETRY = string.sub(P_TASK, 1, -6) .. 'tretry:'
 ` + fieldLocals() + inlineFields(preludeFns)
 
 var hashReadCall, hashReadNames = hashRead()

@@ -212,8 +212,10 @@ local function cancelOne(tk, id, t)
     unready(ten, id, tonumber(r[F_PRIORITY] or '0'))
   elseif st == 'delayed' then
     redis.call('ZREM', K_DELAYED, id)
+    redis.call('ZREM', P_TDELAYED .. ten, id)
   else
     redis.call('ZREM', K_RETRY, id)
+    redis.call('ZREM', P_TRETRY .. ten, id)
   end
   finish(tk, id, 'cancelled', t, r[F_SUBMITTER], r[F_RETENTION], r[F_ATTEMPTS] or '0', r[F_ERRORS], nil, ten, r[F_BATCH])
   return 'CANCELLED'

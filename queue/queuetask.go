@@ -7,6 +7,7 @@ package queue
 const submitFn = `
 local P_DEDUP = string.sub(P_TASK, 1, -6) .. 'dedup:'
 local q_ready, q_order, q_delayed, q_queued = {}, {}, {}, 0
+local q_tdelayed = {} -- tenant → due, id, ...: its part of q_delayed
 local q_count, q_withdrawn, q_t, q_ts
 
 -- queueTask queues the task id submitted by process sub at t, or says why
@@ -73,6 +74,10 @@ local function queueTask(t, sub, limit, id, payload, maxAtt, timeout, delay, ret
   if delay > 0 then
     q_delayed[#q_delayed + 1] = t + delay
     q_delayed[#q_delayed + 1] = id
+    local td = q_tdelayed[ten]
+    if not td then td = {}; q_tdelayed[ten] = td end
+    td[#td + 1] = t + delay
+    td[#td + 1] = id
   else
     local g = ten .. '\n' .. pri
     if not q_ready[g] then q_ready[g] = {}; q_order[#q_order + 1] = {ten, pri, g} end
@@ -87,6 +92,7 @@ local function queued()
   recSave()
   for _, o in ipairs(q_order) do pushReady(o[1], q_ready[o[3]], true, o[2]) end
   bulk('ZADD', K_DELAYED, q_delayed)
+  for ten, td in pairs(q_tdelayed) do bulk('ZADD', P_TDELAYED .. ten, td) end
   redis.call('INCRBY', K_COUNT, q_queued)
   wake()
 end

@@ -60,6 +60,7 @@ type ProcessInfo struct {
 	ID      string
 	Host    string
 	PID     int
+	Name    string    // WithName's, "" without one
 	Started time.Time // the process's own clock
 	Workers int       // 0: it only submits
 	Busy    int       // as of its last keep-alive
@@ -74,6 +75,10 @@ type ProcessInfo struct {
 	Sampled       int
 	LeaseFor      time.Duration
 }
+
+// SubmitOnly reports a process that serves no task: it opened the queue
+// to submit (or to watch), and runs no Server.
+func (p ProcessInfo) SubmitOnly() bool { return p.Workers == 0 && p.Mode == "" }
 
 // Stats reads the queue's depth by state and its processes. On a queue of
 // n shards (WithShards) the depths, dead letters and dropped ones add up
@@ -169,7 +174,7 @@ func (q *Client) Stats(ctx context.Context) (Stats, error) {
 		}
 		var r procRecord
 		_ = json.Unmarshal([]byte(procs.Val()[id]), &r)
-		st.Processes = append(st.Processes, ProcessInfo{ID: id, Host: r.Host, PID: r.PID, Started: time.UnixMilli(r.Started),
+		st.Processes = append(st.Processes, ProcessInfo{ID: id, Host: r.Host, PID: r.PID, Name: r.Name, Started: time.UnixMilli(r.Started),
 			Workers: r.Workers, Busy: r.Busy, Limit: r.Limit, Part: r.Part, Drops: r.Drops, Mode: r.Mode, LeaseFor: lease,
 			P50: time.Duration(r.P50) * time.Microsecond, P90: time.Duration(r.P90) * time.Microsecond, P99: time.Duration(r.P99) * time.Microsecond,
 			Sampled: r.Sampled})

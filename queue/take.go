@@ -140,12 +140,15 @@ local function take(proc, ik, n, promote, t)
     local first = redis.call('ZRANGE', z, 0, 0, 'WITHSCORES')
     if first[2] and tonumber(first[2]) <= t then
       local due = redis.call('ZRANGEBYSCORE', z, '-inf', t, 'LIMIT', 0, promote)
-      local back, order = {}, {}
+      local back, order, byTen = {}, {}, {}
       recLoad(due)
       for i = #due, 1, -1 do
         local r = rec(due[i])
         if r then
-          local g = (r[F_TENANT] or '') .. '\n' .. (r[F_PRIORITY] or '0')
+          local ten = r[F_TENANT] or ''
+          if not byTen[ten] then byTen[ten] = {} end
+          byTen[ten][#byTen[ten] + 1] = due[i]
+          local g = ten .. '\n' .. (r[F_PRIORITY] or '0')
           recSet(due[i], F_STATE, 'waiting')
           if not back[g] then back[g] = {}; order[#order + 1] = {r[F_TENANT] or '', tonumber(r[F_PRIORITY] or '0'), g} end
           back[g][#back[g] + 1] = due[i]
@@ -153,6 +156,9 @@ local function take(proc, ik, n, promote, t)
       end
       for _, o in ipairs(order) do pushReady(o[1], back[o[3]], false, o[2]) end
       bulk('ZREM', z, due)
+      local tz = P_TRETRY
+      if z == K_DELAYED then tz = P_TDELAYED end
+      for ten, ids in pairs(byTen) do bulk('ZREM', tz .. ten, ids) end
       first = false -- changed: looked up again if needed
     end
     firsts[z] = first

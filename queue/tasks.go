@@ -138,22 +138,34 @@ func (q *Client) waiting(ctx context.Context, all []layout, offset, limit int) (
 	if err != nil {
 		return nil, err
 	}
-	type list struct {
-		lay layout
-		key string
-	}
-	var lists []list
-	add := func(l layout, ten string) {
-		for p := MaxPriority; p >= 0; p-- {
-			lists = append(lists, list{l, l.tenantReady(ten, p)})
-		}
-	}
+	var lists []readyList
 	for _, l := range all {
-		add(l, "")
+		lists = readyLists(lists, l, "")
 	}
 	for _, ten := range tenantIDs(tenants) {
-		add(tenantLayout(all, ten), ten)
+		lists = readyLists(lists, tenantLayout(all, ten), ten)
 	}
+	return q.readyWindow(ctx, lists, offset, limit)
+}
+
+// readyList is one of the lists of waiting tasks, in its shard.
+type readyList struct {
+	lay layout
+	key string
+}
+
+// readyLists appends the lists of ten's waiting tasks in the shard l,
+// in the order they are taken: by priority, highest first.
+func readyLists(lists []readyList, l layout, ten string) []readyList {
+	for p := MaxPriority; p >= 0; p-- {
+		lists = append(lists, readyList{l, l.tenantReady(ten, p)})
+	}
+	return lists
+}
+
+// readyWindow lists the ids of lists, one after the other, each oldest
+// first, skipping offset.
+func (q *Client) readyWindow(ctx context.Context, lists []readyList, offset, limit int) ([]located, error) {
 	// The lists' lengths in one round trip, then the parts of those the
 	// window covers in another.
 	pipe := q.rdb.Pipeline()

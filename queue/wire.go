@@ -55,6 +55,7 @@ const (
 	fieldDedupKey    = "dk"   // its deduplication key, absent for none
 	fieldTrace       = "tc"   // its Submit's span context (WithTracerProvider), absent when not traced
 	fieldProgress    = "pg"   // its handler's last progress: JSON {v, m, a, t} (progress.go)
+	fieldPermanent   = "perm" // "1" on a dead letter whose last attempt failed with Permanent (or a result too large); absent otherwise, and on letters of earlier versions
 )
 
 // A field equal to its default is left out of a task (record or hash), and its
@@ -150,6 +151,7 @@ var taskHashFields = []struct{ name, lua string }{
 	{fieldDedupKey, "F_DEDUP_KEY"},
 	{fieldTrace, "F_TRACE"},
 	{fieldProgress, "F_PROGRESS"},
+	{fieldPermanent, "F_PERMANENT"},
 }
 
 // inlineFields writes the task hash's fields into the Lua of functions as

@@ -231,6 +231,7 @@ local F_PRIORITY = 'pri'
 local F_DEDUP_KEY = 'dk'
 local F_TRACE = 'tc'
 local F_PROGRESS = 'pg'
+local F_PERMANENT = 'perm'
 `, fieldLocals())
 	assert.Equal(t, 1, strings.Count(prelude, fieldLocals()), "the prelude does not bind the fields")
 }

@@ -118,6 +118,8 @@ if st == 'waiting' or st == 'delayed' or st == 'retry' or mine then
   end
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_RETRY, id)
+  redis.call('ZREM', P_TDELAYED .. ten, id)
+  redis.call('ZREM', P_TRETRY .. ten, id)
   if recOwn[id] then redis.call('DEL', tk) end
   recDrop(id)
   recSave()

@@ -157,7 +157,17 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		starts = "PAUSED (no task starts until queue resume)"
 	}
 	fmt.Fprintf(o.stdout, "starts: %s; rate %s\n", starts, rateText(st.Rate))
-	fmt.Fprintf(o.stdout, "workers: %d busy of %d, in %d processes\n", st.Busy, st.Workers, len(st.Processes))
+	clients := 0
+	for _, p := range st.Processes {
+		if p.SubmitOnly() {
+			clients++
+		}
+	}
+	fmt.Fprintf(o.stdout, "workers: %d busy of %d, in %d processes", st.Busy, st.Workers, len(st.Processes)-clients)
+	if clients > 0 {
+		fmt.Fprintf(o.stdout, " (and %d submit-only)", clients)
+	}
+	fmt.Fprintln(o.stdout)
 	tw := tabwriter.NewWriter(o.stdout, 2, 4, 2, ' ', 0)
 	if st.Shards > 1 {
 		fmt.Fprintln(tw, "SHARD\tTAG\tSLOT\tMASTER\tAVAILABLE\tIN FLIGHT\tDELAYED\tRETRYING\tDEAD\tTENANTS")
@@ -169,7 +179,7 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 			return err
 		}
 	}
-	fmt.Fprintln(tw, "PROCESS\tHOST\tPID\tMODE\tWORKERS\tBUSY\tLIMIT\tPARTITION\tDROPS\tP50/P99\tLEASE")
+	fmt.Fprintln(tw, "PROCESS\tNAME\tHOST\tPID\tMODE\tWORKERS\tBUSY\tLIMIT\tPARTITION\tDROPS\tP50/P99\tLEASE")
 	for _, p := range st.Processes {
 		mode, lim, part, drops, took := "-", "-", "-", "-", "-"
 		if p.Sampled > 0 {
@@ -184,7 +194,7 @@ func queueStats(ctx context.Context, c *queue.Client, o queueOpts) error {
 		if p.Part != "" {
 			part = p.Part
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p.ID, cmp.Or(p.Name, "-"), p.Host, p.PID, mode, p.Workers, p.Busy, lim, part, drops,
 			took, humanize.Duration(p.LeaseFor))
 	}
 	return tw.Flush()
@@ -228,6 +238,7 @@ type taskRow struct {
 	Priority  int       `json:"priority"`
 	Attempt   int       `json:"attempt"`
 	Max       int       `json:"max_attempts"`
+	Permanent bool      `json:"permanent,omitempty"` // a dead letter of queue.Permanent
 	Process   string    `json:"process,omitempty"`
 	Submitted time.Time `json:"submitted"`
 	Due       time.Time `json:"due"`
@@ -239,7 +250,7 @@ type taskRow struct {
 func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 	rows := make([]taskRow, 0, len(tasks))
 	for _, t := range tasks {
-		r := taskRow{ID: t.ID, State: string(t.State), Priority: t.Priority, Attempt: t.Attempt, Max: t.MaxAttempts, Process: t.Process,
+		r := taskRow{ID: t.ID, State: string(t.State), Priority: t.Priority, Attempt: t.Attempt, Max: t.MaxAttempts, Permanent: t.Permanent, Process: t.Process,
 			Submitted: t.Submitted, Due: t.Due, Finished: t.Finished, Payload: t.Payload}
 		if n := len(t.Errors); n > 0 {
 			r.LastError = t.Errors[n-1].Err
@@ -266,7 +277,11 @@ func printTasks(o queueOpts, tasks []queue.TaskInfo) error {
 		if when == "FINISHED" {
 			at = r.Finished
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, r.Priority, r.Attempt, r.Max,
+		attempts := fmt.Sprintf("%d/%d", r.Attempt, r.Max)
+		if r.Permanent {
+			attempts += " permanent"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.State, r.Priority, attempts,
 			at.Format(timeMillis), proc, firstLine(r.LastError))
 	}
 	return tw.Flush()

@@ -41,7 +41,7 @@ func queueInspect(ctx context.Context, c *queue.Client, o queueOpts) error {
 		{"tenant", or(t.Tenant, "-")},
 		{"priority", fmt.Sprint(t.Priority)},
 		{"dedup key", or(t.DedupKey, "-")},
-		{"attempt", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts)},
+		{"attempt", attemptText(t)},
 		{"timeout", timeout},
 		{"process", or(t.Process, "-")},
 		{"submitted", at(t.Submitted)},
@@ -91,6 +91,16 @@ func showBytes(b []byte) string {
 	s := fmt.Sprintf("%d bytes", len(b))
 	if len(b) <= 200 && utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool { return r < ' ' && r != '\t' }) {
 		s += fmt.Sprintf(" %q", b)
+	}
+	return s
+}
+
+// attemptText is a task's attempts, "1 of 3", with ", permanent failure"
+// for a dead letter of queue.Permanent: it did not use its attempts up.
+func attemptText(t queue.TaskInfo) string {
+	s := fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts)
+	if t.Permanent {
+		s += ", permanent failure"
 	}
 	return s
 }

@@ -11,7 +11,35 @@
     var u = new URL(window.location.href);
     u.searchParams.delete("done");
     u.searchParams.set("partial", "1");
+    var w = chartWidth();
+    if (w) { u.searchParams.set("cw", String(w)); }
     return u.toString();
+  }
+  // chartWidth is the width, in CSS pixels, of the page's first chart's
+  // column: the server draws the charts at it (?cw=), so that their text
+  // keeps its size and their time axis gets the labels that fit.
+  function chartWidth() {
+    var svg = main.querySelector("figure.plot svg");
+    if (!svg) { return 0; }
+    return Math.round(svg.getBoundingClientRect().width);
+  }
+  // fitCharts redraws the charts alone (not the rest of the page, which
+  // may be in use) when their column is not the width they were drawn at:
+  // after the page loads and when the window is resized.
+  function fitCharts() {
+    var svg = main.querySelector("figure.plot svg"), w = chartWidth();
+    if (!svg || !w || Math.abs(w - parseInt(svg.dataset.width, 10)) < 8) { return; }
+    fetch(url(), { credentials: "same-origin", cache: "no-store" }).then(function (r) {
+      return r.ok ? r.text() : null;
+    }).then(function (html) {
+      if (!html) { return; }
+      var doc = new DOMParser().parseFromString(html, "text/html");
+      var figs = doc.querySelectorAll("figure.plot[id]");
+      for (var i = 0; i < figs.length; i++) {
+        var old = document.getElementById(figs[i].id);
+        if (old) { old.replaceWith(document.importNode(figs[i], true)); }
+      }
+    }).catch(function () {});
   }
   // utcTime writes a time as the charts and the clock do (render.go's clockFormat):
   // "2006-01-02 15:04:05 UTC", never the browser's local clock.
@@ -47,6 +75,12 @@
     });
   }
   setTimeout(tick, every);
+  fitCharts();
+  var resized = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resized);
+    resized = setTimeout(fitCharts, 250);
+  });
 })();
 
 // Select all: a checkbox marked data-select-all=FORM checks or unchecks
