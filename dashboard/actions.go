@@ -68,7 +68,7 @@ func (s *Handler) actionFailed(w http.ResponseWriter, r *http.Request, what stri
 	code := http.StatusBadGateway
 	var nf errNotFound
 	switch {
-	case errors.As(err, &nf), errors.Is(err, pool.ErrJobNotFound), errors.Is(err, queue.ErrTaskNotFound):
+	case errors.As(err, &nf), errors.Is(err, pool.ErrJobNotFound), errors.Is(err, pool.ErrNoSchedule), errors.Is(err, queue.ErrTaskNotFound):
 		code = http.StatusNotFound
 	case errors.Is(err, pool.ErrInvalidKey), errors.Is(err, pool.ErrInvalidOption), errors.Is(err, queue.ErrInvalidOption),
 		errors.Is(err, queue.ErrUnknownTenant):

@@ -87,6 +87,8 @@ func (s *Handler) routes() {
 	m.HandleFunc("GET "+p+"/pool/{pool}/job/{key...}", s.jobPage)
 	m.HandleFunc("POST "+p+"/pool/{pool}/stop", s.stopJob)
 	m.HandleFunc("POST "+p+"/pool/{pool}/shutdown", s.shutdownPool)
+	m.HandleFunc("POST "+p+"/pool/{pool}/unschedule", s.unschedule)
+	m.HandleFunc("POST "+p+"/pool/{pool}/stop-ticker", s.stopTicker)
 	m.HandleFunc("GET "+p+"/queue/{queue}", s.queuePage)
 	m.HandleFunc("GET "+p+"/queue/{queue}/tasks", s.taskList)
 	m.HandleFunc("GET "+p+"/queue/{queue}/task/{id...}", s.taskPage)

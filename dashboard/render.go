@@ -82,6 +82,8 @@ type crumb struct{ Name, URL string }
 var flashes = map[string]string{
 	"stopped":        "The job was stopped.",
 	"shutdown":       "The pool was shut down.",
+	"unscheduled":    "The schedule was removed.",
+	"ticker-stopped": "The ticker was stopped.",
 	"replayed":       "The dead letter was queued again.",
 	"deleted":        "The dead letter was deleted.",
 	"tenant":         "The tenant's capacity was set.",

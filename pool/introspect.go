@@ -100,10 +100,11 @@ type WorkerStats struct {
 	// worker's jobs are Orphans too.
 	Jobs int      `json:"jobs"`
 	Keys []string `json:"keys"`
-	// RestartingUntil is set for an unhealthy worker of a node with a
-	// stable identity (WithNodeID) that closed for a restart or stopped
-	// keeping alive: its jobs wait for it until then (its node's restart
-	// grace), and are not Orphans meanwhile; past it, they move.
+	// RestartingUntil is set for a worker of a node with a stable
+	// identity (WithNodeID) that closed for a restart (it is then not
+	// Healthy) or stopped keeping alive: its jobs wait for it until then
+	// (its node's restart grace), and are not Orphans meanwhile; past it,
+	// they move.
 	RestartingUntil time.Time `json:"restarting_until,omitzero"`
 }
 
@@ -233,12 +234,14 @@ func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, la
 			ws.LastSeen, ws.HealthAge = t, now.Sub(t)
 			ws.Healthy = ws.HealthAge <= ttl
 		}
-		if !ws.Healthy && info.Grace > 0 {
-			until := ws.LastSeen.Add(ttl + time.Duration(info.Grace)*time.Millisecond)
-			if parked, ok := seen("r:" + id); ok {
-				until = parked
-			}
-			if until.After(now) {
+		if parked, ok := seen("r:" + id); ok && parked.After(now) {
+			// Closed for a restart (WithNodeID): it runs nothing, however
+			// recent its last keep-alive.
+			ws.RestartingUntil, ws.Healthy = parked, false
+		} else if !ws.Healthy && info.Grace > 0 && !ws.LastSeen.IsZero() {
+			// Stopped keeping alive (a crash): the janitor waits for it
+			// WorkerTTL + the grace.
+			if until := ws.LastSeen.Add(ttl + time.Duration(info.Grace)*time.Millisecond); until.After(now) {
 				ws.RestartingUntil = until
 			}
 		}

@@ -53,6 +53,16 @@ func demo(ctx context.Context, rdb redis.UniversalClient) (func(), error) {
 			return fail(err)
 		}
 	}
+	// A schedule (one job per connected device) and a cluster ticker, for
+	// the pool page's tables.
+	for _, n := range nodes {
+		if err := n.Schedule(ctx, devices{}, 30*time.Second); err != nil {
+			return fail(err)
+		}
+		if _, err := n.NewTicker(ctx, "hourly-report", time.Hour); err != nil {
+			return fail(err)
+		}
+	}
 
 	q, err := queue.Open(ctx, rdb, "thumbnails", queue.WithName("thumbs-a"))
 	if err != nil {
@@ -151,4 +161,17 @@ func demo(ctx context.Context, rdb redis.UniversalClient) (func(), error) {
 	}()
 	closers = append(closers, func() { cancelFeed(); wg.Wait() })
 	return stop, nil
+}
+
+// devices plans a job per connected device for the demo's schedule.
+type devices struct{}
+
+func (devices) Name() string { return "devices" }
+
+func (devices) Plan(context.Context) (*pool.JobPlan, error) {
+	plan := &pool.JobPlan{StopOthers: true}
+	for i := range 12 {
+		plan.Jobs = append(plan.Jobs, pool.PlannedJob{Key: fmt.Sprintf("device-%02d", i), Payload: []byte(`{"firmware":"2.4"}`)})
+	}
+	return plan, nil
 }
