@@ -1,0 +1,141 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/member"
+)
+
+// What a schedule reads and notes in Redis to diff a plan against what
+// runs: each key's state, the stored payloads of keys it adopts, its own
+// keys, and its notes of them.
+
+type keyState struct {
+	running bool
+	digest  string // noted by the schedule; "" for none
+}
+
+// state reads, for each key, whether it runs (the pool has its record)
+// and the digest the schedule noted.
+func (p *planner) state(ctx context.Context, ks []string) ([]keyState, error) {
+	out := make([]keyState, 0, len(ks))
+	for from := 0; from < len(ks); from += planChunk {
+		chunk := ks[from:min(from+planChunk, len(ks))]
+		args := make([]any, len(chunk))
+		for i, k := range chunk {
+			args[i] = k
+		}
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		res, err := p.n.run(cctx, planStateScript, "schedule state", []string{p.n.lay.jobs, p.n.lay.planKeys(p.name)}, args...)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		v, _ := res.([]any)
+		if len(v) != 2*len(chunk) {
+			return nil, fmt.Errorf("pool: schedule state: unexpected reply of %d items for %d keys", len(v), len(chunk))
+		}
+		for i := range chunk {
+			d, _ := v[2*i+1].(string)
+			out = append(out, keyState{running: v[2*i] == int64(1), digest: d})
+		}
+	}
+	return out, nil
+}
+
+// planStateScript reads keys' state for a plan.
+//
+//	KEYS[1] jobs, KEYS[2] plankeys:NAME; ARGV the keys
+//
+// Returns, per key, 1 if the pool has it (0 if not) and the digest the
+// schedule noted ("" for none).
+var planStateScript = redis.NewScript(`
+local out = {}
+for i, k in ipairs(ARGV) do
+  out[2 * i - 1] = redis.call("HEXISTS", KEYS[1], k)
+  out[2 * i] = redis.call("HGET", KEYS[2], k) or ""
+end
+return out
+`)
+
+// payloads reads the stored payloads of keys (nil for none).
+func (p *planner) payloads(ctx context.Context, ks []string) ([][]byte, error) {
+	out := make([][]byte, 0, len(ks))
+	for from := 0; from < len(ks); from += planChunk {
+		chunk := ks[from:min(from+planChunk, len(ks))]
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		vals, err := p.n.rdb.HMGet(cctx, p.n.lay.payloads, chunk...).Result()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("pool: schedule: reading payloads: %w", err)
+		}
+		for _, v := range vals {
+			s, ok := v.(string)
+			if !ok {
+				out = append(out, nil)
+				continue
+			}
+			out = append(out, []byte(s))
+		}
+	}
+	return out, nil
+}
+
+// ours lists the keys the schedule noted.
+func (p *planner) ours(ctx context.Context) ([]string, error) {
+	var out []string
+	iter := p.n.rdb.HScan(ctx, p.n.lay.planKeys(p.name), 0, "", 1000).Iterator()
+	for i := 0; iter.Next(ctx); i++ {
+		if i%2 == 0 {
+			out = append(out, iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("pool: schedule: reading its keys: %w", err)
+	}
+	return out, nil
+}
+
+// note records keys as the schedule's (set: key, digest pairs) and
+// forgets others, fenced.
+func (p *planner) note(ctx context.Context, f fence, set, forget []string) error {
+	for len(set) > 0 || len(forget) > 0 {
+		s := set[:min(2*planChunk, len(set))]
+		d := forget[:min(planChunk, len(forget))]
+		set, forget = set[len(s):], forget[len(d):]
+		args := []any{f.token, len(s)}
+		for _, v := range s {
+			args = append(args, v)
+		}
+		for _, v := range d {
+			args = append(args, v)
+		}
+		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+		res, err := p.n.run(cctx, notePlanScript, "schedule notes", []string{f.key, p.n.lay.planKeys(p.name)}, args...)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if res != int64(1) {
+			return errFenced
+		}
+	}
+	return nil
+}
+
+// notePlanScript notes keys as the schedule's and forgets others.
+//
+//	KEYS[1] plan:NAME, KEYS[2] plankeys:NAME
+//	ARGV[1] token, ARGV[2] n, ARGV[3..2+n] key, digest pairs to note,
+//	ARGV[3+n..] keys to forget
+//
+// Returns 1, or 0 when fenced.
+var notePlanScript = redis.NewScript(member.LuaClock + luaFence + `
+if fenced(KEYS[1], ARGV[1]) then return 0 end
+local n = tonumber(ARGV[2])
+if n > 0 then redis.call("HSET", KEYS[2], unpack(ARGV, 3, 2 + n)) end
+if #ARGV > 2 + n then redis.call("HDEL", KEYS[2], unpack(ARGV, 3 + n)) end
+return 1
+`)
