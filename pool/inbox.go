@@ -14,12 +14,20 @@ import (
 // frees memory: the job records, not these entries, are what recovery
 // trusts, and a worker that dies with events in its channel has them
 // requeued from the records like any other job of a dead worker.
+//
+// A node with a stable identity (WithNodeID) shares its workers' streams
+// with the process that may take its id over while it is cut off: until
+// its next keep-alive tells it, it still reads them, and must not delete
+// what its successor has yet to read. It deletes through trimOwnScript,
+// which deletes only from the streams of workers still registered by it.
 func (n *Node) trimInbox(batch []*streaming.Event) {
 	ids := make(map[string][]string) // stream key → ids
+	owner := make(map[string]string) // stream key → worker id
 	n.inboxMu.Lock()
 	for _, ev := range batch {
 		if w := n.inboxes[ev.Stream]; w != nil {
 			ids[w.stream.Key()] = append(ids[w.stream.Key()], ev.ID)
+			owner[w.stream.Key()] = w.id
 		}
 	}
 	n.inboxMu.Unlock()
@@ -28,15 +36,44 @@ func (n *Node) trimInbox(batch []*streaming.Event) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout)
 	defer cancel()
-	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	var err error
+	if n.cfg.identity != "" {
 		for key, list := range ids {
-			p.XDel(ctx, key, list...)
+			if _, e := n.run(ctx, trimOwnScript, "trim", []string{n.lay.workers, key}, append([]any{owner[key], n.id}, strs(list)...)...); e != nil {
+				err = e
+			}
 		}
-		return nil
-	})
+	} else {
+		_, err = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for key, list := range ids {
+				p.XDel(ctx, key, list...)
+			}
+			return nil
+		})
+	}
 	if err != nil && n.ctx.Err() == nil {
 		n.logger.Warn("trim worker streams", slog.Any("error", err))
 	}
+}
+
+// trimOwnScript deletes entries of a worker's stream if the worker is
+// still registered by this node.
+//
+//	KEYS[1] workers map, KEYS[2] the worker's stream
+//	ARGV[1] worker id, ARGV[2] node id, ARGV[3..] entry ids
+//
+// Returns the entries deleted, or -1 when the worker is another node's.
+var trimOwnScript = redis.NewScript(workerLua + `
+if not worker_of(KEYS[1], ARGV[1], ARGV[2]) then return -1 end
+return redis.call("XDEL", KEYS[2], unpack(ARGV, 3))
+`)
+
+func strs(list []string) []any {
+	out := make([]any, len(list))
+	for i, v := range list {
+		out[i] = v
+	}
+	return out
 }
 
 // replyStream returns the stream key of node to, the node waiting for an

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/streaming"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -276,6 +278,33 @@ func TestATakenOverNodeDropsItsJobs(t *testing.T) {
 		"the old node starts nothing again")
 	_, err := old.AddWorker(testCtx(t, 5*time.Second), newRecorder())
 	assert.ErrorIs(t, err, ErrNodeIDInUse, "the old node cannot take the id back")
+}
+
+// A node whose id was taken over while it was cut off still reads its
+// former workers' streams until its next keep-alive tells it: what it
+// reads there, it must leave for its successor (it used to delete it, so
+// that a stop the successor had not read yet was lost).
+func TestATakenOverNodeLeavesItsSuccessorsEvents(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	pool := redistest.Name(t)
+	opts := stableOpts("shared", 30*time.Second)
+	old := addNode(t, srv.NewClient(), pool, opts...)
+	w := addWorkers(t, old, newRecorder(), 1)[0]
+	old.pauseKeepAlive(true)
+	successor := addNodeWhenFree(t, pool, opts...)
+	addWorkers(t, successor, newRecorder(), 1)
+	// The successor stops reading (as if it were busy), so that only the
+	// old node could delete what the test adds to the shared stream.
+	successor.crash()
+
+	id, err := srv.Client().XAdd(ctx, &redis.XAddArgs{Stream: w.stream.Key(), Values: []string{"e", "probe"}}).Result()
+	require.NoError(t, err)
+	old.trimInbox([]*streaming.Event{{Stream: w.stream.Name(), ID: id}})
+	entries, err := srv.Client().XRange(ctx, w.stream.Key(), id, id).Result()
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "the old node deleted an event its successor had not read")
+	old.pauseKeepAlive(false)
 }
 
 // DispatchJob and StopJob calls for a restarting node's keys wait for
