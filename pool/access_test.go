@@ -48,6 +48,11 @@ func exercise(t *testing.T, rdb redis.UniversalClient, name string, opts ...Node
 		t.Fatal("no tick")
 	}
 	require.NoError(t, c.StopTicker(ctx, "acl"))
+	// A history sample, as the janitor takes one every HistoryStep.
+	a.sampleHistory(ctx)
+	hist, err := History(ctx, rdb, name, 10)
+	require.NoError(t, err)
+	assert.NotEmpty(t, hist, "the janitor's history sample was refused")
 	require.Eventually(t, func() bool { return rec.runningKeys()["planned"] == 1 }, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, c.StopJob(ctx, "planned"))
 	live, err := c.LiveWorkers(ctx)

@@ -105,7 +105,7 @@ func (n *Node) sampleHistory(ctx context.Context) {
 		[]string{n.lay.settings, n.lay.shutdown, n.lay.history, n.lay.jobs, n.lay.jobStream, n.lay.workers, n.lay.counters},
 		HistoryStep.Milliseconds(), historyKeep, HistorySpan.Milliseconds())
 	if err != nil && n.ctx.Err() == nil {
-		n.logger.Debug("sampling the history", slog.Any("error", err))
+		n.logger.Warn("sampling the history failed (the pool's charts miss this sample)", slog.Any("error", err))
 	}
 }
 
