@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -64,7 +63,7 @@ func BenchmarkScheduleApply(b *testing.B) {
 		}
 		// The baseline: the same number of DispatchJob calls by hand, 64 at
 		// a time, on keys of their own.
-		cpu0, t0 := benchRedisCPU(ctx, rdb), time.Now()
+		cpu0, t0 := cpuOf(b, rdb), time.Now()
 		sem := make(chan struct{}, 64)
 		errs := make(chan error, k)
 		for i := range k {
@@ -79,7 +78,7 @@ func BenchmarkScheduleApply(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		took, cpu := time.Since(t0), benchRedisCPU(ctx, rdb)-cpu0
+		took, cpu := time.Since(t0), cpuOf(b, rdb)-cpu0
 		b.ReportMetric(float64(took.Microseconds())/float64(k), "by_hand_us/key")
 		b.ReportMetric(cpu*1e6/float64(k), "by_hand_redis_us/key")
 		for _, step := range []struct {
@@ -90,9 +89,9 @@ func BenchmarkScheduleApply(b *testing.B) {
 			{"unchanged", plan(0, k)},
 			{"tenth_replaced", plan(k/10, k+k/10)},
 		} {
-			cpu0, t0 := benchRedisCPU(ctx, rdb), time.Now()
+			cpu0, t0 := cpuOf(b, rdb), time.Now()
 			out := p.apply(ctx, f, step.plan)
-			took, cpu := time.Since(t0), benchRedisCPU(ctx, rdb)-cpu0
+			took, cpu := time.Since(t0), cpuOf(b, rdb)-cpu0
 			if out.err != "" || out.failed > 0 {
 				b.Fatalf("%s: %+v", step.name, out)
 			}
@@ -111,14 +110,11 @@ type nopJobs struct{}
 func (nopJobs) Start(context.Context, *Job) error  { return nil }
 func (nopJobs) Stop(context.Context, string) error { return nil }
 
-// benchRedisCPU is Redis's CPU time so far, user and system, in seconds.
-func benchRedisCPU(ctx context.Context, rdb redis.UniversalClient) float64 {
-	s := 0.0
-	for _, m := range benchCPUStat.FindAllStringSubmatch(rdb.Info(ctx, "cpu").Val(), -1) {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		s += v
+// cpuOf is Redis's CPU time so far (redistest.CPU).
+func cpuOf(b *testing.B, rdb redis.UniversalClient) float64 {
+	v, err := redistest.CPU(context.Background(), rdb)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return s
+	return v
 }
-
-var benchCPUStat = regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`)

@@ -71,18 +71,12 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// redisCPU is Redis's CPU time so far, user and system, in seconds (INFO
-// cpu).
+// redisCPU is Redis's CPU time so far, user and system, in seconds
+// (redistest.CPU; 0 when INFO fails).
 func redisCPU(ctx context.Context, rdb redis.UniversalClient) float64 {
-	s := 0.0
-	for _, m := range cpuStat.FindAllStringSubmatch(rdb.Info(ctx, "cpu").Val(), -1) {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		s += v
-	}
-	return s
+	v, _ := redistest.CPU(ctx, rdb)
+	return v
 }
-
-var cpuStat = regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`)
 
 var commandStat = regexp.MustCompile(`(?m)^cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)`)
 
