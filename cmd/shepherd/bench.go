@@ -33,6 +33,7 @@ var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (re
 	"D":   scenarioMovement,        // bench_movement.go
 	"E":   scenarioScale,           // bench_scale.go
 	"R":   scenarioRestarts,        // bench_restart.go
+	"M":   scenarioMass,            // bench_mass.go
 	"T1":  scenarioT1,              // bench_queue_throughput.go
 	"T1P": scenarioT1P,             // bench_queue_throughput.go
 	"T2":  scenarioQueueLatency,    // bench_queue_latency.go
@@ -49,8 +50,9 @@ var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (re
 	"TF":  scenarioQueueFailover,   // bench_failover_sentinel.go
 }
 
-// The scenarios -scenario pool, queue and all run, in order. TF is in
-// none of them: it takes about a minute and a half a run.
+// The scenarios -scenario pool, queue and all run, in order. TF and M are
+// in none of them: TF takes about a minute and a half a run, M starts
+// eight processes and dispatches 100,000 jobs.
 var (
 	poolScenarios  = []string{"A", "B", "C", "D", "E", "R"}
 	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM", "TP", "TR", "TS", "TW"}
@@ -81,7 +83,7 @@ func benchCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.addr, "redis", "", "Redis address to use (default: start a private redis-server on a free port)")
-	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E, R (pool), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR, TS, TW, TF (queue; TS starts a 3-master Redis Cluster of its own, TW a primary and a replica, TF Sentinel groups to fail over: about 1.5 min a run, not part of queue or all), pool, queue or all")
+	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E, R, M (pool; M, 100,000 jobs over 8 processes, is not part of pool or all), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR, TS, TW, TF (queue; TS starts a 3-master Redis Cluster of its own, TW a primary and a replica, TF Sentinel groups to fail over: about 1.5 min a run, not part of queue or all), pool, queue or all")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs per scenario")
 	fs.Float64Var(&cfg.scale, "scale", 1, "multiplies every job count (0.01 for a smoke run)")
 	fs.StringVar(&cfg.raw, "raw", "auto", "raw XADD measurement: auto, go or redis-benchmark")

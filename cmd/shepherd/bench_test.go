@@ -274,3 +274,28 @@ func TestBenchUsage(t *testing.T) {
 	assert.Equal(t, exitOK, run([]string{"bench", "-h"}, &out, &errOut))
 	assert.Contains(t, out.String(), "-scenario")
 }
+
+// M dispatches a mass of jobs over 8 worker processes and SIGKILLs one:
+// every job of the killed process starts in another.
+func TestBenchM(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "-redis", srv.Addr(), "-scenario", "M", "-runs", "1", "-scale", "0.005"}, &out, &errOut)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut.String())
+	lines := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		lines++
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		assert.Equal(t, "M", m["scenario"], line)
+		assert.EqualValues(t, 500, m["jobs"], line)
+		for _, f := range []string{"jobs_per_s", "redis_cpu_us_per_job", "victim_jobs", "recovery_ms", "recovery_p99_ms"} {
+			assert.Greater(t, m[f].(float64), 0.0, "%s: %s", f, line)
+		}
+		assert.GreaterOrEqual(t, m["recovery_ms"].(float64), m["recovery_p99_ms"].(float64), line)
+	}
+	assert.Equal(t, 1, lines, out.String())
+}
