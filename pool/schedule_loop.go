@@ -61,7 +61,7 @@ func (p *planner) step() (wait time.Duration, done bool) {
 	}
 	switch res.state {
 	case "GONE":
-		p.logger.Info("schedule removed: this node stops planning it")
+		p.logger.Warn("schedule gone from Redis (Unschedule, its producer ended it, or Redis lost the pool's state): this node stops planning it; Schedule again to plan it")
 		return 0, true
 	case "WAIT":
 		if p.token != "" {

@@ -133,7 +133,7 @@ func (t *Ticker) step(renew time.Duration) (time.Duration, bool) {
 	}
 	switch {
 	case state == "GONE":
-		t.logger.Info("ticker stopped for the pool: this node stops receiving it")
+		t.logger.Warn("ticker gone from Redis (StopTicker, or Redis lost the pool's state): this node stops receiving it")
 		return 0, true
 	case state == "WAIT" && len(v) == 2:
 		t.token = ""
