@@ -18,11 +18,12 @@ import (
 // dies, is paused or cut off, another node takes over once the lease
 // lapses (about WorkerTTL, by Redis's clock). Each tick is delivered
 // once: one script on Redis advances the ticker and hands the tick to
-// one node. While a holding node lives no tick is missed; ticks that fell
-// due while no node held the ticker (a handover) are skipped, all but
-// the latest, which is delivered late (TickerInfo.Skipped counts them).
-// A receiver slower than the period loses ticks the same way, as with
-// time.Ticker.
+// one node. While a holding node lives and keeps up no tick is missed;
+// ticks that fell due while no node held the ticker (a handover) are
+// skipped, all but the latest, which is delivered late
+// (TickerInfo.Skipped counts them). A receiver slower than the period,
+// or a holder stalled for longer than one, skips ticks the same way, as
+// time.Ticker drops them for a slow receiver.
 type Ticker struct {
 	// C delivers the ticks this node is given: each tick's time, by
 	// Redis's clock. It is closed once the ticker stopped on this node
