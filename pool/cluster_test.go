@@ -92,4 +92,22 @@ func TestPoolOnRedisClusterWhileItsSlotMoves(t *testing.T) {
 	st, err := c.Node(to).Info(context.Background(), "commandstats").Result()
 	require.NoError(t, err)
 	assert.Contains(t, st, "cmdstat_evalsha", "the new master ran no script of the pool")
+
+	// A schedule and a ticker, through the Cluster client, on the new
+	// master.
+	sp := &producer{name: "cluster"}
+	sp.set(&JobPlan{Jobs: jobsOf("p", "planned-1", "planned-2")}, ErrEndSchedule)
+	require.NoError(t, n1.Schedule(ctx, sp, 50*time.Millisecond))
+	tk, err := n2.NewTicker(ctx, "cluster", 20*time.Millisecond)
+	require.NoError(t, err)
+	defer tk.Stop()
+	select {
+	case <-tk.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tick on the cluster")
+	}
+	require.Eventually(t, func() bool {
+		running := union(r1, r2, r3)
+		return running["planned-1"] == 1 && running["planned-2"] == 1
+	}, 10*time.Second, 10*time.Millisecond, "the planned jobs run")
 }
