@@ -75,8 +75,14 @@ func (p *planner) apply(ctx context.Context, f fence, plan *JobPlan) outcome {
 	}
 	out.planned = len(want)
 	check := append([]string(nil), order...)
+	listed := make(map[string]bool, len(plan.Stop))
 	for _, k := range plan.Stop {
-		if _, ok := want[k]; !ok && checkKey(k) == nil {
+		if err := checkKey(k); err != nil {
+			fail(k, err)
+			continue
+		}
+		if _, ok := want[k]; !ok && !listed[k] {
+			listed[k] = true
 			check = append(check, k)
 		}
 	}
@@ -87,7 +93,8 @@ func (p *planner) apply(ctx context.Context, f fence, plan *JobPlan) outcome {
 			return out
 		}
 		for _, k := range ours {
-			if _, ok := want[k]; !ok {
+			if _, ok := want[k]; !ok && !listed[k] {
+				listed[k] = true
 				check = append(check, k)
 			}
 		}

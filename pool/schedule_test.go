@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,9 +137,13 @@ func TestScheduleAppliesThePlanAsADiff(t *testing.T) {
 
 	// StopOthers stops what the schedule started and the plan leaves out,
 	// never a job dispatched by hand.
-	p.set(&JobPlan{Jobs: jobsOf("v1", "a", "d"), StopOthers: true}, nil)
+	p.set(&JobPlan{Jobs: jobsOf("v1", "a", "d"), Stop: []string{"e", "e", strings.Repeat("k", MaxKeySize+1)}, StopOthers: true}, nil)
 	info = waitPlans(t, n, p, 2)
 	assert.Equal(t, map[string]int{"a": 1, "d": 1, "by-hand": 1}, rec.runningKeys())
+	rec.mu.Lock()
+	assert.Equal(t, 1, rec.stops["e"], "a key listed in Stop twice and left out by StopOthers stops once")
+	rec.mu.Unlock()
+	assert.Equal(t, 1, info.Failed, "the invalid key of Stop is reported")
 	assert.Equal(t, 2, info.Keys)
 	rec.mu.Lock()
 	assert.Equal(t, 1, rec.starts["a"])

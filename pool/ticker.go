@@ -34,7 +34,8 @@ type Ticker struct {
 	n      *Node
 	name   string
 	inc    string
-	token  string // the lease this node holds ("" for none)
+	period time.Duration // as this node asked for it
+	token  string        // the lease this node holds ("" for none)
 	stop   chan struct{}
 	once   sync.Once
 	logger *slog.Logger
@@ -66,7 +67,7 @@ func (n *Node) NewTicker(ctx context.Context, name string, period time.Duration)
 		return nil, err
 	}
 	c := make(chan time.Time, 1)
-	t := &Ticker{C: c, c: c, n: n, name: name, inc: fmt.Sprint(inc), stop: make(chan struct{}),
+	t := &Ticker{C: c, c: c, n: n, name: name, inc: fmt.Sprint(inc), period: period, stop: make(chan struct{}),
 		logger: n.logger.With(slog.String("ticker", name))}
 	if !n.loops.Go(t.loop) {
 		return nil, n.errClosed()
@@ -142,7 +143,9 @@ func (t *Ticker) step(renew time.Duration) (time.Duration, bool) {
 	case state == "HELD" && len(v) == 3:
 		t.token, _ = v[1].(string)
 		if !room {
-			return min(renew, 10*time.Millisecond), false
+			// The receiver has not taken the last tick: look again a
+			// period later (a slow receiver skips ticks).
+			return min(renew, t.period), false
 		}
 		return max(min(ms(2), renew), 0), false
 	case state == "TICK" && len(v) == 4:
