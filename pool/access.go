@@ -18,6 +18,6 @@ package pool
 const ACLCommands = "+ping +hello +auth +time +client|id +client|unblock +evalsha +eval +multi +exec " +
 	"+xadd +xdel +xlen +xread +xreadgroup +xrevrange +xack +xgroup|create +xgroup|delconsumer " +
 	"+xautoclaim +xclaim +xpending +xinfo|consumers " +
-	"+hset +hget +hmget +hgetall +hdel +hkeys +hlen +hexists +hscan +hincrby +lpush +ltrim +lrange " +
+	"+hset +hget +hmget +hgetall +hdel +hkeys +hlen +hexists +hscan +hincrby +lpush +ltrim +lrange +lindex " +
 	"+zadd +zscore +zremrangebyscore +sadd +srem +smembers " +
 	"+get +set +del +exists +pexpire +unlink +scan +publish +subscribe +unsubscribe +info +wait"
