@@ -169,7 +169,7 @@ const admitArgs = 10
 // network slow), and must then do nothing. So is a schedule's dispatch
 // whose planner no longer holds the schedule's lease (fenced).
 //
-//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] job stream, KEYS[4] shutdown
+//	KEYS[1] jobs, KEYS[2] payloads (of older records), KEYS[3] job stream, KEYS[4] shutdown
 //	map, KEYS[5] workers map, KEYS[6] slots map revision, KEYS[7]
 //	withdrawn dispatches, KEYS[8..] the chosen workers' streams and the
 //	schedules' records the jobs name
@@ -209,8 +209,8 @@ for i = 3, #ARGV, 10 do
     end
     if routed then
       r.s = S_ROUTED; r.w = w
+      put_payload(key, ARGV[i + 2])
       putrec(key, r)
-      redis.call("HSET", KEYS[2], key, ARGV[i + 2])
       send_start(KEYS[7 + si], key, r)
       res = "ROUTED"
     else
@@ -218,8 +218,8 @@ for i = 3, #ARGV, 10 do
       if waiting >= maxq then
         res = "FULL"
       else
+        put_payload(key, ARGV[i + 2])
         putrec(key, r)
-        redis.call("HSET", KEYS[2], key, ARGV[i + 2])
         send_start(KEYS[3], key, r)
         waiting = waiting + 1
         res = "OK"

@@ -186,8 +186,11 @@ local all = step[2]
 local mark = '"w":"' .. ARGV[1] .. '"'
 local out = {}
 for i = 1, #all, 2 do
-  if string.find(all[i + 1], mark, 1, true) then
-    local r = cjson.decode(all[i + 1])
+  local raw = all[i + 1]
+  local nl = string.find(raw, "\n", 1, true)
+  if nl then raw = string.sub(raw, 1, nl - 1) end
+  if string.find(raw, mark, 1, true) then
+    local r = cjson.decode(raw)
     if r.w == ARGV[1] and r.s ~= S_QUEUED then
       out[#out + 1] = {all[i], r.n, tostring(r.g), r.rd or "", r.sr or ""}
     end

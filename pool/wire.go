@@ -62,10 +62,30 @@ type record struct {
 	Trace string `json:"tc,omitempty"`
 }
 
+// A job's entry in the jobs hash holds its record and, up to
+// maxInlinePayload bytes, its payload: the record's JSON, a newline (JSON
+// never holds a raw one), then the payload bytes. One hash entry a job
+// instead of one in each of two hashes saves Redis a field, a dict entry
+// and a write per dispatch. A larger payload is kept in the payloads hash
+// (layout.payloads), so that the record's rewrites (claimed, started,
+// moved) do not copy it; so are the payloads of records written before
+// payloads moved in. Either way the entry has no newline.
+
+// maxInlinePayload is the largest payload kept in its job's entry.
+const maxInlinePayload = 256
+
+// splitRecord splits a jobs hash entry into the record's JSON and the
+// payload; ok is false for an entry without one (its payload is in the
+// payloads hash).
+func splitRecord(raw string) (rec, payload string, ok bool) {
+	return strings.Cut(raw, "\n")
+}
+
 // parseRecord decodes a record read from the jobs hash.
 func parseRecord(raw string) (record, error) {
+	rec, _, _ := splitRecord(raw)
 	var r record
-	err := json.Unmarshal([]byte(raw), &r)
+	err := json.Unmarshal([]byte(rec), &r)
 	return r, err
 }
 
@@ -165,13 +185,35 @@ local EV_START, EV_STOP, EV_NOTIFY, EV_REPLY = %q, %q, %q, %q
 local S_QUEUED, S_ROUTED, S_CLAIMED, S_RUNNING, S_STOPPING = %q, %q, %q, %q, %q
 local NO_REPLY = %q
 local REV_FIELD = %q
+local MAX_INLINE_PAYLOAD = %d
 local REPLY_OK, REPLY_START_FAILED, REPLY_STOPPED = %q, %q, %q
 local STOPPED_BEFORE_START = %q
 local C_STARTED, C_STARTS_FAILED, C_RECOVERED = %q, %q, %q
+-- A jobs hash entry is the record's JSON, "\n", the payload (wire.go);
+-- an entry without "\n" has its payload in KEYS[2].
+-- PAYLOAD keeps the payloads of the entries this call read or wrote, for
+-- putrec to write them back.
+local PAYLOAD = {}
+local function decrec(raw)
+  local i = string.find(raw, "\n", 1, true)
+  if i then return cjson.decode(string.sub(raw, 1, i - 1)), string.sub(raw, i + 1) end
+  return cjson.decode(raw), nil
+end
 local function getrec(key)
   local raw = redis.call("HGET", KEYS[1], key)
   if not raw then return nil end
-  return cjson.decode(raw)
+  local r, p = decrec(raw)
+  PAYLOAD[key] = p
+  return r
+end
+-- payload_of returns the payload of a job whose record this call read.
+local function payload_of(key)
+  return PAYLOAD[key] or redis.call("HGET", KEYS[2], key) or ""
+end
+-- put_payload keeps the payload of a new job: in its entry, written by
+-- the putrec that follows, or in KEYS[2] when large.
+local function put_payload(key, p)
+  if #p <= MAX_INLINE_PAYLOAD then PAYLOAD[key] = p else redis.call("HSET", KEYS[2], key, p) end
 end
 -- job reads the job reference at ARGV[i], ARGV[i + 1], ARGV[i + 2] (key,
 -- nonce or "", generation or -1) and returns the key and its record if
@@ -183,7 +225,12 @@ local function job(i)
   return key, nil
 end
 local function putrec(key, r)
-  redis.call("HSET", KEYS[1], key, cjson.encode(r))
+  local p = PAYLOAD[key]
+  if p then
+    redis.call("HSET", KEYS[1], key, cjson.encode(r) .. "\n" .. p)
+  else
+    redis.call("HSET", KEYS[1], key, cjson.encode(r))
+  end
 end
 local function delrec(key)
   redis.call("HDEL", KEYS[1], key)
@@ -224,7 +271,7 @@ end
 	streamfields.Event, streamfields.Topic, streamfields.Payload,
 	evStart, evStop, evNotify, evReply,
 	stateQueued, stateRouted, stateClaimed, stateRunning, stateStopping,
-	noReply, rmap.RevField,
+	noReply, rmap.RevField, maxInlinePayload,
 	string(replyOK), string(replyStartFailed), string(replyStopped),
 	stoppedBeforeStart,
 	counterStarted, counterStartsFailed, counterRecovered)

@@ -1,15 +1,20 @@
 package pool
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
 )
 
 // The scripts use only the record fields that record defines, so that the
@@ -58,5 +63,72 @@ func TestPreludeRendersTheConstants(t *testing.T) {
 		`local REV_FIELD = "rev"`,
 	} {
 		assert.Contains(t, prelude, want)
+	}
+}
+
+// A job's payload of up to maxInlinePayload bytes lives in its entry of
+// the jobs hash, after the record; a larger one in the payloads hash. Both
+// reach Start, survive the record's rewrites and show in InspectJob, and
+// a move (RemoveWorker) starts the job again with its payload.
+func TestPayloadsLiveInTheRecordUnlessLarge(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	rdb := srv.Client()
+	n := addNode(t, rdb, redistest.Name(t))
+	var mu sync.Mutex
+	got := map[string][]string{}
+	h := startFunc(func(_ context.Context, job *Job) error {
+		mu.Lock()
+		got[job.Key] = append(got[job.Key], string(job.Payload))
+		mu.Unlock()
+		return nil
+	})
+	ws := addWorkers(t, n, h, 2)
+	small := "small\npayload with a newline"
+	large := strings.Repeat("L", maxInlinePayload+1)
+	require.NoError(t, n.DispatchJob(ctx, "s", []byte(small)))
+	require.NoError(t, n.DispatchJob(ctx, "l", []byte(large)))
+	require.NoError(t, n.DispatchJob(ctx, "e", nil))
+
+	raw, err := rdb.HGet(ctx, n.lay.jobs, "s").Result()
+	require.NoError(t, err)
+	rec, p, ok := splitRecord(raw)
+	require.True(t, ok)
+	assert.Equal(t, small, p)
+	r, err := parseRecord(raw)
+	require.NoError(t, err)
+	assert.Equal(t, stateRunning, r.State, "the record %s", rec)
+	raw, err = rdb.HGet(ctx, n.lay.jobs, "l").Result()
+	require.NoError(t, err)
+	assert.NotContains(t, raw, "\n", "a large payload is kept apart")
+	pl, err := rdb.HGet(ctx, n.lay.payloads, "l").Result()
+	require.NoError(t, err)
+	assert.Equal(t, large, pl)
+	exists, err := rdb.HExists(ctx, n.lay.payloads, "s").Result()
+	require.NoError(t, err)
+	assert.False(t, exists)
+
+	for key, want := range map[string]string{"s": small, "l": large, "e": ""} {
+		info, err := n.Job(ctx, key)
+		require.NoError(t, err)
+		assert.Equal(t, want, string(info.Payload), key)
+	}
+	// Moving every job (both workers leave in turn) starts each again
+	// with its payload.
+	addWorkers(t, n, h, 1)
+	for _, w := range ws {
+		require.NoError(t, n.RemoveWorker(ctx, w))
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got["s"]) >= 2 && len(got["l"]) >= 2 && len(got["e"]) >= 2
+	}, 20*time.Second, 10*time.Millisecond, "every job started again on the worker left")
+	mu.Lock()
+	defer mu.Unlock()
+	for key, want := range map[string]string{"s": small, "l": large, "e": ""} {
+		for _, p := range got[key] {
+			assert.Equal(t, want, p, key)
+		}
 	}
 }
