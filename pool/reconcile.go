@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"time"
-
 )
 
 // Reconciliation: after a failover that lost writes, what a node runs and
