@@ -16,7 +16,7 @@ package pool
 // Redis 7.2 or newer sends CLIENT SETINFO (+client|setinfo) when it
 // connects.
 const ACLCommands = "+ping +hello +auth +time +client|id +client|unblock +evalsha +eval +multi +exec " +
-	"+xadd +xdel +xlen +xread +xreadgroup +xrevrange +xack +xgroup|create +xgroup|delconsumer " +
+	"+xadd +xdel +xtrim +xlen +xread +xreadgroup +xrevrange +xack +xgroup|create +xgroup|delconsumer " +
 	"+xautoclaim +xclaim +xpending +xinfo|consumers " +
 	"+hset +hget +hmget +hgetall +hdel +hkeys +hlen +hexists +hscan +hincrby +lpush +ltrim +lrange +lindex " +
 	"+zadd +zscore +zremrangebyscore +sadd +srem +smembers " +

@@ -81,8 +81,8 @@ package pool
 // Reading the code: one file per step of a job's path, each script beside
 // the code that runs it.
 //
-//	admit.go         DispatchJob: admission (batched under load), and the
-//	                 withdrawal of a failed dispatch
+//	admit.go         DispatchJob, and the withdrawal of a failed dispatch
+//	admission.go     admission, batched under load: the admission script
 //	route.go         routers: the job stream to a worker's stream
 //	table.go         the slot table: jump hash, slots taken and freed
 //	worker.go        a worker and its loop
@@ -104,9 +104,11 @@ package pool
 //	                 replicas), failover detection and its report
 //	reconcile.go     after a failover: what the workers run against the
 //	                 records
-//	inbox.go         reading the workers' streams
-//	wire.go          the record, states, events, header, reply codes and
-//	                 the Lua prelude rendered from them
+//	inbox.go         reading the workers' streams, trimming what was read
+//	wire.go          the record (and the payload beside it), states,
+//	                 events, header, reply codes and the Lua prelude
+//	                 rendered from them
+//	payload.go       payloads read from Go (they live in two places)
 //	settings.go      pool-wide settings, node records
 //	schedule*.go     schedules: a producer's plan, its fenced lease, the
 //	                 diff that applies it, and their inspection
@@ -116,7 +118,7 @@ package pool
 // Design notes.
 //
 // Batching: under load a node admits every DispatchJob waiting at once in
-// one pipeline (a lone call goes out alone, at once), a router routes what
+// one script call (a lone call goes out alone, at once), a router routes what
 // it read in one pipeline, a worker claims and records the starts waiting
 // for it in one script call each (as many as take about 5 ms of its
 // handler's average Start), and a leaving worker releases 128 jobs per

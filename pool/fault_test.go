@@ -165,8 +165,7 @@ func TestDispatchAnsweredWhenTheWorkerDiesDuringStart(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- client.DispatchJob(testCtx(t, 30*time.Second), "k", []byte("v")) }()
 	require.Eventually(t, func() bool {
-		raw, err := srv.Client().HGet(context.Background(), client.lay.jobs, "k").Result()
-		return err == nil && strings.Contains(raw, `"s":"c"`)
+		return recordState(context.Background(), client, "k") == stateClaimed
 	}, 10*time.Second, 5*time.Millisecond, "Start never began")
 	go doomed.crash()
 
@@ -274,7 +273,5 @@ func TestSlowStartRequeuedToTheSameWorkerEndsRunningOnce(t *testing.T) {
 	h.mu.Lock()
 	assert.True(t, h.running["slow"], "the job's second start was undone by the first one's Stop")
 	h.mu.Unlock()
-	raw, err := srv.Client().HGet(context.Background(), n.lay.jobs, "slow").Result()
-	require.NoError(t, err)
-	assert.Contains(t, raw, `"s":"run"`)
+	assert.Equal(t, stateRunning, recordState(context.Background(), n, "slow"))
 }

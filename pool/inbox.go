@@ -3,50 +3,53 @@ package pool
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/streaming"
 )
 
-// trimInbox deletes a batch of events read from the workers' streams,
-// with one pipeline of XDELs, once they were handed to their workers.
-// The inbox reads without a group, from its last id, so deleting only
-// frees memory: the job records, not these entries, are what recovery
-// trusts, and a worker that dies with events in its channel has them
-// requeued from the records like any other job of a dead worker.
+// trimInbox deletes the events of a batch read from the workers' streams,
+// once they were handed to their workers, and whatever came before them:
+// one XTRIM MINID per stream, in one pipeline (afterID). The inbox reads
+// without a group, from its last id, so deleting only frees memory: the
+// job records, not these entries, are what recovery trusts, and a worker
+// that dies with events in its channel has them requeued from the records
+// like any other job of a dead worker.
 //
 // A node with a stable identity (WithNodeID) shares its workers' streams
 // with the process that may take its id over while it is cut off: until
 // its next keep-alive tells it, it still reads them, and must not delete
-// what its successor has yet to read. It deletes through trimOwnScript,
-// which deletes only from the streams of workers still registered by it.
+// what its successor has yet to read. It trims through trimOwnScript,
+// which trims only the streams of workers still registered by it.
 func (n *Node) trimInbox(batch []*streaming.Event) {
-	ids := make(map[string][]string) // stream key → ids
+	last := make(map[string]string)  // stream key → the last id handed out
 	owner := make(map[string]string) // stream key → worker id
 	n.inboxMu.Lock()
 	for _, ev := range batch {
 		if w := n.inboxes[ev.Stream]; w != nil {
-			ids[w.stream.Key()] = append(ids[w.stream.Key()], ev.ID)
+			last[w.stream.Key()] = ev.ID // a stream's entries come in order
 			owner[w.stream.Key()] = w.id
 		}
 	}
 	n.inboxMu.Unlock()
-	if len(ids) == 0 {
+	if len(last) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout)
 	defer cancel()
 	var err error
 	if n.cfg.identity != "" {
-		for key, list := range ids {
-			if _, e := n.run(ctx, trimOwnScript, "trim", []string{n.lay.workers, key}, append([]any{owner[key], n.id}, strs(list)...)...); e != nil {
+		for key, id := range last {
+			if _, e := n.run(ctx, trimOwnScript, "trim", []string{n.lay.workers, key}, owner[key], n.id, afterID(id)); e != nil {
 				err = e
 			}
 		}
 	} else {
 		_, err = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for key, list := range ids {
-				p.XDel(ctx, key, list...)
+			for key, id := range last {
+				trimThrough(ctx, p, key, id)
 			}
 			return nil
 		})
@@ -56,24 +59,36 @@ func (n *Node) trimInbox(batch []*streaming.Event) {
 	}
 }
 
-// trimOwnScript deletes entries of a worker's stream if the worker is
-// still registered by this node.
+// trimOwnScript trims a worker's stream as trimThrough does, if the
+// worker is still registered by this node.
 //
 //	KEYS[1] workers map, KEYS[2] the worker's stream
-//	ARGV[1] worker id, ARGV[2] node id, ARGV[3..] entry ids
+//	ARGV[1] worker id, ARGV[2] node id, ARGV[3] the id to trim before
 //
 // Returns the entries deleted, or -1 when the worker is another node's.
 var trimOwnScript = redis.NewScript(workerLua + `
 if not worker_of(KEYS[1], ARGV[1], ARGV[2]) then return -1 end
-return redis.call("XDEL", KEYS[2], unpack(ARGV, 3))
+return redis.call("XTRIM", KEYS[2], "MINID", "~", ARGV[3])
 `)
 
-func strs(list []string) []any {
-	out := make([]any, len(list))
-	for i, v := range list {
-		out[i] = v
+// trimThrough deletes the entries of the stream at key up to id (and
+// that one), as a reader following it from its last id finished them:
+// XTRIM MINID with "~", so that Redis frees whole nodes of entries and
+// touches none of the rest (an entry or a hundred may stay until their
+// node is done). Deleting the entries one by one (XDEL) cost Redis about
+// 2.5 µs an entry, a start event and a reply per dispatch.
+func trimThrough(ctx context.Context, p redis.Pipeliner, key, id string) {
+	p.XTrimMinIDApprox(ctx, key, afterID(id), 0)
+}
+
+// afterID returns the stream id right after id ("ms-seq").
+func afterID(id string) string {
+	ms, seq, ok := strings.Cut(id, "-")
+	n, err := strconv.ParseUint(seq, 10, 64)
+	if !ok || err != nil {
+		return id // not an id of Redis's: trim before it only
 	}
-	return out
+	return ms + "-" + strconv.FormatUint(n+1, 10)
 }
 
 // replyStream returns the stream key of node to, the node waiting for an

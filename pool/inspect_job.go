@@ -185,14 +185,14 @@ local t = redis.call("TIME")
 local out = {tonumber(t[1]), tonumber(t[2])}
 local raw = redis.call("HGET", KEYS[1], ARGV[1])
 if not raw then return out end
-local r = cjson.decode(raw)
+local r, p = decrec(raw)
 local info, seen = false, false
 if r.w and r.w ~= "" then
   info = redis.call("HGET", KEYS[3], r.w)
   seen = redis.call("HGET", KEYS[4], "w:" .. r.w)
 end
 out[3] = raw
-out[4] = redis.call("HGET", KEYS[2], ARGV[1]) or ""
+out[4] = p or redis.call("HGET", KEYS[2], ARGV[1]) or ""
 out[5] = info
 out[6] = seen
 out[7] = redis.call("HGET", KEYS[5], "` + settingWorkerTTL + `")

@@ -30,9 +30,12 @@ func TestAClosedPoolKeepsOnlyWhatTheRedisDocLists(t *testing.T) {
 	rec := newRecorder()
 	addWorkers(t, full, rec, 2)
 	addWorkers(t, other, rec, 1)
-	for i := range 5 {
+	for i := range 4 {
 		require.NoError(t, client.DispatchJob(ctx, keyN(i), nil))
 	}
+	// A payload larger than maxInlinePayload is kept in the payloads
+	// hash, apart from the job's record.
+	require.NoError(t, client.DispatchJob(ctx, keyN(4), make([]byte, maxInlinePayload+1)))
 	require.NoError(t, client.NotifyWorker(ctx, keyN(0), []byte("n")))
 	for i := range 4 {
 		require.NoError(t, client.StopJob(ctx, keyN(i)))

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,8 +141,7 @@ func TestRevivedNodeSettlesItsWaitingCalls(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the silent node was not removed")
 	close(h.gate) // Start succeeds; its answer finds no stream
 	require.Eventually(t, func() bool {
-		raw, err := rdb.HGet(ctx, host.lay.jobs, "k").Result()
-		return err == nil && len(raw) > 0 && strings.Contains(raw, `"s":"run"`)
+		return recordState(ctx, host, "k") == stateRunning
 	}, 10*time.Second, 10*time.Millisecond)
 	select {
 	case err := <-done:
@@ -212,14 +210,12 @@ func TestStopBeforeClaimEndsTheDispatch(t *testing.T) {
 	second := make(chan error, 1)
 	go func() { second <- n.DispatchJob(ctx, "second", nil) }()
 	require.Eventually(t, func() bool {
-		raw, err := n.rdb.HGet(ctx, n.lay.jobs, "second").Result()
-		return err == nil && strings.Contains(raw, `"s":"r"`)
+		return recordState(ctx, n, "second") == stateRouted
 	}, 10*time.Second, 10*time.Millisecond)
 	stopped := make(chan error, 1)
 	go func() { stopped <- n.StopJob(ctx, "second") }()
 	require.Eventually(t, func() bool {
-		raw, err := n.rdb.HGet(ctx, n.lay.jobs, "second").Result()
-		return err == nil && strings.Contains(raw, `"s":"x"`)
+		return recordState(ctx, n, "second") == stateStopping
 	}, 10*time.Second, 10*time.Millisecond)
 	close(h.gate)
 	require.NoError(t, <-first)

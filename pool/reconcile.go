@@ -2,11 +2,8 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Reconciliation: after a failover that lost writes, what a node runs and
@@ -147,9 +144,13 @@ func (w *Worker) reconcile(expect map[string]record) {
 func (w *Worker) restart(key string, r record) bool {
 	n := w.node
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
-	payload, err := n.rdb.HGet(ctx, n.lay.payloads, key).Bytes()
+	payloads, err := readPayloads(ctx, n.rdb, n.lay, []string{key})
 	cancel()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	var payload []byte
+	if err == nil {
+		payload = payloads[0]
+	}
+	if err != nil {
 		w.logger.Warn("reconciling: reading a job's payload failed", slog.String("key", key), slog.Any("error", err))
 		return false
 	}

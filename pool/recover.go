@@ -118,7 +118,7 @@ local step = redis.call("HSCAN", KEYS[1], ARGV[2], "COUNT", ARGV[3])
 local all = step[2]
 local out = {}
 for i = 1, #all, 2 do
-  local key, r = all[i], cjson.decode(all[i + 1])
+  local key, r = all[i], decrec(all[i + 1])
   if r.s ~= S_QUEUED then
     local gone = r.w == "" or redis.call("HEXISTS", KEYS[3], r.w) == 0
     local stuck = (r.s == S_ROUTED or r.s == S_CLAIMED) and now - r.t > tonumber(ARGV[1])

@@ -101,18 +101,20 @@ func (n *Node) replyLoop() {
 			}
 			ev = e
 		}
-		// Answer every reply already waiting, then delete them with one XDEL.
+		// Answer every reply already waiting, then delete them and what
+		// came before (trimThrough).
 		batch := drain(ev, events)
-		ids := make([]string, len(batch))
-		for i, ev := range batch {
-			ids[i] = ev.ID
-			if ev.Event != evReply {
-				continue
+		for _, ev := range batch {
+			if ev.Event == evReply {
+				n.answer(ev.Topic, ev.Payload)
 			}
-			n.answer(ev.Topic, ev.Payload)
 		}
 		ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout)
-		if _, err := n.nodeStream.Remove(ctx, ids...); err != nil && n.ctx.Err() == nil {
+		_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			trimThrough(ctx, p, n.nodeStream.Key(), batch[len(batch)-1].ID)
+			return nil
+		})
+		if err != nil && n.ctx.Err() == nil {
 			n.logger.Warn("trim node stream", slog.Any("error", err))
 		}
 		cancel()

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -99,11 +98,9 @@ func recordState(ctx context.Context, n *Node, key string) string {
 	if err != nil {
 		return ""
 	}
-	var r struct {
-		S string `json:"s"`
-	}
-	if json.Unmarshal([]byte(raw), &r) != nil {
+	r, err := parseRecord(raw)
+	if err != nil {
 		return ""
 	}
-	return r.S
+	return r.State
 }

@@ -183,11 +183,10 @@ func (w *Worker) reclaimFound(ctx context.Context, found []any) (int, error) {
 var reclaimScanScript = redis.NewScript(prelude + `
 local step = redis.call("HSCAN", KEYS[1], ARGV[2], "COUNT", ARGV[3])
 local all = step[2]
-local mark = '"w":"' .. ARGV[1] .. '"'
 local out = {}
 for i = 1, #all, 2 do
-  if string.find(all[i + 1], mark, 1, true) then
-    local r = cjson.decode(all[i + 1])
+  if string.find(all[i + 1], ARGV[1], 1, true) then
+    local r = decrec(all[i + 1])
     if r.w == ARGV[1] and r.s ~= S_QUEUED then
       out[#out + 1] = {all[i], r.n, tostring(r.g), r.rd or "", r.sr or ""}
     end

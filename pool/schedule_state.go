@@ -66,19 +66,12 @@ func (p *planner) payloads(ctx context.Context, ks []string) ([][]byte, error) {
 	for from := 0; from < len(ks); from += planChunk {
 		chunk := ks[from:min(from+planChunk, len(ks))]
 		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		vals, err := p.n.rdb.HMGet(cctx, p.n.lay.payloads, chunk...).Result()
+		vals, err := readPayloads(cctx, p.n.rdb, p.n.lay, chunk)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("pool: schedule: reading payloads: %w", err)
 		}
-		for _, v := range vals {
-			s, ok := v.(string)
-			if !ok {
-				out = append(out, nil)
-				continue
-			}
-			out = append(out, []byte(s))
-		}
+		out = append(out, vals...)
 	}
 	return out, nil
 }

@@ -134,7 +134,7 @@ for i = 3, #ARGV, 3 do
   else
     r.s = S_CLAIMED; r.t = now; r.a = r.a + 1; r.st = nil
     putrec(key, r)
-    out[#out + 1] = {"OK", redis.call("HGET", KEYS[2], key) or "", tostring(r.c), tostring(r.a), r.tc or ""}
+    out[#out + 1] = {"OK", payload_of(key), tostring(r.c), tostring(r.a), r.tc or ""}
   end
 end
 return out

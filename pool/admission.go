@@ -1,0 +1,232 @@
+package pool
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shepherd-go/shepherd/internal/redisutil"
+)
+
+// Concurrent DispatchJob calls are admitted in batches: a few admitter
+// goroutines each take every admission waiting and admit them all in one
+// call of admitRouteScript, so that 64 concurrent producers cost Redis a
+// handful of script calls instead of 64 (most of a call's cost is fixed).
+// A DispatchJob that finds no other admission under way runs its own at
+// once, on its goroutine: batching costs a lone caller nothing.
+const (
+	admitters      = 4   // batches in flight at once
+	maxAdmitBatch  = 128 // admissions per script call
+	admitQueueSize = 1024
+)
+
+// admission is one DispatchJob waiting for admitRouteScript.
+type admission struct {
+	ctx     context.Context
+	key     string
+	nonce   string
+	payload []byte
+	reqID   string
+	worker  string // the owner in the node's slot table; "" for none
+	rev     string // the revision of that table
+	trace   string
+	f       fence
+	res     any
+	err     error
+	done    chan struct{} // closed when res and err hold the outcome
+}
+
+// admit records a new job and either routes it to its worker or queues it
+// for the routers (admitRouteScript), through the admitters. When ctx ends
+// or the node closes first it returns that error; unless sent is false
+// (the admission never left this node), the admission may still run, and
+// the caller withdraws the job.
+func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, reqID string, f fence) (res any, sent bool, err error) {
+	t := n.table()
+	a := &admission{ctx: ctx, key: key, nonce: nonce, payload: payload, reqID: reqID,
+		worker: t.owner(key), rev: strconv.FormatInt(t.rev, 10), trace: n.injectTrace(ctx), f: f,
+		done: make(chan struct{})}
+	if n.admitting.Add(1) == 1 {
+		// No other admission is under way: go out at once, on this
+		// goroutine, without the hop to an admitter.
+		cctx, cancel := redisutil.CallContext(ctx, n.cfg.callTimeout)
+		n.admitBatch(cctx, []*admission{a})
+		cancel()
+		n.admitting.Add(-1)
+		close(a.done)
+		return a.res, true, a.err
+	}
+	select {
+	case n.admissions <- a:
+	case <-ctx.Done():
+		n.admitting.Add(-1)
+		return nil, false, ctx.Err()
+	case <-n.closedChan:
+		n.admitting.Add(-1)
+		return nil, false, n.errClosed()
+	}
+	select {
+	case <-a.done:
+		return a.res, true, a.err
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	case <-n.closedChan:
+		return nil, true, n.errClosed()
+	}
+}
+
+// admitLoop runs the admissions waiting in n.admissions, a batch per
+// script call, until the node stops.
+func (n *Node) admitLoop() {
+	batch := make([]*admission, 0, maxAdmitBatch)
+	live := make([]*admission, 0, maxAdmitBatch)
+	for {
+		batch, live = batch[:0], live[:0]
+		select {
+		case <-n.ctx.Done():
+			return
+		case a := <-n.admissions:
+			batch = append(batch, a)
+		}
+	fill:
+		for len(batch) < maxAdmitBatch {
+			select {
+			case a := <-n.admissions:
+				batch = append(batch, a)
+			default:
+				break fill
+			}
+		}
+		for _, a := range batch {
+			if err := a.ctx.Err(); err != nil {
+				a.err = err // its caller left: never admit it
+				continue
+			}
+			live = append(live, a)
+		}
+		if len(live) > 0 {
+			if n.test.admitHook != nil {
+				n.test.admitHook(false)
+			}
+			// The call serves every caller of the batch, each with its
+			// own ctx (admit returns when it ends): WithCallTimeout bounds it.
+			ctx, cancel := redisutil.CallContext(n.ctx, n.cfg.callTimeout)
+			n.admitBatch(ctx, live)
+			cancel()
+			if n.test.admitHook != nil {
+				n.test.admitHook(true)
+			}
+		}
+		n.admitting.Add(-int64(len(batch)))
+		for _, a := range batch {
+			close(a.done)
+		}
+	}
+}
+
+// admitBatch runs admitRouteScript for batch, in one call, and stores
+// each admission's outcome in it.
+func (n *Node) admitBatch(ctx context.Context, batch []*admission) {
+	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers,
+		n.lay.slotsRev, n.lay.withdrawn)
+	args := make([]any, 0, 2+admitArgs*len(batch))
+	args = append(args, n.cfg.maxQueuedJobs, n.id)
+	for _, a := range batch {
+		si, fi := 0, 0
+		if a.worker != "" {
+			si = sk.add(n.lay.wprefix + a.worker)
+		}
+		if a.f.token != "" {
+			fi = sk.add(a.f.key)
+		}
+		args = append(args, a.key, a.nonce, a.payload, a.reqID, a.worker, a.rev, si, a.trace, fi, a.f.token)
+	}
+	res, err := n.run(ctx, admitRouteScript, "dispatch", sk.keys, args...)
+	err = n.redisTimeout(ctx, "dispatch", err)
+	out, err := perJob(res, err, len(batch), "dispatch")
+	for i, a := range batch {
+		if err != nil {
+			a.err = err
+			continue
+		}
+		a.res = out[i]
+	}
+}
+
+// admitArgs is how many ARGV admitRouteScript takes per job.
+const admitArgs = 10
+
+// admitRouteScript records new jobs, a batch of them (or one) in one
+// call, and routes or queues each one's start event. When the
+// dispatching node's copy of the slot table names a worker for the key
+// and that copy is current (the fence routeScript applies), the event goes
+// straight to the worker's stream, skipping the job stream and a router:
+// two hops and two round trips less per job. Otherwise it is queued in
+// the job stream for the routers. A dispatch whose caller gave up and
+// withdrew it (its nonce is in the withdrawn ledger) is refused: its
+// command may reach Redis after the withdrawal (Redis was frozen, the
+// network slow), and must then do nothing. So is a schedule's dispatch
+// whose planner no longer holds the schedule's lease (fenced).
+//
+//	KEYS[1] jobs, KEYS[2] payloads (of older records), KEYS[3] job stream, KEYS[4] shutdown
+//	map, KEYS[5] workers map, KEYS[6] slots map revision, KEYS[7]
+//	withdrawn dispatches, KEYS[8..] the chosen workers' streams and the
+//	schedules' records the jobs name
+//	ARGV[1] max queued, ARGV[2] reply node, then per job (admitArgs):
+//	key, nonce, payload, request id, worker id ("" for none), the slots
+//	revision the node decided on, the worker's stream (index into KEYS
+//	from KEYS[8] as 1; 0 for none), the DispatchJob's span context (""
+//	when not traced; kept in the record, tc, for the Starts' spans), the
+//	schedule's record (an index like the stream's; 0: unfenced), the
+//	planner's lease token ("": unfenced)
+//
+// Returns, per job, "ROUTED", "OK" (queued), "EXISTS", "FULL",
+// "SHUTDOWN", "WITHDRAWN" or "FENCED". The bound counts only jobs waiting
+// in the job stream: a routed job does not wait there.
+var admitRouteScript = redis.NewScript(prelude + luaFence + `
+local shut = redis.call("HEXISTS", KEYS[4], "shutdown") == 1
+local rev = redis.call("HGET", KEYS[6], REV_FIELD)
+local maxq = tonumber(ARGV[1])
+local now, waiting
+local live = {}
+local out = {}
+for i = 3, #ARGV, 10 do
+  local key, nonce, w, si, fi = ARGV[i], ARGV[i + 1], ARGV[i + 4], tonumber(ARGV[i + 6]), tonumber(ARGV[i + 8])
+  local res
+  if fi > 0 and fenced(KEYS[7 + fi], ARGV[i + 9]) then res = "FENCED"
+  elseif was_withdrawn(KEYS[7], nonce) then res = "WITHDRAWN"
+  elseif shut then res = "SHUTDOWN"
+  elseif redis.call("HEXISTS", KEYS[1], key) == 1 then res = "EXISTS"
+  else
+    now = now or now_ms()
+    local r = {s = S_QUEUED, g = 1, n = nonce, w = "", t = now, c = now, a = 0, rd = ARGV[2], rq = ARGV[i + 3]}
+    if ARGV[i + 7] ~= "" then r.tc = ARGV[i + 7] end
+    local routed = false
+    if si > 0 and ARGV[i + 5] == rev then
+      if live[w] == nil then live[w] = redis.call("HEXISTS", KEYS[5], w) == 1 end
+      routed = live[w]
+    end
+    if routed then
+      r.s = S_ROUTED; r.w = w
+      put_payload(key, ARGV[i + 2])
+      putrec(key, r)
+      send_start(KEYS[7 + si], key, r)
+      res = "ROUTED"
+    else
+      waiting = waiting or redis.call("XLEN", KEYS[3])
+      if waiting >= maxq then
+        res = "FULL"
+      else
+        put_payload(key, ARGV[i + 2])
+        putrec(key, r)
+        send_start(KEYS[3], key, r)
+        waiting = waiting + 1
+        res = "OK"
+      end
+    end
+  end
+  out[#out + 1] = res
+end
+return out
+`)
