@@ -108,6 +108,7 @@ package pool
 //	wire.go          the record (and the payload beside it), states,
 //	                 events, header, reply codes and the Lua prelude
 //	                 rendered from them
+//	wire_compact.go  a running job's record in its compact form (Go)
 //	payload.go       payloads read from Go (they live in two places)
 //	settings.go      pool-wide settings, node records
 //	schedule*.go     schedules: a producer's plan, its fenced lease, the
