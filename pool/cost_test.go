@@ -91,18 +91,12 @@ func (c *scriptCounter) reset() {
 	c.mu.Unlock()
 }
 
-var (
-	costCPULine = regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)\r?$`)
-	costCmdLine = regexp.MustCompile(`(?m)^cmdstat_([a-z|]+):calls=(\d+),usec=(\d+),`)
-)
+var costCmdLine = regexp.MustCompile(`(?m)^cmdstat_([a-z|]+):calls=(\d+),usec=(\d+),`)
 
+// costCPU is Redis's CPU time so far (redistest.CPU; 0 when INFO fails).
 func costCPU(ctx context.Context, rdb redis.UniversalClient) float64 {
-	s := 0.0
-	for _, m := range costCPULine.FindAllStringSubmatch(rdb.Info(ctx, "cpu").Val(), -1) {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		s += v
-	}
-	return s
+	v, _ := redistest.CPU(ctx, rdb)
+	return v
 }
 
 func BenchmarkCostPerDispatch(b *testing.B) {
