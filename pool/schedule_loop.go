@@ -85,16 +85,7 @@ func (p *planner) step() (wait time.Duration, done bool) {
 
 // release gives the lease up, if this planner holds it, so that another
 // node's planner takes the schedule over within WorkerTTL/3.
-func (p *planner) release() {
-	if p.token == "" || p.n.test.crashed.Load() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseGrace)
-	defer cancel()
-	if _, err := p.n.run(ctx, releaseLeaseScript, "schedule release", []string{p.n.lay.plan(p.name)}, p.token); err != nil {
-		p.logger.Debug("schedule: releasing the lease failed; it lapses", slog.Any("error", err))
-	}
-}
+func (p *planner) release() { p.n.releaseLease(p.n.lay.plan(p.name), p.token, p.logger) }
 
 type holdResult struct {
 	state string // "GONE", "WAIT" or "HELD"

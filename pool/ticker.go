@@ -160,16 +160,7 @@ func (t *Ticker) step(renew time.Duration) (time.Duration, bool) {
 
 // release gives the lease up, if this node holds it, so that another
 // node holding the ticker takes over at once.
-func (t *Ticker) release() {
-	if t.token == "" || t.n.test.crashed.Load() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), releaseGrace)
-	defer cancel()
-	if _, err := t.n.run(ctx, releaseLeaseScript, "ticker release", []string{t.n.lay.ticker(t.name)}, t.token); err != nil {
-		t.logger.Debug("ticker: releasing the lease failed; it lapses", slog.Any("error", err))
-	}
-}
+func (t *Ticker) release() { t.n.releaseLease(t.n.lay.ticker(t.name), t.token, t.logger) }
 
 // StopTicker stops the ticker name of the pool poolName for every node,
 // without joining the pool: their C channels close. It returns
@@ -251,6 +242,20 @@ redis.call("HINCRBY", KEYS[1], "ticks", 1)
 if behind > 0 then redis.call("HINCRBY", KEYS[1], "skipped", behind) end
 return {"TICK", token, at, at + period - now}
 `)
+
+// releaseLease gives up the lease of a ticker's or a schedule's hash
+// (key) held with token, if any: the next node to ask takes it rather
+// than waiting for it to lapse. A crashed node (tests) releases nothing.
+func (n *Node) releaseLease(key, token string, logger *slog.Logger) {
+	if token == "" || n.test.crashed.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseGrace)
+	defer cancel()
+	if _, err := n.run(ctx, releaseLeaseScript, "release lease", []string{key}, token); err != nil {
+		logger.Debug("releasing the lease failed; it lapses", slog.Any("error", err))
+	}
+}
 
 // releaseLeaseScript gives up the lease of a ticker or a schedule (KEYS[1])
 // held with token ARGV[1]: the next node to ask takes it.
