@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/shepherd-go/shepherd/internal/member"
 )
 
 // A JobProducer plans a pool's jobs from a desired state: the jobs that
@@ -207,16 +206,11 @@ func (n *Node) Unschedule(ctx context.Context, name string) error {
 	return Unschedule(ctx, n.rdb, n.pool, name)
 }
 
-// checkUnitName validates the name of a schedule or a ticker: non-empty,
-// at most MaxKeySize bytes of UTF-8 without control characters.
+// checkUnitName validates the name of a schedule or a ticker: 1 to
+// MaxKeySize bytes of UTF-8 without control characters (member.CheckText).
 func checkUnitName(what, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty %s name", ErrInvalidOption, what)
-	case len(name) > MaxKeySize:
-		return fmt.Errorf("%w: %s name of %d bytes, the limit is %d", ErrInvalidOption, what, len(name), MaxKeySize)
-	case !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl):
-		return fmt.Errorf("%w: %s name %q is not printable UTF-8", ErrInvalidOption, what, name)
+	if err := member.CheckText(what+" name", name, MaxKeySize); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return nil
 }
