@@ -2,10 +2,12 @@ package pool
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -32,11 +34,12 @@ const maxPlanErrors = 10
 // planChunk is how many keys one state or bookkeeping script takes.
 const planChunk = 500
 
-// Kinds of a plan's steps.
+// Kinds of a plan's steps, in the order a plan takes them: stops first,
+// to make room, then changes, then starts.
 const (
-	stepStart = iota
-	stepStop
+	stepStop = iota
 	stepChange
+	stepStart
 )
 
 type planStep struct {
@@ -195,24 +198,10 @@ func (p *planner) diff(ctx context.Context, want map[string][]byte, check []stri
 			steps = append(steps, planStep{kind: stepChange, key: k, payload: want[k], digest: d})
 		}
 	}
-	// Stops first, to make room; then changes, then starts in the plan's
-	// order (check begins with the plan's keys, in order).
-	sortSteps(steps)
+	// By kind, each kind in the plan's order (check begins with the
+	// plan's keys, in order).
+	slices.SortStableFunc(steps, func(a, b planStep) int { return cmp.Compare(a.kind, b.kind) })
 	return steps, adopt, forget, nil
-}
-
-// sortSteps orders steps stops, changes, starts, keeping each kind's
-// order.
-func sortSteps(steps []planStep) {
-	out := make([]planStep, 0, len(steps))
-	for _, kind := range []int{stepStop, stepChange, stepStart} {
-		for _, s := range steps {
-			if s.kind == kind {
-				out = append(out, s)
-			}
-		}
-	}
-	copy(steps, out)
 }
 
 // do takes one step, fenced.
