@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
@@ -184,7 +185,7 @@ const admitArgs = 10
 // Returns, per job, "ROUTED", "OK" (queued), "EXISTS", "FULL",
 // "SHUTDOWN", "WITHDRAWN" or "FENCED". The bound counts only jobs waiting
 // in the job stream: a routed job does not wait there.
-var admitRouteScript = redis.NewScript(prelude + luaFence + `
+var admitRouteScript = redis.NewScript(prelude + member.LuaTokenFence + `
 local shut = redis.call("HEXISTS", KEYS[4], "shutdown") == 1
 local rev = redis.call("HGET", KEYS[6], REV_FIELD)
 local maxq = tonumber(ARGV[1])
@@ -194,7 +195,7 @@ local out = {}
 for i = 3, #ARGV, 10 do
   local key, nonce, w, si, fi = ARGV[i], ARGV[i + 1], ARGV[i + 4], tonumber(ARGV[i + 6]), tonumber(ARGV[i + 8])
   local res
-  if fi > 0 and fenced(KEYS[7 + fi], ARGV[i + 9]) then res = "FENCED"
+  if fi > 0 and token_fenced(KEYS[7 + fi], ARGV[i + 9]) then res = "FENCED"
   elseif was_withdrawn(KEYS[7], nonce) then res = "WITHDRAWN"
   elseif shut then res = "SHUTDOWN"
   elseif redis.call("HEXISTS", KEYS[1], key) == 1 then res = "EXISTS"

@@ -11,16 +11,17 @@ import (
 )
 
 // A schedule (or a ticker) is a hash of the pool, plan:NAME (ticker:NAME),
-// listed in the set plans (tickers). Its lease is in the hash: token (the
-// holder's node id and the lease's generation), holder and until (ms,
-// Redis's clock). A lease that lapsed is never renewed: whoever takes it
-// next, its former holder included, takes a new generation, so a token
-// names one unbroken holding.
+// listed in the set plans (tickers). Its lease is in the hash, a
+// member.LuaTokenLease: token (the holder's node id and the lease's
+// generation), holder and until (ms, Redis's clock). A lease that lapsed
+// is never renewed: whoever takes it next, its former holder included,
+// takes a new generation, so a token names one unbroken holding, and
+// member.LuaTokenFence refuses the writes of any other.
 //
 // Fields of plan:NAME: inc (the schedule's incarnation: a schedule
 // removed and created again is another), interval (ms), created, gen,
 // token, holder, until, last (when the last plan began, ms), and the
-// last plan's outcome (outcome.go's fields).
+// last plan's outcome (recordPlanScript's fields).
 
 // fence is what a planner's writes carry: the schedule's hash and the
 // token of the lease it holds. The zero fence does not fence.
@@ -39,38 +40,6 @@ func (f fence) keyOr(l layout) string {
 // the schedule's lease (it lapsed, another node holds it, or the
 // schedule was removed).
 var errFenced = errors.New("pool: the schedule's lease was lost: refused")
-
-// luaFence defines fenced(key, token): whether a write carrying token
-// must be refused, its lease having lapsed or passed on. An empty token
-// is never fenced. It needs now_ms (member.LuaClock).
-const luaFence = `
-local function fenced(key, token)
-  if token == nil or token == "" then return false end
-  local f = redis.call("HMGET", key, "token", "until")
-  return f[1] ~= token or tonumber(f[2] or 0) < now_ms()
-end
-`
-
-// luaHold defines hold(key, who, token, ttl, now): the lease of the
-// schedule or ticker at key. With token (this holder's current one,
-// still valid) it renews; without, it takes the lease if none holds
-// it. It returns the token held after the call, or false and the ms
-// until the holder's lease lapses.
-const luaHold = `
-local function hold(key, who, token, ttl, now)
-  local f = redis.call("HMGET", key, "token", "until")
-  local cur, till = f[1], tonumber(f[2] or 0)
-  if cur and till >= now then
-    if cur ~= token then return false, till - now end
-    redis.call("HSET", key, "until", now + ttl)
-    return cur
-  end
-  local gen = redis.call("HINCRBY", key, "gen", 1)
-  cur = who .. ":" .. gen
-  redis.call("HSET", key, "token", cur, "holder", who, "until", now + ttl, "since", now)
-  return cur
-end
-`
 
 // createScheduleScript stores a schedule, or updates the interval of the
 // one stored.
@@ -100,10 +69,10 @@ return ARGV[3]
 // Returns {"GONE"} (removed, or another incarnation), {"WAIT", ms until
 // the holder's lease lapses} or {"HELD", token, ms until the next plan
 // is due (≤ 0: due), interval (ms)}.
-var holdScheduleScript = redis.NewScript(member.LuaClock + luaHold + `
+var holdScheduleScript = redis.NewScript(member.LuaClock + member.LuaTokenLease + `
 if redis.call("HGET", KEYS[1], "inc") ~= ARGV[4] then return {"GONE"} end
 local now = now_ms()
-local token, wait = hold(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), now)
+local token, wait = token_hold(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), now)
 if not token then return {"WAIT", wait} end
 local f = redis.call("HMGET", KEYS[1], "last", "interval")
 local interval = tonumber(f[2])
@@ -115,8 +84,8 @@ return {"HELD", token, tonumber(f[1] or 0) + interval - now, interval}
 //	KEYS[1] plan:NAME; ARGV[1] token
 //
 // Returns 1, or 0 when fenced.
-var beginPlanScript = redis.NewScript(member.LuaClock + luaFence + `
-if fenced(KEYS[1], ARGV[1]) then return 0 end
+var beginPlanScript = redis.NewScript(member.LuaClock + member.LuaTokenFence + `
+if token_fenced(KEYS[1], ARGV[1]) then return 0 end
 redis.call("HSET", KEYS[1], "last", now_ms())
 return 1
 `)
@@ -128,9 +97,9 @@ return 1
 //	ARGV[1] name, ARGV[2] token ("" for Unschedule)
 //
 // Returns 1, 0 when fenced, or -1 when there is no such schedule.
-var endScheduleScript = redis.NewScript(member.LuaClock + luaFence + `
+var endScheduleScript = redis.NewScript(member.LuaClock + member.LuaTokenFence + `
 if redis.call("EXISTS", KEYS[1]) == 0 then return -1 end
-if fenced(KEYS[1], ARGV[2]) then return 0 end
+if token_fenced(KEYS[1], ARGV[2]) then return 0 end
 redis.call("DEL", KEYS[1], KEYS[3])
 redis.call("SREM", KEYS[2], ARGV[1])
 return 1

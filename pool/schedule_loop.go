@@ -229,8 +229,8 @@ func (p *planner) record(f fence, out outcome) {
 //	KEYS[1] plan:NAME; ARGV[1] token, then field, value pairs
 //
 // Returns 1, or 0 when fenced.
-var recordPlanScript = redis.NewScript(member.LuaClock + luaFence + `
-if fenced(KEYS[1], ARGV[1]) then return 0 end
+var recordPlanScript = redis.NewScript(member.LuaClock + member.LuaTokenFence + `
+if token_fenced(KEYS[1], ARGV[1]) then return 0 end
 redis.call("HSET", KEYS[1], "finished", now_ms(), unpack(ARGV, 2))
 return 1
 `)

@@ -125,8 +125,8 @@ func (p *planner) note(ctx context.Context, f fence, set, forget []string) error
 //	ARGV[3+n..] keys to forget
 //
 // Returns 1, or 0 when fenced.
-var notePlanScript = redis.NewScript(member.LuaClock + luaFence + `
-if fenced(KEYS[1], ARGV[1]) then return 0 end
+var notePlanScript = redis.NewScript(member.LuaClock + member.LuaTokenFence + `
+if token_fenced(KEYS[1], ARGV[1]) then return 0 end
 local n = tonumber(ARGV[2])
 if n > 0 then redis.call("HSET", KEYS[2], unpack(ARGV, 3, 2 + n)) end
 if #ARGV > 2 + n then redis.call("HDEL", KEYS[2], unpack(ARGV, 3 + n)) end

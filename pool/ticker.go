@@ -227,10 +227,10 @@ return ARGV[3]
 // {"HELD", token, ms until the next tick} or {"TICK", token, the tick's
 // time (ms), ms until the next tick}. Of the ticks due, only the latest
 // is handed out; the others count as skipped.
-var tickScript = redis.NewScript(member.LuaClock + luaHold + `
+var tickScript = redis.NewScript(member.LuaClock + member.LuaTokenLease + `
 if redis.call("HGET", KEYS[1], "inc") ~= ARGV[4] then return {"GONE"} end
 local now = now_ms()
-local token, wait = hold(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), now)
+local token, wait = token_hold(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), now)
 if not token then return {"WAIT", wait} end
 local f = redis.call("HMGET", KEYS[1], "next", "period")
 local nxt, period = tonumber(f[1]), tonumber(f[2])
@@ -259,10 +259,8 @@ func (n *Node) releaseLease(key, token string, logger *slog.Logger) {
 
 // releaseLeaseScript gives up the lease of a ticker or a schedule (KEYS[1])
 // held with token ARGV[1]: the next node to ask takes it.
-var releaseLeaseScript = redis.NewScript(`
-if redis.call("HGET", KEYS[1], "token") == ARGV[1] then
-  redis.call("HSET", KEYS[1], "until", 0)
-end
+var releaseLeaseScript = redis.NewScript(member.LuaTokenLease + `
+token_drop(KEYS[1], ARGV[1])
 return 0
 `)
 

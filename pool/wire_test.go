@@ -32,7 +32,7 @@ func TestScriptsUseOnlyRecordFields(t *testing.T) {
 	}
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
-	scriptRe := regexp.MustCompile("(?s)NewScript\\(prelude (?:\\+ \\w+ )*\\+ `(.*?)`\\)")
+	scriptRe := regexp.MustCompile("(?s)NewScript\\(prelude (?:\\+ [\\w.]+ )*\\+ `(.*?)`\\)")
 	fieldRe := regexp.MustCompile(`\b(?:r|cur)\.([a-z]+)\b`)
 	scripts, uses := 0, 0
 	for _, f := range files {

@@ -29,12 +29,20 @@ package member
 //	settle_settings(key, live, adopt_only, from)
 //	                           settles the unit-wide settings of a joining
 //	                           member (see Settle)
+//	token_hold(key, who, token, ttl, now)
+//	                           a fenced lease in the hash at key (see
+//	                           LuaTokenLease); returns the token held
+//	                           after the call, or false and the ms until
+//	                           the holder's lease lapses
+//	token_drop(key, token)     gives that lease up if token holds it
+//	token_fenced(key, token)   whether a write carrying token must be
+//	                           refused (see LuaTokenFence)
 //	withdraw_call(key, nonce, now, ttl)
 //	                           records a failed call's nonce as withdrawn
 //	                           for ttl ms (see Withdraw)
 //	was_withdrawn(key, nonce)  whether a call's nonce was withdrawn: its
 //	                           work must be refused
-const Lua = LuaClock + LuaLease + LuaKeepAlive + LuaSettings + LuaLedger
+const Lua = LuaClock + LuaLease + LuaKeepAlive + LuaSettings + LuaLedger + LuaTokenLease + LuaTokenFence
 
 // LuaClock: now_ms and lapsed.
 const LuaClock = `
@@ -115,5 +123,47 @@ local function withdraw_call(key, nonce, now, ttl)
 end
 local function was_withdrawn(key, nonce)
   return redis.call("ZSCORE", key, nonce) ~= false
+end
+`
+
+// LuaTokenLease: token_hold and token_drop, a lease whose holder's work
+// is fenced. Unlike lease_hold's (a key holding the holder's name), it
+// lives in fields of a hash (token, holder, until in ms of Redis's clock,
+// gen, since), and each unbroken holding has a token of its own: the
+// holder's name and a generation. A lease that lapsed is never renewed;
+// whoever takes it next, its former holder included, takes a new
+// generation, so a write carrying an old token is refused
+// (token_fenced) even when the same process holds the lease again. The
+// pool's schedules and cluster tickers use it.
+const LuaTokenLease = `
+local function token_hold(key, who, token, ttl, now)
+  local f = redis.call("HMGET", key, "token", "until")
+  local cur, till = f[1], tonumber(f[2] or 0)
+  if cur and till >= now then
+    if cur ~= token then return false, till - now end
+    redis.call("HSET", key, "until", now + ttl)
+    return cur
+  end
+  local gen = redis.call("HINCRBY", key, "gen", 1)
+  cur = who .. ":" .. gen
+  redis.call("HSET", key, "token", cur, "holder", who, "until", now + ttl, "since", now)
+  return cur
+end
+local function token_drop(key, token)
+  if redis.call("HGET", key, "token") == token then
+    redis.call("HSET", key, "until", 0)
+  end
+end
+`
+
+// LuaTokenFence: token_fenced(key, token), whether a write carrying token
+// must be refused because the lease at key (LuaTokenLease) lapsed or
+// passed on. An empty token is never fenced. It needs now_ms (LuaClock);
+// a hot path's script takes it without LuaTokenLease.
+const LuaTokenFence = `
+local function token_fenced(key, token)
+  if token == nil or token == "" then return false end
+  local f = redis.call("HMGET", key, "token", "until")
+  return f[1] ~= token or tonumber(f[2] or 0) < now_ms()
 end
 `
