@@ -192,8 +192,9 @@ func TestShardedWorkerJoinsAndLeavesEveryShard(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond, "r2 runs %v", r2.runningKeys())
 
 	require.NoError(t, n.RemoveWorker(ctx, w1))
+	assert.Empty(t, r1.runningKeys(), "RemoveWorker returned before its jobs stopped")
+	require.Eventually(t, func() bool { return len(r2.runningKeys()) == len(want) }, 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, want, r2.runningKeys())
-	assert.Empty(t, r1.runningKeys())
 	require.NoError(t, n.RemoveWorker(ctx, w1), "removing it again is a no-op")
 	s, err := n.Stats(ctx)
 	require.NoError(t, err)
