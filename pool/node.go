@@ -58,21 +58,22 @@ type Node struct {
 
 	runs runs // the runs of keys on this node's workers: every Start and Stop holds its key here
 
-	mu          sync.Mutex
-	closed      bool
-	shutDown    bool // closed because the pool shut down
-	myWorkers   map[string]*Worker
-	waiters     map[string]*waiter // request id → the call waiting for its reply
-	admissions  chan *admission    // DispatchJob → admitLoop
-	admitting   atomic.Int64       // admissions under way, queued ones included
-	replicasUp  atomic.Int64       // the master's connected replicas at watchLoop's last read, plus one (0: not read yet)
-	dispatchLim *limit.Blocking    // WithDispatchLimit's; nil without
-	leaving     bool               // Leave: a node with WithNodeID closes for good
-	indexes     map[int]bool       // WithNodeID: the worker indexes in use (identity.go)
-	closeOnce   sync.Once
-	closeErr    error
-	closedChan  chan struct{}
-	doneChan    chan struct{} // closed once stop has finished: Done
+	mu           sync.Mutex
+	closed       bool
+	shutDown     bool // closed because the pool shut down
+	myWorkers    map[string]*Worker
+	waiters      map[string]*waiter // request id → the call waiting for its reply
+	admissions   chan *admission    // DispatchJob → admitLoop
+	admitting    atomic.Int64       // admissions under way, queued ones included
+	replicasUp   atomic.Int64       // the master's connected replicas at watchLoop's last read, plus one (0: not read yet)
+	dispatchLim  *limit.Blocking    // WithDispatchLimit's; nil without
+	leaving      bool               // Leave: a node with WithNodeID closes for good
+	shuttingDown atomic.Bool        // Shutdown sets the flags: the node's watchers leave the stopping to it
+	indexes      map[int]bool       // WithNodeID: the worker indexes in use (identity.go)
+	closeOnce    sync.Once
+	closeErr     error
+	closedChan   chan struct{}
+	doneChan     chan struct{} // closed once stop has finished: Done
 
 	test    testSignals
 	metrics *metrics
@@ -82,13 +83,14 @@ type Node struct {
 // node only updates the counters (an atomic add) and calls a hook that is
 // set.
 type testSignals struct {
-	keepAlivePaused  atomic.Bool    // simulate a frozen process: no keep-alives
-	startBatches     atomic.Int64   // start batches of more than one job
-	releasesRouted   atomic.Int64   // released jobs handed straight to their new owner
-	staleRunsStopped atomic.Int64   // stale runs a Start stopped first (another worker's, declared dead)
-	admitHook        func(ran bool) // runs before and after an admission pipeline
-	leasesPaused     atomic.Bool    // simulate a frozen process: schedules and tickers make no call
-	crashed          atomic.Bool    // simulate a dead process: leases are not released
+	keepAlivePaused  atomic.Bool     // simulate a frozen process: no keep-alives
+	startBatches     atomic.Int64    // start batches of more than one job
+	releasesRouted   atomic.Int64    // released jobs handed straight to their new owner
+	staleRunsStopped atomic.Int64    // stale runs a Start stopped first (another worker's, declared dead)
+	admitHook        func(ran bool)  // runs before and after an admission pipeline
+	leasesPaused     atomic.Bool     // simulate a frozen process: schedules and tickers make no call
+	crashed          atomic.Bool     // simulate a dead process: leases are not released
+	flagSet          func(shard int) // runs after Shutdown set a shard's flag
 }
 
 // AddNode joins the pool called poolName (creating it if needed) through

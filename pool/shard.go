@@ -223,6 +223,15 @@ func (n *Node) newPart(i int) (*Node, error) {
 	return p, nil
 }
 
+// root returns the node a part belongs to (the node itself for its part
+// in shard 0, or on a pool of one shard).
+func (n *Node) root() *Node {
+	if n.home != nil {
+		return n.home
+	}
+	return n
+}
+
 // part returns the node's part in the shard of key.
 func (n *Node) part(key string) *Node {
 	if len(n.parts) < 2 {

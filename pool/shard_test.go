@@ -287,3 +287,36 @@ func TestShardedNodeNeedsRoomInItsClient(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, s.Nodes, 1, "the refused nodes left nothing")
 }
+
+// Shutdown of a pool of several shards sets the flag in every shard
+// before anything stops: the node's own watcher of shard 0 used to stop
+// every shard at the first flag, and the next one failed ("map closed").
+func TestShardedShutdownSetsEveryFlag(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	for i := range 3 {
+		pool := fmt.Sprintf("%s-%d", redistest.Name(t), i)
+		n, err := AddNode(ctx, srv.NewClient(), pool, fastOpts(WithShards(4))...)
+		require.NoError(t, err)
+		// Time for the node's own watchers to see shard 0's flag before
+		// the next is set, as on a loaded machine.
+		n.test.flagSet = func(shard int) {
+			if shard == 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		other, err := AddNode(ctx, srv.NewClient(), pool, fastOpts()...)
+		require.NoError(t, err)
+		require.NoError(t, n.Shutdown(ctx), "round %d", i)
+		select {
+		case <-other.Done():
+		case <-ctx.Done():
+			t.Fatal("the other node did not stop")
+		}
+		for s := range 4 {
+			left, err := srv.Client().Keys(ctx, "*{"+shardName(pool, s)+"}*").Result()
+			require.NoError(t, err)
+			assert.Empty(t, left, "round %d, shard %d", i, s)
+		}
+	}
+}

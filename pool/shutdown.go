@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -25,10 +26,23 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 		return err
 	}
-	// Shard 0 first: the nodes watch its flag, and stop all their parts.
+	// The flag in every shard, shard 0 first (the other nodes stop when
+	// they see it in any). This node's own watchers keep still meanwhile:
+	// stopping it would close the maps the flag is set through.
+	// Once shard 0's is set the pool shuts down: a shard whose flag could
+	// not be set is still stopped and deleted, and the error reported.
+	n.shuttingDown.Store(true)
+	var flagErr error
 	for _, p := range n.partsOrSelf() {
 		if _, err := p.shutdown.Set(ctx, shutdownFlag, n.id); err != nil {
-			return fmt.Errorf("pool: shutdown: %w", err)
+			if p == n {
+				n.shuttingDown.Store(false)
+				return fmt.Errorf("pool: shutdown: %w", err)
+			}
+			flagErr = errors.Join(flagErr, fmt.Errorf("pool: shutdown: shard %d: %w", p.shard, err))
+		}
+		if n.test.flagSet != nil {
+			n.test.flagSet(p.shard)
 		}
 	}
 	// Stop our own workers now rather than waiting for the flag's message.
@@ -41,8 +55,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if err := n.eachPart(func(p *Node) error { return p.deleteKeys(delCtx) }); err != nil {
 		return fmt.Errorf("pool: shutdown: delete keys: %w", err)
 	}
-	if waitErr != nil {
-		return waitErr
+	if err := errors.Join(flagErr, waitErr); err != nil {
+		return err
 	}
 	return closeErr
 }
@@ -106,6 +120,9 @@ func (n *Node) shutdownWatch() {
 		case <-changes:
 		}
 		if _, ok := n.shutdown.Get(shutdownFlag); ok {
+			if n.root().shuttingDown.Load() {
+				return // this node's Shutdown stops it
+			}
 			n.logger.Info("pool shutting down")
 			// This goroutine is no loop: stop does not wait for it, and
 			// Close and Shutdown wait for it once stop has returned.
