@@ -23,6 +23,7 @@ var (
 	chaosPauseTTL = flag.Duration("chaos.pausettl", 2*time.Second,
 		"WorkerTTL of TestChaosPausedProcess (the pool's default is 10s); PendingJobTTL stays at its default")
 	chaosVerbose = flag.Bool("chaos.v", false, "worker processes log the pool's warnings to the test's stderr")
+	chaosDump    = flag.String("chaos.dump", "", "a directory where a failed pool scenario writes its log (JSON)")
 )
 
 // workerBin and queueBin are the chaosworker and chaosqueue programs,

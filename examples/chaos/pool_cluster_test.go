@@ -1,0 +1,208 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/rediscluster"
+	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/pool"
+)
+
+// clusterTiming is the pool's timings on a Redis Cluster: the short
+// WorkerTTL, so that a killed or frozen process's jobs move in seconds.
+var clusterTiming = shortTiming
+
+// newPoolOnCluster starts a Redis Cluster of 3 masters, each with replicas
+// replicas (none: every node with AOF, appendfsync always, so that a
+// restarted master keeps what it acknowledged), a standalone Redis for the
+// log (outside every fault), the dispatcher and n worker processes of a
+// pool of shards shards. With replicas, the dispatcher asks for them
+// (pool.WithReplicas), so that a failover undoes no acknowledged dispatch.
+func newPoolOnCluster(t *testing.T, n, replicas, shards int) *cluster {
+	t.Helper()
+	opts := []redistest.ClusterOption{rediscluster.WithAOF()}
+	if replicas > 0 {
+		opts = []redistest.ClusterOption{rediscluster.WithReplicas(replicas)}
+	}
+	c := &cluster{t: t, rc: redistest.StartCluster(t, 3, opts...), logSrv: redistest.Start(t), shards: shards,
+		timing: clusterTiming}
+	if replicas > 0 {
+		c.dispOpts = []pool.NodeOption{pool.WithReplicas(replicas, time.Second)}
+	}
+	return c.start(n)
+}
+
+// shardTag is the hash tag of the pool's shard i.
+func (c *cluster) shardTag(i int) string {
+	if i == 0 {
+		return c.pool
+	}
+	return fmt.Sprintf("%s#%d", c.pool, i)
+}
+
+// shardKey is a key of the pool's shard i (its settings): NodeOf and
+// CLUSTER KEYSLOT of it name the shard's master and slot.
+func (c *cluster) shardKey(i int) string { return "shepherd:{" + c.shardTag(i) + "}:pool:settings" }
+
+// restartMaster restarts the master that serves shard i: without replicas
+// it is killed and started again on its AOF; with replicas it is killed, a
+// replica takes its place, and it comes back as a replica. It logs the
+// fault and returns what it did.
+func (c *cluster) restartMaster(ctx context.Context, i int) string {
+	t := c.t
+	node, err := c.rc.NodeOf(ctx, c.shardKey(i))
+	require.NoError(t, err)
+	began := time.Now()
+	require.NoError(t, c.rc.Kill(node))
+	if c.rc.Replicas() > 0 {
+		require.NoError(t, c.rc.WaitFailover(ctx, node))
+	}
+	failedOver := time.Since(began)
+	require.NoError(t, c.rc.Restart(ctx, node))
+	now, err := c.rc.NodeOf(ctx, c.shardKey(i))
+	require.NoError(t, err)
+	return fmt.Sprintf("shard %d's master (node %d) restarted: shard served again by node %d after %v, node %d back after %v",
+		i, node, now, failedOver.Round(time.Millisecond), node, time.Since(began).Round(time.Millisecond))
+}
+
+// moveShard moves shard i's slot, with its keys, to the next master.
+func (c *cluster) moveShard(ctx context.Context, i int) string {
+	t := c.t
+	from, err := c.rc.NodeOf(ctx, c.shardKey(i))
+	require.NoError(t, err)
+	masters, err := c.rc.MasterNodes(ctx)
+	require.NoError(t, err)
+	to := masters[(slices.Index(masters, from)+1)%len(masters)]
+	slot, err := c.rc.Node(to).ClusterKeySlot(ctx, c.shardKey(i)).Result()
+	require.NoError(t, err)
+	began := time.Now()
+	require.NoError(t, c.rc.MoveSlot(ctx, int(slot), to, 2, 2*time.Millisecond))
+	return fmt.Sprintf("shard %d (slot %d) moved from node %d to node %d in %v", i, slot, from, to,
+		time.Since(began).Round(time.Millisecond))
+}
+
+// TestChaosPoolOnCluster runs the pool on a Redis Cluster of 3 masters
+// without replicas (AOF on every node) under steady churn, while rounds of
+// faults hit it: a worker process SIGKILLed (and replaced), one SIGSTOPped
+// for longer than WorkerTTL, the master of the pool's slot killed and
+// restarted, the pool's slot moved to another master.
+func TestChaosPoolOnCluster(t *testing.T) {
+	t.Parallel()
+	chaosPoolOnCluster(t, 0, 1)
+}
+
+// TestChaosPoolOnClusterReplicas is TestChaosPoolOnCluster with a replica
+// per master: the master's restart is a failover (the replica promoted,
+// the old master back as its replica), and the dispatcher asks for
+// replicated acknowledgement.
+func TestChaosPoolOnClusterReplicas(t *testing.T) {
+	t.Parallel()
+	chaosPoolOnCluster(t, 1, 1)
+}
+
+// chaosPoolOnCluster is the cluster scenario: 3 worker processes, churn
+// (dispatches and stops), and rounds of the four faults until the phase
+// ends (one round in CI), each shard's master and slot in turn; then the
+// checks: at rest every acknowledged key runs on exactly one worker and
+// none is lost, the pool's records agree with the handlers, every job of
+// a killed or frozen process started elsewhere, and no key ran on two
+// live workers at once (a frozen process's stale copy, until it stops it
+// after SIGCONT, is the only double running).
+func chaosPoolOnCluster(t *testing.T, replicas, shards int) {
+	c := newPoolOnCluster(t, 3, replicas, shards)
+	c.maxLive = 300
+	c.dispatchN("before", 60)
+	c.settle(10 * time.Second)
+
+	phase := faultPhase(time.Second) // one round in CI
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan [2]int, 1)
+	go func() {
+		ok, failed := c.churn(ctx, "churn", 4, 10)
+		done <- [2]int{ok, failed}
+	}()
+	fctx := ctxFor(t, 5*time.Minute)
+	end := time.Now().Add(phase)
+	rounds := 0
+	for ; time.Now().Before(end) || rounds == 0; rounds++ {
+		time.Sleep(500 * time.Millisecond) // let work flow between faults
+		victim := c.pick()
+		c.kill(victim)
+		c.spawn()
+		t.Log("killed " + victim)
+
+		time.Sleep(500 * time.Millisecond)
+		victim = c.pick()
+		c.freeze(victim)
+		time.Sleep(5 * c.timing.ttl / 2)
+		c.thaw(victim)
+		t.Log("froze " + victim)
+
+		time.Sleep(500 * time.Millisecond)
+		t.Log(c.restartMaster(fctx, rounds%c.shards))
+
+		time.Sleep(500 * time.Millisecond)
+		t.Log(c.moveShard(fctx, (rounds+1)%c.shards))
+	}
+	cancel()
+	res := <-done
+	r := c.settle(3*c.timing.ttl + 15*time.Second)
+	t.Logf("%d rounds; DispatchJob ok %d, failed %d\n%s", rounds, res[0], res[1], r.Summary())
+	require.Equal(t, rounds, r.Kills)
+	require.Equal(t, rounds, r.Freezes)
+	assert.Empty(t, r.Unrecovered, "jobs of a killed process never started again")
+	assert.Empty(t, r.UnmovedAtThaw, "jobs of a frozen process did not start elsewhere while it was frozen")
+	entries, err := c.log.Read(fctx)
+	require.NoError(t, err)
+	assert.Empty(t, liveOverlaps(entries, r, c.timing.ttl+time.Second), "a key ran on two live workers at once")
+	c.finish(true)
+}
+
+// liveOverlaps returns the overlaps of r that a freeze does not explain:
+// those in which two workers of one process, or two processes that were
+// not frozen, ran the key at once. A process counts as frozen from its
+// SIGSTOP until grace after its SIGCONT (the time a thawed process takes
+// to stop its stale copies).
+func liveOverlaps(entries []Entry, r *Report, grace time.Duration) []Overlap {
+	type span struct{ from, to time.Time }
+	frozen := map[string][]span{}
+	for _, e := range entries {
+		switch e.Event {
+		case EvFreeze:
+			frozen[e.Proc] = append(frozen[e.Proc], span{from: e.Time()})
+		case EvThaw:
+			if s := frozen[e.Proc]; len(s) > 0 {
+				s[len(s)-1].to = e.Time().Add(grace)
+			}
+		}
+	}
+	excused := func(proc string, o Overlap) bool {
+		for _, s := range frozen[proc] {
+			if !o.From.Before(s.from) && (s.to.IsZero() || !o.From.After(s.to)) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []Overlap
+	for _, o := range r.Overlaps {
+		live := 0
+		for _, p := range o.Procs {
+			if !excused(p, o) {
+				live++
+			}
+		}
+		if live > 1 || o.Holders > len(o.Procs) { // two live processes, or two workers of one
+			out = append(out, o)
+		}
+	}
+	return out
+}
