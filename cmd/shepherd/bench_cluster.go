@@ -134,16 +134,19 @@ func (b *bench) shardsRun(ctx context.Context, cl *rediscluster.Cluster, shards 
 // "NAME#1", ...) land on as many different masters as can be (all of
 // them when shards ≥ masters), and that number of masters.
 func spreadName(ctx context.Context, cl *rediscluster.Cluster, shards int) (string, int, error) {
+	return spreadTags(ctx, cl, shards, func() string { return benchQueueName("ts") }, "queue")
+}
+
+// spreadTags returns a new name (from newName) whose shards' hash tags
+// land on as many different masters as can be, and that number; kind is
+// the unit's kind in its keys ("queue", "pool").
+func spreadTags(ctx context.Context, cl *rediscluster.Cluster, shards int, newName func() string, kind string) (string, int, error) {
 	want := min(shards, cl.Masters())
 	for range 1000 {
-		name := benchQueueName("ts")
+		name := newName()
 		seen := map[int]bool{}
 		for i := range shards {
-			tag := name
-			if i > 0 {
-				tag = fmt.Sprintf("%s#%d", name, i)
-			}
-			n, err := cl.NodeOf(ctx, "shepherd:{"+tag+"}:queue:settings")
+			n, err := cl.NodeOf(ctx, "shepherd:{"+shardTag(name, i)+"}:"+kind+":settings")
 			if err != nil {
 				return "", 0, err
 			}
@@ -153,7 +156,15 @@ func spreadName(ctx context.Context, cl *rediscluster.Cluster, shards int) (stri
 			return name, want, nil
 		}
 	}
-	return "", 0, fmt.Errorf("no queue name of 1000 puts %d shards on %d masters", shards, want)
+	return "", 0, fmt.Errorf("no %s name of 1000 puts %d shards on %d masters", kind, shards, want)
+}
+
+// shardTag is the hash tag of shard i of a queue or a pool named name.
+func shardTag(name string, i int) string {
+	if i == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s#%d", name, i)
 }
 
 // masterStats are the counters TS reads from one master.
