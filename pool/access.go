@@ -7,6 +7,9 @@ package pool
 //	ACL SETUSER shepherd on >PASSWORD resetkeys resetchannels
 //	  ~shepherd:{POOL}:* &shepherd:{POOL}:* -@all <ACLCommands>
 //
+// A pool of several shards (WithShards) adds the keys and channels of its
+// other shards: ~shepherd:{POOL#*}:* &shepherd:{POOL#*}:*.
+//
 // +info lets each node detect a failover, +wait is for WithReplicas, and
 // Shutdown scans the keyspace for the pool's keys (+scan), which returns
 // the names of other keys too. Without +client|id and
@@ -18,6 +21,6 @@ package pool
 const ACLCommands = "+ping +hello +auth +time +client|id +client|unblock +evalsha +eval +multi +exec " +
 	"+xadd +xdel +xtrim +xlen +xread +xreadgroup +xrevrange +xack +xgroup|create +xgroup|delconsumer " +
 	"+xautoclaim +xclaim +xpending +xinfo|consumers " +
-	"+hset +hget +hmget +hgetall +hdel +hkeys +hlen +hexists +hscan +hincrby +lpush +ltrim +lrange +lindex " +
+	"+hset +hsetnx +hget +hmget +hgetall +hdel +hkeys +hlen +hexists +hscan +hincrby +lpush +ltrim +lrange +lindex " +
 	"+zadd +zscore +zremrangebyscore +sadd +srem +smembers " +
 	"+get +set +del +exists +pexpire +unlink +scan +publish +subscribe +unsubscribe +info +wait"

@@ -87,15 +87,25 @@ func exercise(t *testing.T, rdb redis.UniversalClient, name string, opts ...Node
 // aclUser creates user on s with the pool's documented ACL, minus drop.
 func aclUser(t *testing.T, s *redistest.Server, user, pool string, drop ...string) *redis.Client {
 	t.Helper()
-	args := []any{"ACL", "SETUSER", user, "on", ">pw", "resetkeys", "resetchannels",
-		"~shepherd:{" + pool + "}:*", "&shepherd:{" + pool + "}:*", "-@all"}
+	return aclUserOf(t, s, user, []string{"~shepherd:{" + pool + "}:*", "&shepherd:{" + pool + "}:*"}, drop...)
+}
+
+// aclUserOf creates user on s with ACLCommands (minus drop) on the keys
+// and channels of patterns.
+func aclUserOf(t *testing.T, s *redistest.Server, user string, patterns []string, drop ...string) *redis.Client {
+	t.Helper()
+	args := []any{"ACL", "SETUSER", user, "on", ">pw", "resetkeys", "resetchannels"}
+	for _, p := range patterns {
+		args = append(args, p)
+	}
+	args = append(args, "-@all")
 	for _, c := range strings.Fields(ACLCommands) {
 		if !contains(drop, c) {
 			args = append(args, c)
 		}
 	}
 	require.NoError(t, s.Client().Do(testCtx(t, 10*time.Second), args...).Err())
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: user, Password: "pw", ContextTimeoutEnabled: true,
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: user, Password: "pw", ContextTimeoutEnabled: true, PoolSize: 64,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
@@ -127,6 +137,20 @@ func TestPoolAsACLUser(t *testing.T) {
 	s := redistest.Start(t)
 	name := redistest.Name(t)
 	exercise(t, aclUser(t, s, "shepherd", name), name)
+	assert.Empty(t, aclLog(t, s), "Redis denied the pool's user something")
+}
+
+// A pool of several shards needs the same commands, on the keys and
+// channels of every shard ({POOL} and {POOL#*}), as docs/redis.md gives
+// them.
+func TestShardedPoolAsACLUser(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t)
+	name := redistest.Name(t)
+	rdb := aclUserOf(t, s, "shepherd", []string{
+		"~shepherd:{" + name + "}:*", "&shepherd:{" + name + "}:*",
+		"~shepherd:{" + name + "#*}:*", "&shepherd:{" + name + "#*}:*"})
+	exercise(t, rdb, name, WithShards(3))
 	assert.Empty(t, aclLog(t, s), "Redis denied the pool's user something")
 }
 

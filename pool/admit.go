@@ -59,7 +59,7 @@ func (n *Node) checkCall(key string, payload []byte) error {
 // DispatchJob of the same key may get ErrJobExists.
 func (n *Node) DispatchJob(ctx context.Context, key string, payload []byte) error {
 	ctx, span := n.startDispatch(ctx, key)
-	err := n.dispatchJob(ctx, key, payload, fence{})
+	err := n.part(key).dispatchJob(ctx, key, payload, fence{})
 	endSpan(span, err)
 	return err
 }

@@ -24,13 +24,38 @@ import (
 // idempotent: later calls return the first call's result at once.
 func (n *Node) Close(ctx context.Context) error {
 	err := n.stop(ctx, true)
-	n.watchers.Wait()
+	n.waitWatchers()
 	return err
 }
 
-// stop closes the node; with handOver its workers' jobs move to other
-// workers, without (shutdown) they are only stopped.
+// stop closes the node, its parts in every shard at once; with handOver
+// its workers' jobs move to other workers, without (shutdown) they are
+// only stopped.
 func (n *Node) stop(ctx context.Context, handOver bool) error {
+	if n.home != nil {
+		return n.home.stop(ctx, handOver)
+	}
+	return n.eachPart(func(p *Node) error { return p.stopPart(ctx, handOver) })
+}
+
+// waitWatchers waits for the shutdown watchers of the node's parts.
+func (n *Node) waitWatchers() {
+	for _, p := range n.partsOrSelf() {
+		p.watchers.Wait()
+	}
+}
+
+// partsOrSelf returns the node's parts, or the node alone on a pool of
+// one shard.
+func (n *Node) partsOrSelf() []*Node {
+	if len(n.parts) < 2 {
+		return []*Node{n}
+	}
+	return n.parts
+}
+
+// stopPart closes the node's part in one shard (stop).
+func (n *Node) stopPart(ctx context.Context, handOver bool) error {
 	n.closeOnce.Do(func() {
 		n.mu.Lock()
 		n.closed = true
@@ -84,7 +109,11 @@ func (n *Node) stop(ctx context.Context, handOver bool) error {
 			n.closeErr = fmt.Errorf("pool: close node %s: %w", n.id, n.closeErr)
 		}
 		// Done only now: a process that exits on Done must not cut its
-		// Stop handlers short (closedChan, closed first, wakes waiters).
+		// Stop handlers short (closedChan, closed first, wakes waiters);
+		// and only once every shard's part is done (stop stops them all).
+		for _, p := range n.parts[min(1, len(n.parts)):] {
+			<-p.doneChan
+		}
 		close(n.doneChan)
 	})
 	return n.closeErr

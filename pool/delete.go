@@ -62,7 +62,20 @@ func Delete(ctx context.Context, rdb redis.UniversalClient, name string, opts ..
 			return 0, fmt.Errorf("%w: %q has %d live nodes (close them, or Shutdown)", ErrInUse, name, len(live))
 		}
 	}
-	return unlinkPool(ctx, rdb, lay.space)
+	lays, err := shardLayouts(ctx, rdb, name, lay)
+	if err != nil {
+		return 0, fmt.Errorf("pool: delete: %w", err)
+	}
+	total := 0
+	// Shard 0, whose settings hold the shard count, last.
+	for i := len(lays) - 1; i >= 0; i-- {
+		n, err := unlinkPool(ctx, rdb, lays[i].space)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // poolKinds are the kinds of key a pool keeps (internal/keys): its own,

@@ -54,11 +54,33 @@ func History(ctx context.Context, rdb redis.UniversalClient, poolName string, n 
 	if n < 1 || n > historyKeep {
 		return nil, fmt.Errorf("%w: history of %d samples: want 1 to %d", ErrInvalidOption, n, historyKeep)
 	}
+	lays, err := shardLayouts(ctx, rdb, poolName, lay)
+	if err != nil {
+		return nil, fmt.Errorf("pool: history of %q: %w", poolName, err)
+	}
+	var out []HistoryPoint
+	for i, l := range lays {
+		points, err := shardHistory(ctx, rdb, l, n)
+		if err != nil {
+			return nil, fmt.Errorf("pool: history of %q: %w", poolName, err)
+		}
+		if i == 0 {
+			out = points
+		} else {
+			addHistory(out, points)
+		}
+	}
+	return out, nil
+}
+
+// shardHistory returns one shard's samples of the last n steps, oldest
+// first.
+func shardHistory(ctx context.Context, rdb redis.UniversalClient, lay layout, n int) ([]HistoryPoint, error) {
 	pipe := rdb.Pipeline()
 	tc := pipe.Time(ctx)
 	lc := pipe.LRange(ctx, lay.history, 0, int64(n-1))
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("pool: history of %q: %w", poolName, err)
+		return nil, err
 	}
 	since := tc.Val().Add(-time.Duration(n) * HistoryStep)
 	raw := lc.Val()
@@ -66,13 +88,36 @@ func History(ctx context.Context, rdb redis.UniversalClient, poolName string, n 
 	for i := len(raw) - 1; i >= 0; i-- { // stored newest first
 		p, err := parseHistoryPoint(raw[i])
 		if err != nil {
-			return nil, fmt.Errorf("pool: history of %q: %w", poolName, err)
+			return nil, err
 		}
 		if p.At.After(since) {
 			out = append(out, p)
 		}
 	}
 	return out, nil
+}
+
+// addHistory adds another shard's samples to shard 0's, step by step
+// (each shard's janitor samples once a HistoryStep): the jobs, the stream
+// and the counters add up; the workers, in every shard, do not. A step
+// shard 0 did not sample is left out.
+func addHistory(into, from []HistoryPoint) {
+	step := func(t time.Time) int64 { return t.UnixMilli() / HistoryStep.Milliseconds() }
+	at := make(map[int64]int, len(into))
+	for i, p := range into {
+		at[step(p.At)] = i
+	}
+	for _, p := range from {
+		if i, ok := at[step(p.At)]; ok {
+			q := &into[i]
+			q.Jobs += p.Jobs
+			q.Queued += p.Queued
+			q.Pending += p.Pending
+			q.Started += p.Started
+			q.StartsFailed += p.StartsFailed
+			q.Recovered += p.Recovered
+		}
+	}
 }
 
 // historyFields is a sample's layout in the list: space-separated

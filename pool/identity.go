@@ -247,8 +247,10 @@ return 0
 // Use it to scale down a node with WithNodeID. It is idempotent, and
 // shares Close's result: after Close, Leave returns at once.
 func (n *Node) Leave(ctx context.Context) error {
-	n.mu.Lock()
-	n.leaving = true
-	n.mu.Unlock()
+	for _, p := range n.partsOrSelf() {
+		p.mu.Lock()
+		p.leaving = true
+		p.mu.Unlock()
+	}
 	return n.Close(ctx)
 }

@@ -86,7 +86,11 @@ func InspectJob(ctx context.Context, rdb redis.UniversalClient, poolName, key st
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	return inspectJob(ctx, rdb, poolName, lay, key)
+	lays, err := shardLayouts(ctx, rdb, poolName, lay)
+	if err != nil {
+		return nil, fmt.Errorf("pool: inspect job %q of %q: %w", key, poolName, err)
+	}
+	return inspectJob(ctx, rdb, poolName, lays[shardOfKey(key, len(lays))], key)
 }
 
 // Job returns the state of the job key in the node's pool, as InspectJob
@@ -98,7 +102,8 @@ func (n *Node) Job(ctx context.Context, key string) (*JobInfo, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	return inspectJob(ctx, n.rdb, n.pool, n.lay, key)
+	p := n.part(key)
+	return inspectJob(ctx, n.rdb, n.name, p.lay, key)
 }
 
 func inspectJob(ctx context.Context, rdb redis.UniversalClient, poolName string, lay layout, key string) (*JobInfo, error) {

@@ -116,7 +116,11 @@ func (n *Node) Stats(ctx context.Context) (*Stats, error) {
 	if err := n.errClosed(); err != nil {
 		return nil, err
 	}
-	return inspect(ctx, n.rdb, n.pool, n.lay)
+	lays := make([]layout, 0, len(n.parts))
+	for _, p := range n.partsOrSelf() {
+		lays = append(lays, p.lay)
+	}
+	return inspectShards(ctx, n.rdb, n.name, lays)
 }
 
 // Inspect returns a snapshot of the pool poolName without joining it: it
@@ -129,7 +133,11 @@ func Inspect(ctx context.Context, rdb redis.UniversalClient, poolName string) (*
 	if err != nil {
 		return nil, err
 	}
-	return inspect(ctx, rdb, poolName, lay)
+	lays, err := shardLayouts(ctx, rdb, poolName, lay)
+	if err != nil {
+		return nil, fmt.Errorf("pool: stats of %q: %w", poolName, err)
+	}
+	return inspectShards(ctx, rdb, poolName, lays)
 }
 
 func inspect(ctx context.Context, rdb redis.UniversalClient, poolName string, lay layout) (*Stats, error) {
@@ -322,7 +330,16 @@ func (n *Node) JobKeys(ctx context.Context) ([]string, error) {
 	if err := n.errClosed(); err != nil {
 		return nil, err
 	}
-	return jobKeys(ctx, n.rdb, n.lay)
+	var all []string
+	for _, p := range n.partsOrSelf() {
+		ks, err := jobKeys(ctx, n.rdb, p.lay)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ks...)
+	}
+	sort.Strings(all)
+	return all, nil
 }
 
 // JobKeys returns the keys of every job of pool poolName, as Node.JobKeys
@@ -334,7 +351,20 @@ func JobKeys(ctx context.Context, rdb redis.UniversalClient, poolName string) ([
 	if err != nil {
 		return nil, err
 	}
-	return jobKeys(ctx, rdb, lay)
+	lays, err := shardLayouts(ctx, rdb, poolName, lay)
+	if err != nil {
+		return nil, fmt.Errorf("pool: job keys: %w", err)
+	}
+	var all []string
+	for _, l := range lays {
+		ks, err := jobKeys(ctx, rdb, l)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ks...)
+	}
+	sort.Strings(all)
+	return all, nil
 }
 
 func jobKeys(ctx context.Context, rdb redis.UniversalClient, lay layout) ([]string, error) {

@@ -73,8 +73,8 @@ func poolLayout(rdb redis.UniversalClient, pool string) (layout, error) {
 	if redisutil.IsNil(rdb) {
 		return layout{}, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
 	}
-	if pool == "" || strings.Contains(pool, "}") {
-		return layout{}, fmt.Errorf("%w: pool name %q must be non-empty and must not contain '}'", ErrInvalidOption, pool)
+	if pool == "" || strings.ContainsAny(pool, "}#") {
+		return layout{}, fmt.Errorf("%w: pool name %q must be non-empty and must not contain '}' or '#' (which names a pool's shards)", ErrInvalidOption, pool)
 	}
 	lay, err := newLayout(pool)
 	if err != nil {

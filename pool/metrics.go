@@ -68,7 +68,7 @@ type metrics struct {
 
 func newMetrics(n *Node) (*metrics, error) {
 	mp := n.cfg.meterProvider
-	m := &metrics{enabled: mp != nil, attrs: metric.WithAttributes(attribute.String("pool", n.pool))}
+	m := &metrics{enabled: mp != nil, attrs: metric.WithAttributes(n.metricAttrs()...)}
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
@@ -124,13 +124,13 @@ func newMetrics(n *Node) (*metrics, error) {
 	if !m.enabled {
 		return m, nil
 	}
-	nodeAttrs := metric.WithAttributes(attribute.String("pool", n.pool), attribute.String("node", n.id))
+	nodeAttrs := metric.WithAttributes(append(n.metricAttrs(), attribute.String("node", n.id))...)
 	m.reg, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		o.ObserveInt64(running, n.runningJobs(), nodeAttrs)
 		if n.dispatchLim != nil {
 			dl := n.DispatchLimit()
 			of := func(what string) metric.ObserveOption {
-				return metric.WithAttributes(attribute.String("pool", n.pool), attribute.String("node", n.id), attribute.String("of", what))
+				return metric.WithAttributes(append(n.metricAttrs(), attribute.String("node", n.id), attribute.String("of", what))...)
 			}
 			o.ObserveInt64(dlimit, int64(dl.Limit), of("limit"))
 			o.ObserveInt64(dlimit, int64(dl.InFlight), of("in_flight"))
@@ -148,6 +148,16 @@ func newMetrics(n *Node) (*metrics, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// metricAttrs are the attributes of the node's metrics: the pool, and
+// on a pool of several shards (WithShards) the shard.
+func (n *Node) metricAttrs() []attribute.KeyValue {
+	attrs := []attribute.KeyValue{attribute.String("pool", n.name)}
+	if n.cfg.shards > 1 {
+		attrs = append(attrs, attribute.Int("shard", n.shard))
+	}
+	return attrs
 }
 
 // close unregisters the gauges' callback, so a closed node reports nothing.

@@ -24,7 +24,11 @@ import (
 type Node struct {
 	id      string
 	started time.Time // when AddNode was called, by this process's clock
-	pool    string
+	pool    string    // the hash tag of the node's shard: name, or name#i (shard.go)
+	name    string    // the pool's name
+	shard   int       // the shard this node (part) is in
+	parts   []*Node   // WithShards: the node's part in every shard, parts[0] == n; nil on a pool of one shard
+	home    *Node     // on a part in shard i > 0: the node it is part of; nil on the node itself
 	rdb     redis.UniversalClient
 	cfg     nodeConfig
 	lay     layout
@@ -117,15 +121,7 @@ func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 	if err := cfg.checkIdentity(); err != nil {
 		return nil, err
 	}
-	n := &Node{
-		id: newID(), started: time.Now(), pool: poolName, rdb: rdb, cfg: cfg, lay: lay,
-		myWorkers:  make(map[string]*Worker),
-		inboxes:    make(map[string]*Worker),
-		waiters:    make(map[string]*waiter),
-		closedChan: make(chan struct{}),
-		admissions: make(chan *admission, admitQueueSize),
-		doneChan:   make(chan struct{}),
-	}
+	n := newNodeState(newID(), poolName, 0, cfg, rdb, lay)
 	if n.dispatchLim, err = cfg.newDispatchLimiter(); err != nil {
 		return nil, err
 	}
@@ -134,21 +130,57 @@ func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 		n.logger = n.logger.With(slog.String("node_id", cfg.identity))
 	}
 	warnContextTimeouts(n.logger, rdb)
+	if n.metrics, err = newMetrics(n); err != nil {
+		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
+	}
+	err = n.join(ctx)
+	if err == nil {
+		err = checkPoolSize(rdb, n.cfg)
+	}
+	if err == nil && n.cfg.shards > 1 {
+		err = n.addParts(ctx)
+	}
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
+		defer cancel()
+		for _, p := range n.parts[min(1, len(n.parts)):] {
+			p.abandon(rctx)
+		}
+		n.abandon(rctx)
+		return nil, fmt.Errorf("pool: add node to %q: %w", poolName, err)
+	}
+	return n, nil
+}
+
+// newNodeState returns a node (or a part of one in shard) that has not
+// joined yet.
+func newNodeState(id, name string, shard int, cfg nodeConfig, rdb redis.UniversalClient, lay layout) *Node {
+	n := &Node{
+		id: id, started: time.Now(), pool: shardName(name, shard), name: name, shard: shard,
+		rdb: rdb, cfg: cfg, lay: lay,
+		myWorkers:  make(map[string]*Worker),
+		inboxes:    make(map[string]*Worker),
+		waiters:    make(map[string]*waiter),
+		closedChan: make(chan struct{}),
+		admissions: make(chan *admission, admitQueueSize),
+		doneChan:   make(chan struct{}),
+	}
 	n.loops = group.New(context.Background())
 	n.ctx = n.loops.Context()
 	n.background = group.New(context.Background())
 	n.stops = group.New(context.Background())
 	n.watchers = group.New(n.ctx)
-	if n.metrics, err = newMetrics(n); err != nil {
-		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
-	}
-	if err := n.join(ctx); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
-		defer cancel()
-		n.teardown(rctx)
-		return nil, fmt.Errorf("pool: add node to %q: %w", poolName, err)
-	}
-	return n, nil
+	return n
+}
+
+// abandon undoes a join that failed: it stops what the node started and
+// deletes what it wrote.
+func (n *Node) abandon(ctx context.Context) {
+	n.loops.Stop()
+	n.loops.Wait()
+	n.watchers.Stop()
+	n.watchers.Wait()
+	n.teardown(ctx)
 }
 
 // join opens the node's maps and streams and starts its loops.
@@ -165,6 +197,11 @@ func (n *Node) join(ctx context.Context) error {
 	// them.
 	if err := n.settle(ctx, false); err != nil {
 		return err
+	}
+	if n.home == nil {
+		if err := n.settleShards(ctx); err != nil {
+			return err
+		}
 	}
 	if err := n.claimIdentity(ctx); err != nil {
 		return err
@@ -231,7 +268,7 @@ func (n *Node) ID() string { return n.id }
 func (n *Node) Done() <-chan struct{} { return n.doneChan }
 
 // PoolName returns the name of the node's pool.
-func (n *Node) PoolName() string { return n.pool }
+func (n *Node) PoolName() string { return n.name }
 
 // errClosed returns the error for calls on a closed node.
 func (n *Node) errClosed() error {

@@ -57,7 +57,9 @@ type nodeConfig struct {
 
 	// set records which pool-wide settings the options gave explicitly:
 	// those must agree with the pool's (settings.go).
-	set struct{ workerTTL, pendingJobTTL, maxQueuedJobs bool }
+	set struct{ workerTTL, pendingJobTTL, maxQueuedJobs, shards bool }
+
+	shards int // WithShards (shard.go)
 }
 
 func defaultNodeConfig() nodeConfig {
@@ -71,6 +73,7 @@ func defaultNodeConfig() nodeConfig {
 		sinkBlock:         DefaultJobSinkBlockDuration,
 		callTimeout:       DefaultCallTimeout,
 		restartGrace:      DefaultRestartGrace,
+		shards:            1,
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // unknown key. When ctx ends first, the stop still completes in the
 // background.
 func (n *Node) StopJob(ctx context.Context, key string) error {
-	return n.stopJob(ctx, key, fence{})
+	return n.part(key).stopJob(ctx, key, fence{})
 }
 
 // stopJob is StopJob, fenced by f (a schedule's planner).
@@ -38,7 +38,7 @@ func (n *Node) stopJob(ctx context.Context, key string, f fence) error {
 // worker leaves the pool (or is declared dead) before answering; the
 // notification may or may not have been handled then.
 func (n *Node) NotifyWorker(ctx context.Context, key string, payload []byte) error {
-	return n.notifyWorker(ctx, key, payload, fence{})
+	return n.part(key).notifyWorker(ctx, key, payload, fence{})
 }
 
 // notifyWorker is NotifyWorker, fenced by f (a schedule's planner).

@@ -187,8 +187,11 @@ func (n *Node) Schedule(ctx context.Context, producer JobProducer, interval time
 	if err != nil {
 		return err
 	}
+	if err := n.mirrorSchedule(ctx, name, interval.Milliseconds(), fmt.Sprint(inc)); err != nil {
+		return err
+	}
 	p := &planner{n: n, producer: producer, name: name, inc: fmt.Sprint(inc), cfg: cfg,
-		logger: n.logger.With(slog.String("schedule", name))}
+		logger: n.logger.With(slog.String("schedule", name)), tokens: make([]string, len(n.partsOrSelf()))}
 	if !n.loops.Go(p.loop) {
 		return n.errClosed()
 	}
@@ -203,7 +206,7 @@ func (n *Node) Unschedule(ctx context.Context, name string) error {
 	if err := n.errClosed(); err != nil {
 		return err
 	}
-	return Unschedule(ctx, n.rdb, n.pool, name)
+	return Unschedule(ctx, n.rdb, n.name, name)
 }
 
 // checkUnitName validates the name of a schedule or a ticker: 1 to

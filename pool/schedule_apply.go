@@ -50,8 +50,9 @@ type planStep struct {
 }
 
 // apply applies plan as a diff against what runs (see JobPlan), fenced by
-// f: once the lease is lost every write is refused, and apply returns.
-func (p *planner) apply(ctx context.Context, f fence, plan *JobPlan) outcome {
+// the planner's lease in each shard: once a lease is lost every write in
+// its shard is refused, and apply returns.
+func (p *planner) apply(ctx context.Context, plan *JobPlan) outcome {
 	var out outcome
 	fail := func(key string, err error) {
 		out.failed++
@@ -120,7 +121,7 @@ func (p *planner) apply(ctx context.Context, f fence, plan *JobPlan) outcome {
 			before = append(before, s.key, s.digest)
 		}
 	}
-	if err := p.note(ctx, f, append(before, adopt...), nil); err != nil {
+	if err := p.note(ctx, append(before, adopt...), nil); err != nil {
 		out.err = err.Error()
 		return out
 	}
@@ -128,7 +129,7 @@ func (p *planner) apply(ctx context.Context, f fence, plan *JobPlan) outcome {
 	var set []string
 	lost := false
 	p.paced(ctx, steps, func(ctx context.Context, s planStep) {
-		err := p.do(ctx, f, s)
+		err := p.do(ctx, s)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -157,7 +158,7 @@ func (p *planner) apply(ctx context.Context, f fence, plan *JobPlan) outcome {
 		out.err = errFenced.Error()
 		return out
 	}
-	if err := p.note(ctx, f, set, forget); err != nil {
+	if err := p.note(ctx, set, forget); err != nil {
 		out.err = err.Error()
 	}
 	return out
@@ -204,29 +205,31 @@ func (p *planner) diff(ctx context.Context, want map[string][]byte, check []stri
 	return steps, adopt, forget, nil
 }
 
-// do takes one step, fenced.
-func (p *planner) do(ctx context.Context, f fence, s planStep) error {
+// do takes one step, fenced in the key's shard.
+func (p *planner) do(ctx context.Context, s planStep) error {
+	n := p.n.part(s.key)
+	f := p.fenceOf(n.shard)
 	switch s.kind {
 	case stepStart:
-		err := p.n.dispatchJob(ctx, s.key, s.payload, f)
+		err := n.dispatchJob(ctx, s.key, s.payload, f)
 		if errors.Is(err, ErrJobExists) {
 			return nil // started meanwhile: it runs, noted as the schedule's
 		}
 		return err
 	case stepStop:
-		err := p.n.stopJob(ctx, s.key, f)
+		err := n.stopJob(ctx, s.key, f)
 		if errors.Is(err, ErrJobNotFound) {
 			return nil
 		}
 		return err
 	}
 	if p.cfg.change == NotifyOnChange {
-		return p.n.notifyWorker(ctx, s.key, s.payload, f)
+		return n.notifyWorker(ctx, s.key, s.payload, f)
 	}
-	if err := p.n.stopJob(ctx, s.key, f); err != nil && !errors.Is(err, ErrJobNotFound) {
+	if err := n.stopJob(ctx, s.key, f); err != nil && !errors.Is(err, ErrJobNotFound) {
 		return err
 	}
-	return p.n.dispatchJob(ctx, s.key, s.payload, f)
+	return n.dispatchJob(ctx, s.key, s.payload, f)
 }
 
 // paced runs do for each step, at most cfg.conc at once and cfg.rate a

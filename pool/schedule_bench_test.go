@@ -42,7 +42,7 @@ func BenchmarkScheduleApply(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		p := &planner{n: n, name: "bench", cfg: scheduleConfig{rate: 1_000_000, conc: 64}, logger: n.logger}
+		p := &planner{n: n, name: "bench", cfg: scheduleConfig{rate: 1_000_000, conc: 64}, logger: n.logger, tokens: make([]string, 1)}
 		inc, err := n.run(ctx, createScheduleScript, "schedule", []string{n.lay.plan("bench"), n.lay.plans}, "bench", int64(3_600_000), newID())
 		if err != nil {
 			b.Fatal(err)
@@ -53,7 +53,6 @@ func BenchmarkScheduleApply(b *testing.B) {
 			b.Fatal(res, err)
 		}
 		p.token = res.token
-		f := fence{key: n.lay.plan("bench"), token: res.token}
 		plan := func(from, to int) *JobPlan {
 			jp := &JobPlan{StopOthers: true}
 			for i := from; i < to; i++ {
@@ -90,7 +89,7 @@ func BenchmarkScheduleApply(b *testing.B) {
 			{"tenth_replaced", plan(k/10, k+k/10)},
 		} {
 			cpu0, t0 := cpuOf(b, rdb), time.Now()
-			out := p.apply(ctx, f, step.plan)
+			out := p.apply(ctx, step.plan)
 			took, cpu := time.Since(t0), cpuOf(b, rdb)-cpu0
 			if out.err != "" || out.failed > 0 {
 				b.Fatalf("%s: %+v", step.name, out)

@@ -125,5 +125,12 @@ func Unschedule(ctx context.Context, rdb redis.UniversalClient, poolName, name s
 	if res == int64(-1) {
 		return fmt.Errorf("%w: schedule %q of pool %q", ErrNoSchedule, name, poolName)
 	}
+	lays, err := shardLayouts(ctx, rdb, poolName, lay)
+	if err == nil {
+		err = endInShards(ctx, rdb, lays, name)
+	}
+	if err != nil {
+		return fmt.Errorf("pool: unschedule: removed, but not from every shard: %w", err)
+	}
 	return nil
 }

@@ -15,13 +15,16 @@ import (
 // planner runs one Schedule call on its node: it holds the schedule's
 // lease when it can, and plans when the schedule is due.
 type planner struct {
-	n        *Node
-	producer JobProducer
-	name     string
-	inc      string // the schedule's incarnation this planner plans for
-	cfg      scheduleConfig
-	logger   *slog.Logger
-	token    string // the lease this planner holds ("" for none)
+	n         *Node
+	producer  JobProducer
+	name      string
+	inc       string // the schedule's incarnation this planner plans for
+	cfg       scheduleConfig
+	logger    *slog.Logger
+	token     string   // the lease this planner holds ("" for none)
+	tokens    []string // the lease it holds in each shard (tokens[0] unused: token is shard 0's)
+	held      bool     // it held every shard's lease at its last step
+	lastToken string   // shard 0's token then
 }
 
 // loop runs until the node stops or the schedule ends.
@@ -53,6 +56,13 @@ func (p *planner) step() (wait time.Duration, done bool) {
 		return renew, false
 	}
 	res, err := p.hold(p.n.ctx)
+	switch {
+	case err == nil && res.state == "HELD":
+		p.token = res.token
+		res, err = p.holdShards(p.n.ctx, res)
+	case err == nil && res.state == "WAIT":
+		p.token = ""
+	}
 	if err != nil {
 		if p.n.ctx.Err() == nil {
 			p.logger.Warn("schedule: lease call failed", slog.Any("error", err))
@@ -64,15 +74,15 @@ func (p *planner) step() (wait time.Duration, done bool) {
 		p.logger.Warn("schedule gone from Redis (Unschedule, its producer ended it, or Redis lost the pool's state): this node stops planning it; Schedule again to plan it")
 		return 0, true
 	case "WAIT":
-		if p.token != "" {
+		if p.held {
 			p.logger.Warn("schedule: lost the lease to another node")
 		}
-		p.token = ""
+		p.held = false
 		return min(res.ms+time.Millisecond, renew), false
 	}
-	if res.token != p.token {
+	if !p.held || res.token != p.lastToken {
 		p.logger.Info("schedule: this node plans it now", slog.String("lease", res.token))
-		p.token = res.token
+		p.held, p.lastToken = true, res.token
 	}
 	if res.ms > 0 {
 		return min(res.ms, renew), false
@@ -85,7 +95,12 @@ func (p *planner) step() (wait time.Duration, done bool) {
 
 // release gives the lease up, if this planner holds it, so that another
 // node's planner takes the schedule over within WorkerTTL/3.
-func (p *planner) release() { p.n.releaseLease(p.n.lay.plan(p.name), p.token, p.logger) }
+func (p *planner) release() {
+	p.n.releaseLease(p.n.lay.plan(p.name), p.token, p.logger)
+	for _, part := range p.n.partsOrSelf()[1:] {
+		p.n.releaseLease(part.lay.plan(p.name), p.tokens[part.shard], p.logger)
+	}
+}
 
 type holdResult struct {
 	state string // "GONE", "WAIT" or "HELD"
@@ -95,10 +110,16 @@ type holdResult struct {
 
 // hold runs holdScheduleScript with the token this planner holds.
 func (p *planner) hold(ctx context.Context) (holdResult, error) {
+	return p.holdIn(ctx, p.n, p.token)
+}
+
+// holdIn runs holdScheduleScript in the shard of part (the node, or its
+// part in another shard) with token.
+func (p *planner) holdIn(ctx context.Context, part *Node, token string) (holdResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
-	res, err := p.n.run(ctx, holdScheduleScript, "schedule lease", []string{p.n.lay.plan(p.name)},
-		p.n.id, p.token, p.n.cfg.workerTTL.Milliseconds(), p.inc)
+	res, err := part.run(ctx, holdScheduleScript, "schedule lease", []string{part.lay.plan(p.name)},
+		p.n.id, token, p.n.cfg.workerTTL.Milliseconds(), p.inc)
 	if err != nil {
 		return holdResult{}, err
 	}
@@ -143,7 +164,7 @@ func (p *planner) plan(token string) (ended bool) {
 	end := errors.Is(err, ErrEndSchedule)
 	var out outcome
 	if plan != nil && (err == nil || end) {
-		out = p.apply(ctx, f, plan)
+		out = p.apply(ctx, plan)
 	}
 	if err != nil && !end {
 		out.err = err.Error()
@@ -161,6 +182,9 @@ func (p *planner) plan(token string) (ended bool) {
 	if err != nil || res != int64(1) {
 		p.logger.Warn("schedule: ending it failed; the next planner asks again", slog.Any("reply", res), slog.Any("error", err))
 		return false
+	}
+	if err := endInShards(rctx, p.n.rdb, p.layouts(), p.name); err != nil {
+		p.logger.Warn("schedule: ended, but its notes in the other shards were not all removed", slog.Any("error", err))
 	}
 	p.logger.Info("schedule ended by its producer (ErrEndSchedule)")
 	return true
@@ -191,6 +215,9 @@ func (p *planner) keepLease(ctx context.Context, cancel context.CancelFunc) {
 			continue
 		}
 		res, err := p.hold(ctx)
+		if err == nil && res.state == "HELD" && res.token == p.token {
+			res, err = p.holdShards(ctx, res)
+		}
 		if err != nil {
 			continue // Redis is slow or away: the fences decide
 		}

@@ -20,6 +20,21 @@ type keyState struct {
 // state reads, for each key, whether it runs (the pool has its record)
 // and the digest the schedule noted.
 func (p *planner) state(ctx context.Context, ks []string) ([]keyState, error) {
+	out := make([]keyState, len(ks))
+	for shard, idx := range p.byShard(ks) {
+		st, err := p.shardState(ctx, p.n.partsOrSelf()[shard], pick(ks, idx))
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			out[i] = st[j]
+		}
+	}
+	return out, nil
+}
+
+// shardState is state of keys of part's shard.
+func (p *planner) shardState(ctx context.Context, part *Node, ks []string) ([]keyState, error) {
 	out := make([]keyState, 0, len(ks))
 	for from := 0; from < len(ks); from += planChunk {
 		chunk := ks[from:min(from+planChunk, len(ks))]
@@ -28,7 +43,7 @@ func (p *planner) state(ctx context.Context, ks []string) ([]keyState, error) {
 			args[i] = k
 		}
 		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		res, err := p.n.run(cctx, planStateScript, "schedule state", []string{p.n.lay.jobs, p.n.lay.planKeys(p.name)}, args...)
+		res, err := part.run(cctx, planStateScript, "schedule state", []string{part.lay.jobs, part.lay.planKeys(p.name)}, args...)
 		cancel()
 		if err != nil {
 			return nil, err
@@ -62,38 +77,70 @@ return out
 
 // payloads reads the stored payloads of keys (nil for none).
 func (p *planner) payloads(ctx context.Context, ks []string) ([][]byte, error) {
-	out := make([][]byte, 0, len(ks))
-	for from := 0; from < len(ks); from += planChunk {
-		chunk := ks[from:min(from+planChunk, len(ks))]
-		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		vals, err := readPayloads(cctx, p.n.rdb, p.n.lay, chunk)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("pool: schedule: reading payloads: %w", err)
+	out := make([][]byte, len(ks))
+	for shard, idx := range p.byShard(ks) {
+		sks := pick(ks, idx)
+		for from := 0; from < len(sks); from += planChunk {
+			chunk := sks[from:min(from+planChunk, len(sks))]
+			cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
+			vals, err := readPayloads(cctx, p.n.rdb, p.n.partsOrSelf()[shard].lay, chunk)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("pool: schedule: reading payloads: %w", err)
+			}
+			for j, v := range vals {
+				out[idx[from+j]] = v
+			}
 		}
-		out = append(out, vals...)
 	}
 	return out, nil
 }
 
-// ours lists the keys the schedule noted.
+// ours lists the keys the schedule noted, in every shard.
 func (p *planner) ours(ctx context.Context) ([]string, error) {
 	var out []string
-	iter := p.n.rdb.HScan(ctx, p.n.lay.planKeys(p.name), 0, "", 1000).Iterator()
-	for i := 0; iter.Next(ctx); i++ {
-		if i%2 == 0 {
-			out = append(out, iter.Val())
+	for _, part := range p.n.partsOrSelf() {
+		iter := p.n.rdb.HScan(ctx, part.lay.planKeys(p.name), 0, "", 1000).Iterator()
+		for i := 0; iter.Next(ctx); i++ {
+			if i%2 == 0 {
+				out = append(out, iter.Val())
+			}
 		}
-	}
-	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("pool: schedule: reading its keys: %w", err)
+		if err := iter.Err(); err != nil {
+			return nil, fmt.Errorf("pool: schedule: reading its keys: %w", err)
+		}
 	}
 	return out, nil
 }
 
 // note records keys as the schedule's (set: key, digest pairs) and
-// forgets others, fenced.
-func (p *planner) note(ctx context.Context, f fence, set, forget []string) error {
+// forgets others, each in its shard, fenced there.
+func (p *planner) note(ctx context.Context, set, forget []string) error {
+	parts := p.n.partsOrSelf()
+	if len(parts) == 1 {
+		return p.noteIn(ctx, p.n, set, forget)
+	}
+	sets := make([][]string, len(parts))
+	for i := 0; i+1 < len(set); i += 2 {
+		s := shardOfKey(set[i], len(parts))
+		sets[s] = append(sets[s], set[i], set[i+1])
+	}
+	forgets := make([][]string, len(parts))
+	for _, k := range forget {
+		s := shardOfKey(k, len(parts))
+		forgets[s] = append(forgets[s], k)
+	}
+	for i, part := range parts {
+		if err := p.noteIn(ctx, part, sets[i], forgets[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noteIn is note in the shard of part.
+func (p *planner) noteIn(ctx context.Context, part *Node, set, forget []string) error {
+	f := p.fenceOf(part.shard)
 	for len(set) > 0 || len(forget) > 0 {
 		s := set[:min(2*planChunk, len(set))]
 		d := forget[:min(planChunk, len(forget))]
@@ -106,7 +153,7 @@ func (p *planner) note(ctx context.Context, f fence, set, forget []string) error
 			args = append(args, v)
 		}
 		cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
-		res, err := p.n.run(cctx, notePlanScript, "schedule notes", []string{f.key, p.n.lay.planKeys(p.name)}, args...)
+		res, err := part.run(cctx, notePlanScript, "schedule notes", []string{f.key, part.lay.planKeys(p.name)}, args...)
 		cancel()
 		if err != nil {
 			return err

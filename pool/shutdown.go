@@ -25,17 +25,20 @@ func (n *Node) Shutdown(ctx context.Context) error {
 		}
 		return err
 	}
-	if _, err := n.shutdown.Set(ctx, shutdownFlag, n.id); err != nil {
-		return fmt.Errorf("pool: shutdown: %w", err)
+	// Shard 0 first: the nodes watch its flag, and stop all their parts.
+	for _, p := range n.partsOrSelf() {
+		if _, err := p.shutdown.Set(ctx, shutdownFlag, n.id); err != nil {
+			return fmt.Errorf("pool: shutdown: %w", err)
+		}
 	}
 	// Stop our own workers now rather than waiting for the flag's message.
 	closeErr := n.stop(ctx, false)
-	n.watchers.Wait()
-	waitErr := n.awaitNodes(ctx)
+	n.waitWatchers()
+	waitErr := n.eachPart(func(p *Node) error { return p.awaitNodes(ctx) })
 
 	delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownDeleteTimeout)
 	defer cancel()
-	if err := n.deleteKeys(delCtx); err != nil {
+	if err := n.eachPart(func(p *Node) error { return p.deleteKeys(delCtx) }); err != nil {
 		return fmt.Errorf("pool: shutdown: delete keys: %w", err)
 	}
 	if waitErr != nil {

@@ -190,7 +190,7 @@ func (n *Node) StopTicker(ctx context.Context, name string) error {
 	if err := n.errClosed(); err != nil {
 		return err
 	}
-	return StopTicker(ctx, n.rdb, n.pool, name)
+	return StopTicker(ctx, n.rdb, n.name, name)
 }
 
 // createTickerScript stores a ticker, or updates the period of the one

@@ -37,10 +37,10 @@ func (n *Node) startDispatch(ctx context.Context, key string) (context.Context, 
 	if n.cfg.tracer == nil {
 		return ctx, nil
 	}
-	return n.cfg.tracer.Start(ctx, "dispatch "+n.pool, trace.WithSpanKind(trace.SpanKindProducer),
+	return n.cfg.tracer.Start(ctx, "dispatch "+n.name, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("messaging.system", "shepherd"),
 			attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.destination.name", n.pool), AttrJobKey.String(key)))
+			attribute.String("messaging.destination.name", n.name), AttrJobKey.String(key)))
 }
 
 // endSpan ends a span with its error, if any.
@@ -68,9 +68,9 @@ func (n *Node) startStart(ctx context.Context, job *Job) (context.Context, trace
 		return ctx, nil
 	}
 	ctx = tracectx.WithRemoteParent(ctx, job.trace)
-	return n.cfg.tracer.Start(ctx, "start "+n.pool, trace.WithSpanKind(trace.SpanKindConsumer),
+	return n.cfg.tracer.Start(ctx, "start "+n.name, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("messaging.system", "shepherd"),
 			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", n.pool),
+			attribute.String("messaging.destination.name", n.name),
 			AttrJobKey.String(job.Key), AttrAttempt.Int(job.Attempt)))
 }

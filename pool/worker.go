@@ -41,6 +41,8 @@ type Worker struct {
 
 	stopOnce sync.Once
 	running  atomic.Int64 // len(jobs), published by the loop for metrics
+
+	parts []*Worker // WithShards: the worker in every shard, parts[0] == w; nil on a pool of one shard
 }
 
 // workerInbox is how many events may wait for a busy worker before the
@@ -61,9 +63,12 @@ func (w *Worker) ID() string { return w.id }
 
 // AddWorker starts a worker with handler h on the node. The pool then
 // routes a share of the jobs to it: about 1/(n+1) of the keys move onto it
-// from the other workers, stopped there before they start here. It returns
-// an error wrapping ErrInvalidOption for a nil handler or a client-only
-// node, ErrNodeClosed or ErrPoolShutdown.
+// from the other workers, stopped there before they start here. On a pool
+// of several shards (WithShards) the worker serves every shard: h is then
+// called for different keys at once, one call at a time per shard. It
+// returns an error wrapping ErrInvalidOption for a nil handler or a
+// client-only node, ErrNodeClosed or ErrPoolShutdown; a failed AddWorker
+// leaves no worker in any shard.
 func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: nil JobHandler", ErrInvalidOption)
@@ -71,13 +76,42 @@ func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 	if n.cfg.clientOnly {
 		return nil, fmt.Errorf("%w: a client-only node hosts no workers", ErrInvalidOption)
 	}
+	id, index := n.newWorkerID()
+	if len(n.parts) < 2 {
+		w, err := n.addWorker(ctx, h, id, index)
+		if err != nil {
+			n.freeIndex(index)
+		}
+		return w, err
+	}
+	ws := make([]*Worker, len(n.parts))
+	err := n.eachPart(func(p *Node) error {
+		var err error
+		ws[p.shard], err = p.addWorker(ctx, h, id, index)
+		return err
+	})
+	if err != nil {
+		for _, w := range ws {
+			if w != nil {
+				_ = w.node.removeWorker(context.WithoutCancel(ctx), w)
+			}
+		}
+		n.freeIndex(index)
+		return nil, err
+	}
+	ws[0].parts = ws
+	return ws[0], nil
+}
+
+// addWorker starts a worker with id (and index, for a stable id) on the
+// node, or on its part in one shard.
+func (n *Node) addWorker(ctx context.Context, h JobHandler, id string, index int) (*Worker, error) {
 	if err := n.errClosed(); err != nil {
 		return nil, err
 	}
 	if _, ok := n.shutdown.Get(shutdownFlag); ok {
 		return nil, ErrPoolShutdown
 	}
-	id, index := n.newWorkerID()
 	w := &Worker{
 		id: id, index: index, node: n, handler: h,
 		dead: make(chan struct{}, 1), stopReq: make(chan struct{}), done: make(chan struct{}),
@@ -88,11 +122,9 @@ func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 	w.logger = n.logger.With(slog.String("worker", w.id))
 	var err error
 	if w.stream, err = streaming.NewStream(n.rdb, n.pool, workerStreamName(w.id)); err != nil {
-		n.freeIndex(index)
 		return nil, err
 	}
 	if err := createStream(ctx, n.rdb, w.stream.Key()); err != nil {
-		n.freeIndex(index)
 		return nil, fmt.Errorf("pool: add worker: %w", err)
 	}
 	n.inboxMu.Lock()

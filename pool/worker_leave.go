@@ -29,6 +29,24 @@ func (n *Node) RemoveWorker(ctx context.Context, w *Worker) error {
 		return nil
 	}
 	defer n.freeIndex(w.index)
+	return n.eachPart(func(p *Node) error {
+		if p == n {
+			return w.leave(ctx, true)
+		}
+		return p.removeWorker(ctx, w.parts[p.shard])
+	})
+}
+
+// removeWorker is RemoveWorker of one shard's worker, on the node's part
+// in that shard; it does nothing for a worker already removed.
+func (n *Node) removeWorker(ctx context.Context, w *Worker) error {
+	n.mu.Lock()
+	_, mine := n.myWorkers[w.id]
+	delete(n.myWorkers, w.id)
+	n.mu.Unlock()
+	if !mine {
+		return nil
+	}
 	return w.leave(ctx, true)
 }
 

@@ -1,0 +1,253 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/jumphash"
+)
+
+// A pool of n shards (WithShards) is n sub-pools, each a complete pool as
+// one of a single shard is: shard 0 has the hash tag {NAME} (the layout
+// of an unsharded pool), shard i > 0 has {NAME#i}. On Redis Cluster each
+// tag is one slot, so the shards can live on different masters; every
+// script still runs on one shard.
+//
+// Where things live (docs/pool-sharding.md):
+//   - a job: the shard of its key (shardOfKey), where DispatchJob,
+//     StopJob, NotifyWorker and InspectJob go;
+//   - nodes and workers: in every shard. A Node is one part per shard
+//     (Node.parts, each a full node of that sub-pool: keep-alive, janitor,
+//     router, failover watch), and a Worker is one per shard with the
+//     same id and handler, so minimal movement holds in each shard;
+//   - the shard count: stored in shard 0's settings when the pool is
+//     created (settleShards), fixed for the pool's life;
+//   - the pool-wide settings: settled in shard 0, then stored in every
+//     shard by each node as it joins;
+//   - schedules: the planner's lease is held in shard 0 and mirrored in
+//     every shard, so that each shard fences the planner's writes there
+//     (schedule_shard.go); tickers: shard 0;
+//   - the shutdown flag: set in every shard, watched in shard 0.
+
+// MaxShards is the largest WithShards.
+const MaxShards = 256
+
+// settingShards is the settings field, in shard 0, of the shard count
+// (absent: 1).
+const settingShards = "shards"
+
+// WithShards makes the pool n sub-pools (shards), each in a Redis Cluster
+// slot of its own, so that a pool spreads over up to n masters. A key's
+// jobs live in one shard, by a hash of the key; every worker serves every
+// shard. n is fixed when the pool is created: the first node to join
+// stores it, and a node that asks for another count is refused (a node
+// without WithShards adopts the pool's). To change it, create a new pool
+// and drain the old one (docs/pool-sharding.md). Defaults to 1; n is 1 to
+// MaxShards.
+//
+// Each shard costs every node a keep-alive write every WorkerTTL/3, its
+// own blocking reads (three connections of the client's pool, plus three
+// pub/sub connections) and its own janitor lease.
+func WithShards(n int) NodeOption {
+	return func(c *nodeConfig) error {
+		if n < 1 || n > MaxShards {
+			return fmt.Errorf("%w: shards must be 1 to %d, got %d", ErrInvalidOption, MaxShards, n)
+		}
+		c.shards, c.set.shards = n, true
+		return nil
+	}
+}
+
+// shardName is the hash tag of shard i of the pool called name.
+func shardName(name string, i int) string {
+	if i == 0 {
+		return name
+	}
+	return name + "#" + strconv.Itoa(i)
+}
+
+// shardOfKey is the shard of a job's key on a pool of n shards: a jump
+// hash, so that a future change of n would move few keys, of a hash of
+// the key other than the one that picks its worker in the shard. With
+// the same hash the two would be tied (a jump hash over 3 buckets and
+// one over 2 agree on every key the first puts in bucket 0 or 1): every
+// key of shard 0 would go to the worker of slot 0.
+func shardOfKey(key string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return jumphash.Hash(xxhash.Sum64String(shardSalt+key), n)
+}
+
+// shardSalt makes the shard's hash of a key another than the worker's.
+const shardSalt = "shard\x00"
+
+// shardsScript stores the shard count in a new pool and returns the
+// stored one.
+//
+//	KEYS[1] settings (shard 0's)
+//	ARGV[1] the node's count
+var shardsScript = redis.NewScript(`
+redis.call("HSETNX", KEYS[1], "` + settingShards + `", ARGV[1])
+return redis.call("HGET", KEYS[1], "` + settingShards + `")
+`)
+
+// settleShards fixes the node's shard count: the pool's, which the first
+// node to join stores; an explicit WithShards must agree with it.
+func (n *Node) settleShards(ctx context.Context) error {
+	res, err := n.run(ctx, shardsScript, "shards", []string{n.lay.settings}, n.cfg.shards)
+	if err != nil {
+		return err
+	}
+	s, _ := res.(string)
+	stored, err := strconv.Atoi(s)
+	if err != nil || stored < 1 || stored > MaxShards {
+		return fmt.Errorf("pool: settings: malformed %s %q", settingShards, s)
+	}
+	if n.cfg.set.shards && stored != n.cfg.shards {
+		return fmt.Errorf("%w: Shards: this node sets %d but the pool has %d (fixed when the pool was created)",
+			ErrInvalidOption, n.cfg.shards, stored)
+	}
+	n.cfg.shards = stored
+	return nil
+}
+
+// readShards returns the shard count stored with the pool whose shard 0
+// has layout lay (1 for a pool that stored none).
+func readShards(ctx context.Context, rdb redis.UniversalClient, lay layout) (int, error) {
+	s, err := rdb.HGet(ctx, lay.settings, settingShards).Result()
+	if errors.Is(err, redis.Nil) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 || v > MaxShards {
+		return 0, fmt.Errorf("pool: settings: malformed %s %q", settingShards, s)
+	}
+	return v, nil
+}
+
+// shardLayouts returns the layouts of every shard of the pool whose
+// shard 0 has layout lay.
+func shardLayouts(ctx context.Context, rdb redis.UniversalClient, name string, lay layout) ([]layout, error) {
+	s, err := readShards(ctx, rdb, lay)
+	if err != nil {
+		return nil, err
+	}
+	lays := []layout{lay}
+	for i := 1; i < s; i++ {
+		l, err := newLayout(shardName(name, i))
+		if err != nil {
+			return nil, err
+		}
+		lays = append(lays, l)
+	}
+	return lays, nil
+}
+
+// blockingReads is how many connections of its client a full node keeps
+// busy with blocking reads in each shard (the router's, the workers'
+// inbox, the replies).
+const blockingReads = 3
+
+// checkPoolSize refuses a client whose connection pool is too small for a
+// full node of a pool of several shards: its blocking reads alone would
+// hold every connection, and its other calls would wait for one until
+// their deadline.
+func checkPoolSize(rdb redis.UniversalClient, cfg nodeConfig) error {
+	if cfg.shards < 2 || cfg.clientOnly {
+		return nil
+	}
+	size := 0
+	switch c := rdb.(type) {
+	case *redis.Client:
+		size = c.Options().PoolSize
+	case *redis.ClusterClient:
+		size = c.Options().PoolSize
+	default:
+		return nil
+	}
+	if size == 0 {
+		size = 10 * runtime.GOMAXPROCS(0) // go-redis's default
+	}
+	if need := blockingReads*cfg.shards + 2; size < need {
+		return fmt.Errorf("%w: the client's PoolSize %d is below the %d connections a full node of %d shards needs (%d blocking reads per shard, plus its calls); "+
+			"raise it by %d for every full node that shares the client", ErrInvalidOption, size, need, cfg.shards, blockingReads, blockingReads*cfg.shards)
+	}
+	return nil
+}
+
+// addParts joins shards 1 to S-1 of the pool after n joined shard 0,
+// with n's id and its settled settings.
+func (n *Node) addParts(ctx context.Context) error {
+	n.parts = []*Node{n}
+	for i := 1; i < n.cfg.shards; i++ {
+		p, err := n.newPart(i)
+		if err != nil {
+			return err
+		}
+		n.parts = append(n.parts, p)
+		if err := p.join(ctx); err != nil {
+			return fmt.Errorf("shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// newPart returns the node's part in shard i, not joined yet.
+func (n *Node) newPart(i int) (*Node, error) {
+	lay, err := newLayout(shardName(n.name, i))
+	if err != nil {
+		return nil, err
+	}
+	cfg := n.cfg
+	// Shard 0 settled the pool-wide settings: every shard stores them.
+	cfg.set.workerTTL, cfg.set.pendingJobTTL, cfg.set.maxQueuedJobs = true, true, true
+	p := newNodeState(n.id, n.name, i, cfg, n.rdb, lay)
+	p.started = n.started
+	p.home = n
+	p.dispatchLim = n.dispatchLim
+	p.logger = n.logger.With("shard", i)
+	var merr error
+	if p.metrics, merr = newMetrics(p); merr != nil {
+		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, merr)
+	}
+	return p, nil
+}
+
+// part returns the node's part in the shard of key.
+func (n *Node) part(key string) *Node {
+	if len(n.parts) < 2 {
+		return n
+	}
+	return n.parts[shardOfKey(key, len(n.parts))]
+}
+
+// eachPart runs f on every part of the node (the node itself on a pool
+// of one shard) at once, and joins their errors.
+func (n *Node) eachPart(f func(p *Node) error) error {
+	if len(n.parts) < 2 {
+		return f(n)
+	}
+	errs := make([]error, len(n.parts))
+	var wg sync.WaitGroup
+	for i, p := range n.parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(p); err != nil {
+				errs[i] = fmt.Errorf("shard %d: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,264 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shepherd-go/shepherd/internal/redistest"
+)
+
+// shardJobs returns how many jobs each shard of pool holds, read from
+// Redis directly (shard i's hash tag is {pool#i}).
+func shardJobs(t *testing.T, ctx context.Context, pool string, shards int) []int64 {
+	t.Helper()
+	out := make([]int64, shards)
+	for i := range shards {
+		lay, err := newLayout(shardName(pool, i))
+		require.NoError(t, err)
+		out[i], err = srv.Client().HLen(ctx, lay.jobs).Result()
+		require.NoError(t, err)
+	}
+	return out
+}
+
+// A pool of 4 shards keeps each job in its key's shard, runs every key
+// once across two nodes, answers every call on any key from any node,
+// adds its shards up in Stats and Inspect, moves a closing node's jobs in
+// every shard, and Shutdown deletes every shard's keys.
+func TestShardedPoolRunsEachKeyOnceAndAddsUp(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	pool := redistest.Name(t)
+	r1, r2 := newRecorder(), newRecorder()
+	n1 := addNode(t, srv.NewClient(), pool, WithShards(4))
+	n2 := addNode(t, srv.NewClient(), pool) // adopts the pool's 4
+	require.Len(t, n2.parts, 4)
+	addWorkers(t, n1, r1, 2)
+	addWorkers(t, n2, r2, 2)
+
+	const jobs = 200
+	want := map[string]int{}
+	for i := range jobs {
+		from := n1
+		if i%2 == 1 {
+			from = n2
+		}
+		require.NoError(t, from.DispatchJob(ctx, keyN(i), []byte("p")))
+		want[keyN(i)] = 1
+	}
+	require.Equal(t, want, union(r1, r2))
+	per := shardJobs(t, ctx, pool, 4)
+	var total int64
+	for i, c := range per {
+		assert.Positive(t, c, "shard %d holds none of %d keys", i, jobs)
+		total += c
+	}
+	require.EqualValues(t, jobs, total)
+	// Each key in its own shard.
+	for i := range jobs {
+		lay, err := newLayout(shardName(pool, shardOfKey(keyN(i), 4)))
+		require.NoError(t, err)
+		ok, err := srv.Client().HExists(ctx, lay.jobs, keyN(i)).Result()
+		require.NoError(t, err)
+		require.True(t, ok, "key %s not in its shard", keyN(i))
+	}
+
+	for _, st := range []func() (*Stats, error){
+		func() (*Stats, error) { return n1.Stats(ctx) },
+		func() (*Stats, error) { return Inspect(ctx, srv.Client(), pool) },
+	} {
+		s, err := st()
+		require.NoError(t, err)
+		assert.Equal(t, jobs, s.Jobs)
+		assert.Equal(t, jobs, s.Running)
+		require.Len(t, s.Workers, 4, "each worker once, though it is in every shard")
+		require.Len(t, s.Nodes, 2)
+		sum := 0
+		for _, w := range s.Workers {
+			sum += w.Jobs
+			assert.True(t, w.Healthy)
+		}
+		assert.Equal(t, jobs, sum)
+		assert.Empty(t, s.Orphans)
+	}
+	keys, err := JobKeys(ctx, srv.Client(), pool)
+	require.NoError(t, err)
+	require.Len(t, keys, jobs)
+
+	// Calls on any key, from either node, reach its shard.
+	for i := range 8 {
+		k := keyN(i)
+		info, err := InspectJob(ctx, srv.Client(), pool, k)
+		require.NoError(t, err)
+		assert.Equal(t, JobRunning, info.State, k)
+		require.NoError(t, n2.NotifyWorker(ctx, k, []byte("hi")))
+		require.NoError(t, n1.StopJob(ctx, k))
+		delete(want, k)
+		_, err = n2.Job(ctx, k)
+		require.ErrorIs(t, err, ErrJobNotFound)
+	}
+	require.Equal(t, want, union(r1, r2))
+	assert.ErrorIs(t, n1.DispatchJob(ctx, keyN(10), nil), ErrJobExists)
+
+	// A node closes: its jobs start on the other node's workers, in every
+	// shard.
+	require.NoError(t, n1.Close(ctx))
+	require.Eventually(t, func() bool {
+		got := r2.runningKeys()
+		return len(got) == len(want) && len(r1.runningKeys()) == 0
+	}, 20*time.Second, 20*time.Millisecond)
+	require.Equal(t, want, r2.runningKeys())
+
+	require.NoError(t, n2.Shutdown(ctx))
+	for i := range 4 {
+		left, err := srv.Client().Keys(ctx, "*{"+shardName(pool, i)+"}*").Result()
+		require.NoError(t, err)
+		assert.Empty(t, left, "shard %d", i)
+	}
+	select {
+	case <-n2.Done():
+	default:
+		t.Fatal("Done not closed after Shutdown")
+	}
+}
+
+// The shard count is the pool's, fixed when it is created: a node asking
+// for another is refused and leaves nothing behind; one without
+// WithShards adopts it; bad counts and names are refused at once.
+func TestShardCountIsFixedAndChecked(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	pool := redistest.Name(t)
+	n := addNode(t, srv.NewClient(), pool, WithShards(3))
+	require.Len(t, n.parts, 3)
+
+	_, err := AddNode(ctx, srv.Client(), pool, fastOpts(WithShards(2))...)
+	require.ErrorIs(t, err, ErrInvalidOption)
+	assert.Contains(t, err.Error(), "the pool has 3")
+	s, err := Inspect(ctx, srv.Client(), pool)
+	require.NoError(t, err)
+	assert.Len(t, s.Nodes, 1, "the refused node left nothing")
+
+	c := addNode(t, srv.NewClient(), pool, WithClientOnly())
+	require.Len(t, c.parts, 3)
+
+	for _, bad := range []int{0, -1, MaxShards + 1} {
+		_, err := AddNode(ctx, srv.Client(), redistest.Name(t)+"-bad", WithShards(bad))
+		require.ErrorIs(t, err, ErrInvalidOption, "shards %d", bad)
+	}
+	_, err = AddNode(ctx, srv.Client(), "a#1")
+	require.ErrorIs(t, err, ErrInvalidOption)
+	assert.Contains(t, err.Error(), "'#'")
+
+	// A pool of one shard stays one: an old pool, which stored no count,
+	// is read as one.
+	one := redistest.Name(t) + "-one"
+	o := addNode(t, srv.NewClient(), one)
+	assert.Nil(t, o.parts)
+	_, err = AddNode(ctx, srv.Client(), one, fastOpts(WithShards(2))...)
+	require.ErrorIs(t, err, ErrInvalidOption)
+}
+
+// A worker serves every shard: RemoveWorker takes it out of all of them
+// (its jobs move, in every shard, to the other worker), and a worker
+// added later gets a share of every shard's keys.
+func TestShardedWorkerJoinsAndLeavesEveryShard(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	pool := redistest.Name(t)
+	r1, r2 := newRecorder(), newRecorder()
+	n := addNode(t, srv.NewClient(), pool, WithShards(3))
+	w1 := addWorkers(t, n, r1, 1)[0]
+	want := map[string]int{}
+	for i := range 90 {
+		require.NoError(t, n.DispatchJob(ctx, keyN(i), nil))
+		want[keyN(i)] = 1
+	}
+	require.Equal(t, want, r1.runningKeys())
+	w2 := addWorkers(t, n, r2, 1)[0]
+	// The new worker gets keys of every shard, each key running once.
+	require.Eventually(t, func() bool {
+		shards := map[int]bool{}
+		for k := range r2.runningKeys() {
+			shards[shardOfKey(k, 3)] = true
+		}
+		return len(shards) == 3 && fmt.Sprint(union(r1, r2)) == fmt.Sprint(want)
+	}, 20*time.Second, 20*time.Millisecond, "r2 runs %v", r2.runningKeys())
+
+	require.NoError(t, n.RemoveWorker(ctx, w1))
+	require.Equal(t, want, r2.runningKeys())
+	assert.Empty(t, r1.runningKeys())
+	require.NoError(t, n.RemoveWorker(ctx, w1), "removing it again is a no-op")
+	s, err := n.Stats(ctx)
+	require.NoError(t, err)
+	require.Len(t, s.Workers, 1)
+	assert.Equal(t, w2.ID(), s.Workers[0].ID)
+	assert.Equal(t, len(want), s.Workers[0].Jobs)
+}
+
+// A schedule on a pool of several shards starts its keys in their shards,
+// stops the ones it drops (StopOthers reads its notes in every shard), and
+// Unschedule removes it from every shard.
+func TestScheduleOnShardedPool(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	pool := redistest.Name(t)
+	r := newRecorder()
+	n := addNode(t, srv.NewClient(), pool, WithShards(3))
+	addWorkers(t, n, r, 2)
+	p := &producer{name: "fleet"}
+	p.set(&JobPlan{Jobs: jobsOf("v1", "a", "b", "c", "d", "e", "f", "g", "h"), StopOthers: true}, nil)
+	require.NoError(t, n.Schedule(ctx, p, 20*time.Millisecond))
+	waitPlans(t, n, p, 1)
+	require.Eventually(t, func() bool { return len(r.runningKeys()) == 8 }, 10*time.Second, 10*time.Millisecond)
+	per := shardJobs(t, ctx, pool, 3)
+	for i, c := range per {
+		assert.Positive(t, c, "shard %d", i)
+	}
+
+	p.set(&JobPlan{Jobs: jobsOf("v1", "a", "b"), StopOthers: true}, nil)
+	waitPlans(t, n, p, 2)
+	require.Eventually(t, func() bool { return len(r.runningKeys()) == 2 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, map[string]int{"a": 1, "b": 1}, r.runningKeys())
+	for k, c := range r.starts {
+		assert.Equal(t, 1, c, "key %s started more than once", k)
+	}
+
+	require.NoError(t, n.Unschedule(ctx, "fleet"))
+	for i := range 3 {
+		lay, err := newLayout(shardName(pool, i))
+		require.NoError(t, err)
+		left, err := srv.Client().Exists(ctx, lay.plan("fleet"), lay.planKeys("fleet")).Result()
+		require.NoError(t, err)
+		assert.Zero(t, left, "shard %d keeps the schedule", i)
+	}
+	err := n.Unschedule(ctx, "fleet")
+	require.True(t, errors.Is(err, ErrNoSchedule), "%v", err)
+}
+
+// A key's shard and its worker in the shard are picked by independent
+// hashes: in every shard, the keys spread over the workers' slots (with
+// one hash, every key of shard 0 of 3 would go to slot 0 of 2).
+func TestShardAndWorkerHashesAreIndependent(t *testing.T) {
+	const shards, slots, keys = 3, 2, 6000
+	var count [shards][slots]int
+	for i := range keys {
+		k := keyN(i)
+		tb := table{slots: map[int]string{0: "a", 1: "b"}, size: slots}
+		slot := 0
+		if tb.owner(k) == "b" {
+			slot = 1
+		}
+		count[shardOfKey(k, shards)][slot]++
+	}
+	for s := range shards {
+		total := count[s][0] + count[s][1]
+		assert.InDelta(t, 0.5, float64(count[s][0])/float64(total), 0.05, "shard %d: %v", s, count[s])
+	}
+}
