@@ -103,11 +103,15 @@ func newClusterTimed(t *testing.T, n int, tm timing, opts []redistest.Option, ar
 	return c.start(n)
 }
 
-// start opens the log and the dispatcher and spawns n worker processes.
+// start opens the log and the dispatcher and spawns n worker processes
+// (of pool c.pool, if set, else of a name of the test's).
 func (c *cluster) start(n int) *cluster {
 	t := c.t
 	t.Helper()
-	c.pool, c.procs, c.acked = redistest.Name(t), map[string]*proc{}, map[string]bool{}
+	if c.pool == "" {
+		c.pool = redistest.Name(t)
+	}
+	c.procs, c.acked = map[string]*proc{}, map[string]bool{}
 	c.rdb = c.newClient()
 	var err error
 	c.logKey, err = LogKey(c.pool)
@@ -468,10 +472,33 @@ func (c *cluster) settle(within time.Duration) *Report {
 			return r
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("not at rest after %v: %v\n%s", within, err, r.Summary())
+			c.t.Fatalf("not at rest after %v: %v\n%s%s", within, err, r.Summary(), c.history(err))
 		}
 		time.Sleep(100 * time.Millisecond) // polling interval, not synchronization
 	}
+}
+
+// history returns, for an error that names a job ("job KEY ..."), the
+// log's entries of that key and the faults, to see what led there.
+func (c *cluster) history(err error) string {
+	rest, ok := strings.CutPrefix(err.Error(), "job ")
+	if !ok {
+		return ""
+	}
+	key, _, _ := strings.Cut(rest, " ")
+	key = strings.TrimSuffix(key, ":")
+	entries, lerr := c.log.Read(ctxFor(c.t, 10*time.Second))
+	if lerr != nil || len(entries) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nthe log of %s and the faults (ms from the first entry):", key)
+	for _, e := range entries {
+		if e.Key == key || e.Event == EvKill || e.Event == EvFreeze || e.Event == EvThaw || e.Event == EvJoin || e.Event == EvFault {
+			fmt.Fprintf(&b, "\n  %6d %s %s %s %s", e.Ms-entries[0].Ms, e.Event, e.Proc, e.Worker, e.Key)
+		}
+	}
+	return b.String()
 }
 
 // recordsAgree checks that the pool's records hold every key that runs,

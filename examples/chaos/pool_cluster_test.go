@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,9 +16,19 @@ import (
 	"github.com/shepherd-go/shepherd/pool"
 )
 
-// clusterTiming is the pool's timings on a Redis Cluster: the short
-// WorkerTTL, so that a killed or frozen process's jobs move in seconds.
-var clusterTiming = shortTiming
+// clusterTiming is the pool's timings on a Redis Cluster: a WorkerTTL
+// longer than the master's outage in a restart (a failover takes the
+// node timeout and an election, 2.4 to 2.7 s at clusterNodeTimeout here),
+// plus the keep-alive period (TTL/3) and the clients' reload of the slot
+// map, so that the outage declares no live worker dead: at 3 s it did
+// (TestChaosPoolOnClusterShardsReplicas, 1 run of 2: live workers' jobs
+// started elsewhere 150-300 ms before their old runs stopped). Still short,
+// so that a killed or frozen process's jobs move in seconds.
+var clusterTiming = timing{ttl: 5 * time.Second, pending: pendingTTL}
+
+// clusterNodeTimeout is the cluster's cluster-node-timeout: a killed
+// master's replica takes its place about this long after, and a second.
+const clusterNodeTimeout = time.Second
 
 // newPoolOnCluster starts a Redis Cluster of 3 masters, each with replicas
 // replicas (none: every node with AOF, appendfsync always, so that a
@@ -27,16 +38,39 @@ var clusterTiming = shortTiming
 // (pool.WithReplicas), so that a failover undoes no acknowledged dispatch.
 func newPoolOnCluster(t *testing.T, n, replicas, shards int) *cluster {
 	t.Helper()
-	opts := []redistest.ClusterOption{rediscluster.WithAOF()}
+	opts := []redistest.ClusterOption{rediscluster.WithNodeTimeout(clusterNodeTimeout), rediscluster.WithAOF()}
 	if replicas > 0 {
-		opts = []redistest.ClusterOption{rediscluster.WithReplicas(replicas)}
+		opts = []redistest.ClusterOption{rediscluster.WithNodeTimeout(clusterNodeTimeout), rediscluster.WithReplicas(replicas)}
 	}
 	c := &cluster{t: t, rc: redistest.StartCluster(t, 3, opts...), logSrv: redistest.Start(t), shards: shards,
 		timing: clusterTiming}
+	c.pool = c.spreadName()
 	if replicas > 0 {
 		c.dispOpts = []pool.NodeOption{pool.WithReplicas(replicas, time.Second)}
 	}
 	return c.start(n)
+}
+
+// spreadName returns a pool name of the test's whose shards land on as
+// many masters as can be (all 3 when it has 3 shards or more).
+func (c *cluster) spreadName() string {
+	t := c.t
+	ctx := ctxFor(t, 20*time.Second)
+	base := redistest.Name(t)
+	for i := range 1000 {
+		c.pool = fmt.Sprintf("%s-%d", base, i)
+		seen := map[int]bool{}
+		for s := range c.shards {
+			node, err := c.rc.NodeOf(ctx, c.shardKey(s))
+			require.NoError(t, err)
+			seen[node] = true
+		}
+		if len(seen) == min(c.shards, 3) {
+			return c.pool
+		}
+	}
+	t.Fatalf("no pool name of 1000 puts %d shards on %d masters", c.shards, min(c.shards, 3))
+	return ""
 }
 
 // shardTag is the hash tag of the pool's shard i.
@@ -59,6 +93,7 @@ func (c *cluster) restartMaster(ctx context.Context, i int) string {
 	t := c.t
 	node, err := c.rc.NodeOf(ctx, c.shardKey(i))
 	require.NoError(t, err)
+	c.note(EvFault, "", fmt.Sprintf("restart of node %d", node))
 	began := time.Now()
 	require.NoError(t, c.rc.Kill(node))
 	if c.rc.Replicas() > 0 {
@@ -68,8 +103,39 @@ func (c *cluster) restartMaster(ctx context.Context, i int) string {
 	require.NoError(t, c.rc.Restart(ctx, node))
 	now, err := c.rc.NodeOf(ctx, c.shardKey(i))
 	require.NoError(t, err)
+	c.note(EvFault, "", fmt.Sprintf("node %d back", node))
 	return fmt.Sprintf("shard %d's master (node %d) restarted: shard served again by node %d after %v, node %d back after %v",
 		i, node, now, failedOver.Round(time.Millisecond), node, time.Since(began).Round(time.Millisecond))
+}
+
+// freezeUntilMoved SIGSTOPs victim for longer than WorkerTTL, until every
+// job it ran at the freeze (and that was not stopped) runs elsewhere too,
+// then SIGCONTs it, and says how long that took.
+func (c *cluster) freezeUntilMoved(victim string) string {
+	t := c.t
+	held := map[string]bool{}
+	for k, hs := range c.report().Running {
+		for _, h := range hs {
+			if strings.HasPrefix(h, victim+"/") {
+				held[k] = true
+			}
+		}
+	}
+	c.freeze(victim)
+	began := time.Now()
+	time.Sleep(c.timing.ttl)
+	require.Eventually(t, func() bool {
+		r := c.report()
+		for k := range held {
+			if len(r.Running[k]) < 2 && !slices.Contains(r.Zombies, k) {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond, "the jobs of frozen %s did not start elsewhere", victim)
+	took := time.Since(began)
+	c.thaw(victim)
+	return fmt.Sprintf("froze %s (%d jobs) for %v", victim, len(held), took.Round(time.Millisecond))
 }
 
 // moveShard moves shard i's slot, with its keys, to the next master.
@@ -82,8 +148,10 @@ func (c *cluster) moveShard(ctx context.Context, i int) string {
 	to := masters[(slices.Index(masters, from)+1)%len(masters)]
 	slot, err := c.rc.Node(to).ClusterKeySlot(ctx, c.shardKey(i)).Result()
 	require.NoError(t, err)
+	c.note(EvFault, "", fmt.Sprintf("move of slot %d", slot))
 	began := time.Now()
 	require.NoError(t, c.rc.MoveSlot(ctx, int(slot), to, 2, 2*time.Millisecond))
+	c.note(EvFault, "", fmt.Sprintf("slot %d moved", slot))
 	return fmt.Sprintf("shard %d (slot %d) moved from node %d to node %d in %v", i, slot, from, to,
 		time.Since(began).Round(time.Millisecond))
 }
@@ -105,6 +173,21 @@ func TestChaosPoolOnCluster(t *testing.T) {
 func TestChaosPoolOnClusterReplicas(t *testing.T) {
 	t.Parallel()
 	chaosPoolOnCluster(t, 1, 1)
+}
+
+// TestChaosPoolOnClusterShards is TestChaosPoolOnCluster with a pool of
+// 3 shards, one on each master: each round restarts one shard's master
+// and moves another shard's slot.
+func TestChaosPoolOnClusterShards(t *testing.T) {
+	t.Parallel()
+	chaosPoolOnCluster(t, 0, 3)
+}
+
+// TestChaosPoolOnClusterShardsReplicas is TestChaosPoolOnClusterShards
+// with a replica per master.
+func TestChaosPoolOnClusterShardsReplicas(t *testing.T) {
+	t.Parallel()
+	chaosPoolOnCluster(t, 1, 3)
 }
 
 // chaosPoolOnCluster is the cluster scenario: 3 worker processes, churn
@@ -140,11 +223,7 @@ func chaosPoolOnCluster(t *testing.T, replicas, shards int) {
 		t.Log("killed " + victim)
 
 		time.Sleep(500 * time.Millisecond)
-		victim = c.pick()
-		c.freeze(victim)
-		time.Sleep(5 * c.timing.ttl / 2)
-		c.thaw(victim)
-		t.Log("froze " + victim)
+		t.Log(c.freezeUntilMoved(c.pick()))
 
 		time.Sleep(500 * time.Millisecond)
 		t.Log(c.restartMaster(fctx, rounds%c.shards))
