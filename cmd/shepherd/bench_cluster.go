@@ -171,6 +171,7 @@ func shardTag(name string, i int) string {
 type masterStats struct {
 	cpu        float64 // used_cpu_user + used_cpu_sys, seconds
 	scriptUsec float64 // µs spent in scripts and functions, from INFO commandstats
+	calls      float64 // calls of scripts and functions, from INFO commandstats
 }
 
 // readMasters reads every master's counters, by node index.
@@ -191,7 +192,7 @@ func readMasters(ctx context.Context, cl *rediscluster.Cluster) ([]masterStats, 
 
 // scriptStat matches the commandstats lines of the commands that run the
 // queue's scripts.
-var scriptStat = regexp.MustCompile(`(?m)^cmdstat_(?:evalsha|eval|evalsha_ro|eval_ro|fcall|fcall_ro):calls=\d+,usec=(\d+),`)
+var scriptStat = regexp.MustCompile(`(?m)^cmdstat_(?:evalsha|eval|evalsha_ro|eval_ro|fcall|fcall_ro):calls=(\d+),usec=(\d+),`)
 
 func parseMasterStats(info string) (masterStats, error) {
 	var s masterStats
@@ -204,8 +205,10 @@ func parseMasterStats(info string) (masterStats, error) {
 		s.cpu += v
 	}
 	for _, m := range scriptStat.FindAllStringSubmatch(info, -1) {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		s.scriptUsec += v
+		calls, _ := strconv.ParseFloat(m[1], 64)
+		usec, _ := strconv.ParseFloat(m[2], 64)
+		s.calls += calls
+		s.scriptUsec += usec
 	}
 	return s, nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // psShards are the shard counts PS measures by default, in order.
-var psShards = []int{1}
+var psShards = []int{1, clusterMasters}
 
 // scenarioPoolShards is PS: scenario A's shape (2 nodes × 4 workers, a
 // client-only node, 64 producers dispatching 20,000 distinct keys of 64
@@ -27,6 +27,8 @@ var psShards = []int{1}
 //   - redis_cpu_us_per_job: the masters' CPU (used_cpu_user + sys) over
 //     the dispatches, summed, per job;
 //   - busiest_master_cpu_us_per_job: the busiest master's alone;
+//   - script_calls_per_job: the script calls (EVALSHA and the like, INFO
+//     commandstats) of every master over the dispatches, per job;
 //   - busiest_master_vs_first: that figure over the first shard count's
 //     in the same run (the bound: ≤ 0.4 at 3 shards against 1);
 //   - shard_masters: how many masters the shards' hash tags land on. The
@@ -67,15 +69,12 @@ func (b *bench) poolShardsRun(ctx context.Context, cl *rediscluster.Cluster, sha
 	r := newResult()
 	r.Variant = fmt.Sprintf("shards=%d", shards)
 	jobs := b.scaled(20000, 100)
-	opts, err := poolShardOptions(shards)
-	if err != nil {
-		return r, err
-	}
 	name, masters, err := spreadTags(ctx, cl, shards, func() string { return benchPoolName("ps") }, "pool")
 	if err != nil {
 		return r, err
 	}
-	p, err := newPoolOn(ctx, name, 2, 4, func(size int) redis.UniversalClient { return cl.NewClient(size) }, opts...)
+	p, err := newPoolOn(ctx, name, 2, 4, func(size int) redis.UniversalClient { return cl.NewClient(size) },
+		pool.WithShards(shards))
 	if err != nil {
 		return r, err
 	}
@@ -100,11 +99,12 @@ func (b *bench) poolShardsRun(ctx context.Context, cl *rediscluster.Cluster, sha
 	if err != nil {
 		return r, err
 	}
-	var cpu, busiest float64
+	var cpu, busiest, calls float64
 	for i := range after {
 		d := after[i].cpu - before[i].cpu
 		cpu += d
 		busiest = max(busiest, d)
+		calls += after[i].calls - before[i].calls
 	}
 	r.set("shards", float64(shards))
 	r.set("shard_masters", float64(masters))
@@ -118,6 +118,7 @@ func (b *bench) poolShardsRun(ctx context.Context, cl *rediscluster.Cluster, sha
 	if done > 0 {
 		r.set("redis_cpu_us_per_job", cpu*1e6/float64(done))
 		r.set("busiest_master_cpu_us_per_job", busiest*1e6/float64(done))
+		r.set("script_calls_per_job", calls/float64(done))
 	}
 	if _, err := p.shutdown(ctx); err != nil {
 		return r, fmt.Errorf("shutdown: %w", err)
@@ -152,16 +153,4 @@ func maxMasterJobShare(ctx context.Context, cl *rediscluster.Cluster, name strin
 		most = max(most, n)
 	}
 	return float64(most) / float64(total), nil
-}
-
-// poolShardOptions returns the node options of a pool of n shards: none
-// for 1.
-func poolShardOptions(n int) ([]pool.NodeOption, error) {
-	switch {
-	case n < 1:
-		return nil, fmt.Errorf("%d shards: want at least 1", n)
-	case n == 1:
-		return nil, nil
-	}
-	return nil, fmt.Errorf("%d shards: this build has no pool.WithShards", n)
 }

@@ -340,4 +340,4 @@ func TestBenchPS(t *testing.T) {
 }
 
 // psShardsWant are the shard counts PS measures by default.
-var psShardsWant = []float64{1}
+var psShardsWant = []float64{1, 3}
