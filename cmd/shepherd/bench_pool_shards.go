@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,7 +37,11 @@ var psShards = []int{1, clusterMasters}
 //
 // The cluster (redis-server processes on free ports, joined with
 // redis-cli --cluster create) is started for the run and removed after
-// it; the bench's own Redis is not used.
+// it. When a shard count is above 1, every count then runs again on the
+// bench's own standalone Redis (variant "shards=N standalone", with
+// "standalone": 1, and no master fields): the cost of sharding itself,
+// in redis_cpu_us_per_job and script_calls_per_job, apart from the
+// cluster and the cores its three masters share on the machine.
 func scenarioPoolShards(ctx context.Context, b *bench, _ int) (result, error) {
 	counts := b.cfg.shards
 	if len(counts) == 0 {
@@ -58,6 +63,18 @@ func scenarioPoolShards(ctx context.Context, b *bench, _ int) (result, error) {
 		}
 		out = append(out, r)
 	}
+	// The same shard counts on one standalone Redis (the bench's), when
+	// one of them shards: what sharding itself costs, apart from the
+	// cluster and the cores its masters share.
+	if slices.ContainsFunc(counts, func(n int) bool { return n > 1 }) {
+		for _, shards := range counts {
+			r, err := b.poolShardsStandalone(ctx, shards)
+			if err != nil {
+				return newResult(), fmt.Errorf("%d shards on one Redis: %w", shards, err)
+			}
+			out = append(out, r)
+		}
+	}
 	first := out[0]
 	first.more = out[1:]
 	return first, nil
@@ -66,25 +83,56 @@ func scenarioPoolShards(ctx context.Context, b *bench, _ int) (result, error) {
 // poolShardsRun is one of PS's measurements: scenario A on cl with a pool
 // of shards shards.
 func (b *bench) poolShardsRun(ctx context.Context, cl *rediscluster.Cluster, shards int) (result, error) {
-	r := newResult()
-	r.Variant = fmt.Sprintf("shards=%d", shards)
-	jobs := b.scaled(20000, 100)
 	name, masters, err := spreadTags(ctx, cl, shards, func() string { return benchPoolName("ps") }, "pool")
 	if err != nil {
-		return r, err
+		return newResult(), err
 	}
-	p, err := newPoolOn(ctx, name, 2, 4, func(size int) redis.UniversalClient { return cl.NewClient(size) },
-		pool.WithShards(shards))
+	r, err := b.poolShardsOn(ctx, name, shards, func(size int) redis.UniversalClient { return cl.NewClient(size) },
+		func(ctx context.Context) ([]masterStats, error) { return readMasters(ctx, cl) },
+		func(ctx context.Context) (float64, error) { return maxMasterJobShare(ctx, cl, name, shards) })
+	r.Variant = fmt.Sprintf("shards=%d", shards)
+	r.set("shard_masters", float64(masters))
+	return r, err
+}
+
+// poolShardsStandalone is PS's line of shards shards on the bench's own
+// standalone Redis: its redis_cpu_us_per_job and script_calls_per_job,
+// beside A's (one shard on the same Redis), are what sharding itself
+// costs, apart from the cluster and the cores its masters share.
+func (b *bench) poolShardsStandalone(ctx context.Context, shards int) (result, error) {
+	r, err := b.poolShardsOn(ctx, benchPoolName("ps"), shards, func(size int) redis.UniversalClient { return b.client(size) },
+		func(ctx context.Context) ([]masterStats, error) {
+			info, err := b.rdb.Info(ctx, "cpu", "commandstats").Result()
+			if err != nil {
+				return nil, err
+			}
+			s, err := parseMasterStats(info)
+			return []masterStats{s}, err
+		}, nil)
+	r.Variant = fmt.Sprintf("shards=%d standalone", shards)
+	r.set("standalone", 1)
+	return r, err
+}
+
+// poolShardsOn runs scenario A's shape on a pool of shards shards named
+// name, on the clients newClient makes, reading the masters' counters
+// with read before and after the dispatches, and the busiest master's
+// share of the jobs with share (nil: none, on one Redis).
+func (b *bench) poolShardsOn(ctx context.Context, name string, shards int, newClient func(int) redis.UniversalClient,
+	read func(context.Context) ([]masterStats, error), share func(context.Context) (float64, error)) (result, error) {
+	r := newResult()
+	jobs := b.scaled(20000, 100)
+	p, err := newPoolOn(ctx, name, 2, 4, newClient, pool.WithShards(shards))
 	if err != nil {
 		return r, err
 	}
 	defer p.close(ctx)
-	before, err := readMasters(ctx, cl)
+	before, err := read(ctx)
 	if err != nil {
 		return r, err
 	}
 	st := dispatch(ctx, p.client, 0, jobs, 64)
-	after, err := readMasters(ctx, cl)
+	after, err := read(ctx)
 	if err != nil {
 		return r, err
 	}
@@ -95,9 +143,12 @@ func (b *bench) poolShardsRun(ctx context.Context, cl *rediscluster.Cluster, sha
 	if err := p.log.waitFor(ctx, 30*time.Second, func() bool { return len(p.log.first) >= done }); err != nil {
 		return r, fmt.Errorf("waiting for starts: %w", err)
 	}
-	share, err := maxMasterJobShare(ctx, cl, name, shards)
-	if err != nil {
-		return r, err
+	if share != nil {
+		s, err := share(ctx)
+		if err != nil {
+			return r, err
+		}
+		r.set("max_master_job_share", s)
 	}
 	var cpu, busiest, calls float64
 	for i := range after {
@@ -107,18 +158,18 @@ func (b *bench) poolShardsRun(ctx context.Context, cl *rediscluster.Cluster, sha
 		calls += after[i].calls - before[i].calls
 	}
 	r.set("shards", float64(shards))
-	r.set("shard_masters", float64(masters))
 	r.set("jobs", float64(jobs))
 	r.set("jobs_per_s", float64(done)/st.elapsed.Seconds())
 	r.setMs("dispatch_p50_ms", st.lat.pct(50))
 	r.setMs("dispatch_p99_ms", st.lat.pct(99))
 	r.set("errors", float64(st.errors))
 	r.set("duplicate_starts", float64(p.log.duplicates()))
-	r.set("max_master_job_share", share)
 	if done > 0 {
 		r.set("redis_cpu_us_per_job", cpu*1e6/float64(done))
-		r.set("busiest_master_cpu_us_per_job", busiest*1e6/float64(done))
 		r.set("script_calls_per_job", calls/float64(done))
+		if share != nil {
+			r.set("busiest_master_cpu_us_per_job", busiest*1e6/float64(done))
+		}
 	}
 	if _, err := p.shutdown(ctx); err != nil {
 		return r, fmt.Errorf("shutdown: %w", err)
