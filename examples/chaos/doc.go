@@ -40,7 +40,10 @@
 // issue's figure is 10s), -chaos.churners and -chaos.maxlive (dispatch
 // load and running-job cap of the churn scenario), -chaos.v (the worker
 // processes' pool warnings on stderr), -chaos.dump (a directory where a
-// failed pool scenario writes its log). Each scenario logs its figures
+// failed pool scenario writes its log), -chaos.clusterttl (the cluster
+// scenarios' WorkerTTL, 5 s: shorter than a failover plus a keep-alive
+// period, it declares live workers dead and their jobs run twice for a
+// moment). Each scenario logs its figures
 // (go test -v): jobs dispatched, kills, recovery p50/p99/max per kill,
 // double-running windows, jobs moved more than once.
 package chaos
