@@ -111,3 +111,83 @@ func TestPoolOnRedisClusterWhileItsSlotMoves(t *testing.T) {
 		return running["planned-1"] == 1 && running["planned-2"] == 1
 	}, 10*time.Second, 10*time.Millisecond, "the planned jobs run")
 }
+
+// A pool of 3 shards on a 3-master Redis Cluster: the operator places
+// each shard on its own master by moving its slot (while jobs run and
+// more are dispatched), after which each master holds a third of the
+// pool's jobs or so, every key runs once, and Stats adds the masters up.
+func TestShardedPoolOnRedisClusterSpreadsOverMasters(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, 3)
+	ctx := testCtx(t, 120*time.Second)
+	// A fixed name (the cluster is the test's own): its shards' slots are
+	// known to differ, and which moves the test makes does not vary.
+	pool := "sharded"
+	r1, r2 := newRecorder(), newRecorder()
+	ttl := WithWorkerTTL(5 * time.Second)
+	n1 := addNode(t, c.NewClient(64), pool, ttl, WithShards(3))
+	n2 := addNode(t, c.NewClient(64), pool, ttl)
+	addWorkers(t, n1, r1, 2)
+	addWorkers(t, n2, r2, 2)
+	want := map[string]int{}
+	for i := range 90 {
+		require.NoError(t, n1.DispatchJob(ctx, keyN(i), []byte("p")))
+		want[keyN(i)] = 1
+	}
+	require.Equal(t, want, union(r1, r2))
+
+	// Place the shards: one per master.
+	lays := make([]layout, 3)
+	masterOf := func(i int) int {
+		m, err := c.NodeOf(ctx, lays[i].jobs)
+		require.NoError(t, err)
+		return m
+	}
+	for i := range 3 {
+		var err error
+		lays[i], err = newLayout(shardName(pool, i))
+		require.NoError(t, err)
+	}
+	// Shard i goes to master i.
+	moves := 0
+	for i := range 3 {
+		if masterOf(i) == i {
+			continue
+		}
+		moves++
+		slot, err := c.Node(0).ClusterKeySlot(ctx, lays[i].jobs).Result()
+		require.NoError(t, err)
+		moved := make(chan error, 1)
+		go func() { moved <- c.MoveSlot(ctx, int(slot), i, 10, 20*time.Millisecond) }()
+		for j := 90 + 10*i; j < 100+10*i; j++ { // dispatches during the move
+			require.NoError(t, n2.DispatchJob(ctx, keyN(j), []byte("p")))
+			want[keyN(j)] = 1
+		}
+		require.NoError(t, <-moved)
+		require.Equal(t, i, masterOf(i))
+	}
+	t.Logf("%d shards moved", moves)
+	require.Eventually(t, func() bool { return fmt.Sprint(union(r1, r2)) == fmt.Sprint(want) },
+		30*time.Second, 20*time.Millisecond, "running %v", union(r1, r2))
+	for k, n := range r1.starts {
+		assert.Equal(t, 1, n+r2.starts[k], "key %s started more than once", k)
+	}
+
+	// Each master holds its shard's jobs: about a third each.
+	for i := range 3 {
+		jobs, err := c.Client().HLen(ctx, lays[i].jobs).Result()
+		require.NoError(t, err)
+		share := float64(jobs) / float64(len(want))
+		assert.Greater(t, share, 0.2, "shard %d on master %d holds %d of %d jobs", i, masterOf(i), jobs, len(want))
+		assert.Less(t, share, 0.47, "shard %d on master %d holds %d of %d jobs", i, masterOf(i), jobs, len(want))
+	}
+	st, err := Inspect(ctx, c.Client(), pool)
+	require.NoError(t, err)
+	assert.Equal(t, 3, st.Shards)
+	assert.Equal(t, len(want), st.Running)
+	assert.Len(t, st.Workers, 4)
+	require.NoError(t, n1.StopJob(ctx, keyN(0)))
+	delete(want, keyN(0))
+	require.NoError(t, n2.NotifyWorker(ctx, keyN(1), []byte("hi")))
+	require.Equal(t, want, union(r1, r2))
+}

@@ -86,7 +86,11 @@ func TestSlowStartFailsItsDispatch(t *testing.T) {
 	const pending = 500 * time.Millisecond
 	n := addNode(t, srv.Client(), redistest.Name(t), WithPendingJobTTL(pending))
 	rec := newRecorder()
-	rec.startDelay = pending + 300*time.Millisecond // ignores its ctx
+	// Ignores its ctx, and lasts well past the janitor's detection of a
+	// stuck Start (PendingJobTTL, then a pass every 250ms): with only
+	// 300ms more, a janitor slowed by a loaded machine let one Start end
+	// in time, and the dispatch succeeded (seen in a local CI run).
+	rec.startDelay = pending + 900*time.Millisecond
 	addWorkers(t, n, rec, 1)
 	ctx := testCtx(t, 10*time.Second)
 	began := time.Now()

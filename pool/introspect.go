@@ -25,6 +25,9 @@ type Stats struct {
 	WorkerTTL     time.Duration `json:"worker_ttl_ns"`
 	PendingJobTTL time.Duration `json:"pending_job_ttl_ns"`
 	MaxQueuedJobs int           `json:"max_queued_jobs"`
+	// Shards is the pool's shard count (WithShards): the snapshot adds
+	// them up.
+	Shards int `json:"shards"`
 	// Exists is false when Redis holds nothing of the pool (no settings,
 	// node, worker or job): a misspelt name, or a pool shut down.
 	Exists bool        `json:"exists"`

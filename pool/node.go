@@ -134,9 +134,6 @@ func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
 	err = n.join(ctx)
-	if err == nil {
-		err = checkPoolSize(rdb, n.cfg)
-	}
 	if err == nil && n.cfg.shards > 1 {
 		err = n.addParts(ctx)
 	}
@@ -200,6 +197,9 @@ func (n *Node) join(ctx context.Context) error {
 	}
 	if n.home == nil {
 		if err := n.settleShards(ctx); err != nil {
+			return err
+		}
+		if err := checkPoolSize(n.rdb, n.cfg); err != nil {
 			return err
 		}
 	}

@@ -47,9 +47,20 @@ func ownersOf(t *testing.T, n *Node, keys map[string]int) map[string]string {
 // gap lasts longer than WorkerTTL.
 func TestRestartWithinGraceStartsEachJobOnceMoreOnTheSameWorker(t *testing.T) {
 	t.Parallel()
+	testRestartWithinGrace(t)
+}
+
+// The same on a pool of several shards: the node's part in every shard
+// keeps its place and gets its jobs back.
+func TestShardedRestartWithinGrace(t *testing.T) {
+	t.Parallel()
+	testRestartWithinGrace(t, WithShards(3))
+}
+
+func testRestartWithinGrace(t *testing.T, more ...NodeOption) {
 	ctx := testCtx(t, time.Minute)
 	pool := redistest.Name(t)
-	other := addNode(t, srv.Client(), pool)
+	other := addNode(t, srv.NewClient(), pool, more...)
 	ro := newRecorder()
 	addWorkers(t, other, ro, 2)
 	opts := stableOpts("restarting", 30*time.Second)

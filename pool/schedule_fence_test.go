@@ -16,9 +16,20 @@ import (
 // every write of it is refused: no key it planned starts, none stops.
 func TestScheduleRefusesAPausedPlannersLatePlan(t *testing.T) {
 	t.Parallel()
+	testPausedPlannerRefused(t)
+}
+
+// On a pool of several shards, each shard refuses the late planner's
+// writes of its keys, by its own lease (schedule_shard.go).
+func TestShardedScheduleRefusesAPausedPlannersLatePlan(t *testing.T) {
+	t.Parallel()
+	testPausedPlannerRefused(t, WithShards(3))
+}
+
+func testPausedPlannerRefused(t *testing.T, opts ...NodeOption) {
 	pool := redistest.Name(t)
 	ctx := testCtx(t, 60*time.Second)
-	host := addNode(t, srv.Client(), pool)
+	host := addNode(t, srv.NewClient(), pool, opts...)
 	rec := newRecorder()
 	addWorkers(t, host, rec, 2)
 	for i := range 3 {

@@ -155,16 +155,20 @@ func shardLayouts(ctx context.Context, rdb redis.UniversalClient, name string, l
 
 // blockingReads is how many connections of its client a full node keeps
 // busy with blocking reads in each shard (the router's, the workers'
-// inbox, the replies).
+// inbox, the replies); a client-only node keeps one (the replies).
 const blockingReads = 3
 
 // checkPoolSize refuses a client whose connection pool is too small for a
-// full node of a pool of several shards: its blocking reads alone would
-// hold every connection, and its other calls would wait for one until
-// their deadline.
+// node of a pool of several shards: its blocking reads alone would hold
+// every connection, and its other calls would wait for one until their
+// deadline.
 func checkPoolSize(rdb redis.UniversalClient, cfg nodeConfig) error {
-	if cfg.shards < 2 || cfg.clientOnly {
+	if cfg.shards < 2 {
 		return nil
+	}
+	reads, kind := blockingReads, "full node"
+	if cfg.clientOnly {
+		reads, kind = 1, "client-only node"
 	}
 	size := 0
 	switch c := rdb.(type) {
@@ -178,9 +182,9 @@ func checkPoolSize(rdb redis.UniversalClient, cfg nodeConfig) error {
 	if size == 0 {
 		size = 10 * runtime.GOMAXPROCS(0) // go-redis's default
 	}
-	if need := blockingReads*cfg.shards + 2; size < need {
-		return fmt.Errorf("%w: the client's PoolSize %d is below the %d connections a full node of %d shards needs (%d blocking reads per shard, plus its calls); "+
-			"raise it by %d for every full node that shares the client", ErrInvalidOption, size, need, cfg.shards, blockingReads, blockingReads*cfg.shards)
+	if need := reads*cfg.shards + 2; size < need {
+		return fmt.Errorf("%w: the client's PoolSize %d is below the %d connections a %s of %d shards needs (%d blocking reads per shard, plus its calls); "+
+			"raise it by %d for every such node that shares the client", ErrInvalidOption, size, need, kind, cfg.shards, reads, reads*cfg.shards)
 	}
 	return nil
 }

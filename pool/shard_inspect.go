@@ -13,7 +13,11 @@ import (
 // layout) and adds them up into one snapshot (mergeStats).
 func inspectShards(ctx context.Context, rdb redis.UniversalClient, name string, lays []layout) (*Stats, error) {
 	if len(lays) == 1 {
-		return inspect(ctx, rdb, name, lays[0])
+		st, err := inspect(ctx, rdb, name, lays[0])
+		if err == nil {
+			st.Shards = 1
+		}
+		return st, err
 	}
 	parts := make([]*Stats, len(lays))
 	for i, l := range lays {
@@ -23,7 +27,9 @@ func inspectShards(ctx context.Context, rdb redis.UniversalClient, name string, 
 		}
 		parts[i] = st
 	}
-	return mergeStats(parts), nil
+	st := mergeStats(parts)
+	st.Shards = len(lays)
+	return st, nil
 }
 
 // mergeStats adds up the snapshots of a pool's shards (parts[0] is shard

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -192,8 +194,9 @@ func TestShardedWorkerJoinsAndLeavesEveryShard(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond, "r2 runs %v", r2.runningKeys())
 
 	require.NoError(t, n.RemoveWorker(ctx, w1))
+	assert.Empty(t, r1.runningKeys(), "RemoveWorker returned before its jobs stopped")
+	require.Eventually(t, func() bool { return len(r2.runningKeys()) == len(want) }, 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, want, r2.runningKeys())
-	assert.Empty(t, r1.runningKeys())
 	require.NoError(t, n.RemoveWorker(ctx, w1), "removing it again is a no-op")
 	s, err := n.Stats(ctx)
 	require.NoError(t, err)
@@ -261,4 +264,26 @@ func TestShardAndWorkerHashesAreIndependent(t *testing.T) {
 		total := count[s][0] + count[s][1]
 		assert.InDelta(t, 0.5, float64(count[s][0])/float64(total), 0.05, "shard %d: %v", s, count[s])
 	}
+}
+
+// A client whose connection pool cannot hold a node's blocking reads in
+// every shard is refused at once, with what to do, and the node leaves
+// nothing behind.
+func TestShardedNodeNeedsRoomInItsClient(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	pool := redistest.Name(t)
+	addNode(t, srv.NewClient(), pool, WithShards(4))
+	small := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 10, ContextTimeoutEnabled: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+	t.Cleanup(func() { _ = small.Close() })
+	_, err := AddNode(ctx, small, pool, fastOpts()...)
+	require.ErrorIs(t, err, ErrInvalidOption)
+	assert.Contains(t, err.Error(), "PoolSize 10 is below the 14 connections a full node of 4 shards needs")
+	c, err := AddNode(ctx, small, pool, fastOpts(WithClientOnly())...)
+	require.NoError(t, err, "a client-only node needs one read per shard")
+	require.NoError(t, c.Close(ctx))
+	s, err := Inspect(ctx, srv.Client(), pool)
+	require.NoError(t, err)
+	assert.Len(t, s.Nodes, 1, "the refused nodes left nothing")
 }

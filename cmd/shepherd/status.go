@@ -93,6 +93,9 @@ func runStatus(cmd *cobra.Command, o statusOpts) error {
 func printStatus(w io.Writer, st *pool.Stats) {
 	fmt.Fprintf(w, "pool %s at %s (Redis time); WorkerTTL %s, PendingJobTTL %s, MaxQueuedJobs %d\n",
 		st.Pool, st.Time.UTC().Format(timeMillis), humanize.Duration(st.WorkerTTL), humanize.Duration(st.PendingJobTTL), st.MaxQueuedJobs)
+	if st.Shards > 1 {
+		fmt.Fprintf(w, "  %d shards (added up below; worker slots are shard 0's)\n", st.Shards)
+	}
 	fmt.Fprintf(w, "\nnodes: %d\n", len(st.Nodes))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	if len(st.Nodes) > 0 {

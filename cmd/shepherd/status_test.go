@@ -187,3 +187,37 @@ func runWithStdin(text string, args []string, stdout, stderr *bytes.Buffer) int 
 	stdin = strings.NewReader(text)
 	return run(args, stdout, stderr)
 }
+
+// On a pool of several shards, status adds the shards up and says how
+// many there are; the CLI's own calls (a client-only node) reach every
+// key's shard.
+func TestStatusOfAShardedPool(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := redistest.Name(t)
+	n, err := pool.AddNode(ctx, srv.NewClient(), name, pool.WithShards(3), pool.WithWorkerTTL(time.Second), pool.WithJobSinkBlockDuration(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	_, err = n.AddWorker(ctx, &handler{notified: map[string]string{}})
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	args := []string{"dispatch", "-redis", srv.Addr(), "-pool", name}
+	for i := range 9 {
+		args = append(args, "key-"+strconv.Itoa(i))
+	}
+	require.Equal(t, exitOK, run(args, &out, &errOut), errOut.String())
+
+	out.Reset()
+	require.Equal(t, exitOK, run([]string{"status", "-redis", srv.Addr(), "-pool", name}, &out, &errOut), errOut.String())
+	assert.Contains(t, out.String(), "3 shards")
+	assert.Contains(t, out.String(), "jobs: 9 total, 9 running, 0 without a live owner")
+	out.Reset()
+	require.Equal(t, exitOK, run([]string{"status", "-redis", srv.Addr(), "-pool", name, "-json"}, &out, &errOut), errOut.String())
+	var st pool.Stats
+	require.NoError(t, json.Unmarshal(out.Bytes(), &st))
+	assert.Equal(t, 3, st.Shards)
+	assert.Equal(t, 9, st.Running)
+	require.Len(t, st.Workers, 1)
+	assert.Equal(t, 9, st.Workers[0].Jobs)
+}
