@@ -34,16 +34,16 @@
 // frozen for longer than WorkerTTL, the master of the pool's slot killed
 // and restarted (with replicas: failed over, and back as a replica), and
 // the pool's slot moved to another master. The check adds that no key ran
-// on two live workers at once (a frozen process's stale copies excepted).
+// on two live workers at once (a frozen process's stale copies excepted)
+// away from Redis's faults, nor for longer than a keep-alive period and a
+// second after one (an outage may get a live worker declared dead).
 //
 // Other flags: -chaos.outage (how long Redis stays frozen, default 2s; the
 // issue's figure is 10s), -chaos.churners and -chaos.maxlive (dispatch
 // load and running-job cap of the churn scenario), -chaos.v (the worker
 // processes' pool warnings on stderr), -chaos.dump (a directory where a
 // failed pool scenario writes its log), -chaos.clusterttl (the cluster
-// scenarios' WorkerTTL, 5 s: shorter than a failover plus a keep-alive
-// period, it declares live workers dead and their jobs run twice for a
-// moment). Each scenario logs its figures
+// scenarios' WorkerTTL, 5 s). Each scenario logs its figures
 // (go test -v): jobs dispatched, kills, recovery p50/p99/max per kill,
 // double-running windows, jobs moved more than once.
 package chaos

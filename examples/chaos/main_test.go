@@ -24,7 +24,7 @@ var (
 		"WorkerTTL of TestChaosPausedProcess (the pool's default is 10s); PendingJobTTL stays at its default")
 	chaosVerbose    = flag.Bool("chaos.v", false, "worker processes log the pool's warnings to the test's stderr")
 	chaosClusterTTL = flag.Duration("chaos.clusterttl", 5*time.Second,
-		"WorkerTTL of the pool's cluster scenarios (shorter than a failover, it declares live workers dead)")
+		"WorkerTTL of the pool's cluster scenarios")
 	chaosDump = flag.String("chaos.dump", "", "a directory where a failed pool scenario writes its log (JSON)")
 )
 

