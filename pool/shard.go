@@ -10,6 +10,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/jumphash"
 )
 
@@ -65,12 +66,7 @@ func WithShards(n int) NodeOption {
 }
 
 // shardName is the hash tag of shard i of the pool called name.
-func shardName(name string, i int) string {
-	if i == 0 {
-		return name
-	}
-	return name + "#" + strconv.Itoa(i)
-}
+func shardName(name string, i int) string { return keys.ShardTag(name, i) }
 
 // shardOfKey is the shard of a job's key on a pool of n shards: a jump
 // hash, so that a future change of n would move few keys, of a hash of

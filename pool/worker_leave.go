@@ -21,11 +21,7 @@ func (n *Node) RemoveWorker(ctx context.Context, w *Worker) error {
 	if w == nil || w.node != n {
 		return ErrUnknownWorker
 	}
-	n.mu.Lock()
-	_, mine := n.myWorkers[w.id]
-	delete(n.myWorkers, w.id)
-	n.mu.Unlock()
-	if !mine {
+	if !n.dropWorker(w) {
 		return nil
 	}
 	defer n.freeIndex(w.index)
@@ -40,14 +36,20 @@ func (n *Node) RemoveWorker(ctx context.Context, w *Worker) error {
 // removeWorker is RemoveWorker of one shard's worker, on the node's part
 // in that shard; it does nothing for a worker already removed.
 func (n *Node) removeWorker(ctx context.Context, w *Worker) error {
-	n.mu.Lock()
-	_, mine := n.myWorkers[w.id]
-	delete(n.myWorkers, w.id)
-	n.mu.Unlock()
-	if !mine {
+	if !n.dropWorker(w) {
 		return nil
 	}
 	return w.leave(ctx, true)
+}
+
+// dropWorker takes w off the node's workers, and says whether it was
+// there (a removal's first step: the one that finds it leaves it).
+func (n *Node) dropWorker(w *Worker) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, mine := n.myWorkers[w.id]
+	delete(n.myWorkers, w.id)
+	return mine
 }
 
 // leave stops the worker's loop and removes it from the pool. With

@@ -46,12 +46,7 @@ const shardSep = "~"
 const settingShards = "shards"
 
 // shardName is the hash tag of shard i of the queue called name.
-func shardName(name string, i int) string {
-	if i == 0 {
-		return name
-	}
-	return name + "#" + strconv.Itoa(i)
-}
+func shardName(name string, i int) string { return keys.ShardTag(name, i) }
 
 // shardOfKey is the shard of a tenant, a batch, a deduplication key or a
 // caller's task id on a queue of n shards: a jump hash of the key, so

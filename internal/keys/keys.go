@@ -16,6 +16,7 @@ package keys
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -137,4 +138,14 @@ func Glob(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// ShardTag is the hash tag of shard i of the unit (a pool or a queue)
+// called name: name itself for shard 0, name#i for the others. A unit's
+// name may not contain '#', so the tags of two units never collide.
+func ShardTag(name string, i int) string {
+	if i == 0 {
+		return name
+	}
+	return name + "#" + strconv.Itoa(i)
 }
