@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/rediscluster"
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -146,7 +147,7 @@ func spreadTags(ctx context.Context, cl *rediscluster.Cluster, shards int, newNa
 		name := newName()
 		seen := map[int]bool{}
 		for i := range shards {
-			n, err := cl.NodeOf(ctx, "shepherd:{"+shardTag(name, i)+"}:"+kind+":settings")
+			n, err := cl.NodeOf(ctx, "shepherd:{"+keys.ShardTag(name, i)+"}:"+kind+":settings")
 			if err != nil {
 				return "", 0, err
 			}
@@ -157,14 +158,6 @@ func spreadTags(ctx context.Context, cl *rediscluster.Cluster, shards int, newNa
 		}
 	}
 	return "", 0, fmt.Errorf("no %s name of 1000 puts %d shards on %d masters", kind, shards, want)
-}
-
-// shardTag is the hash tag of shard i of a queue or a pool named name.
-func shardTag(name string, i int) string {
-	if i == 0 {
-		return name
-	}
-	return fmt.Sprintf("%s#%d", name, i)
 }
 
 // masterStats are the counters TS reads from one master.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/rediscluster"
 	"github.com/shepherd-go/shepherd/pool"
 )
@@ -184,7 +185,7 @@ func maxMasterJobShare(ctx context.Context, cl *rediscluster.Cluster, name strin
 	perMaster := map[int]int64{}
 	var total int64
 	for i := range shards {
-		key := "shepherd:{" + shardTag(name, i) + "}:pool:jobs"
+		key := "shepherd:{" + keys.ShardTag(name, i) + "}:pool:jobs"
 		node, err := cl.NodeOf(ctx, key)
 		if err != nil {
 			return 0, err

@@ -608,17 +608,12 @@ func (c *cluster) finish(stopAll bool) {
 	r = c.report()
 	require.Empty(c.t, r.Running, "jobs still run after Shutdown")
 	require.Empty(c.t, r.ExitedHolding, "a process exited without stopping its jobs")
-	space, err := keys.New(c.pool)
-	require.NoError(c.t, err)
 	var mu sync.Mutex
 	var left []string
 	for i := range c.shards {
-		pattern := space.Pattern()
-		if i > 0 {
-			s, err := keys.New(fmt.Sprintf("%s#%d", c.pool, i))
-			require.NoError(c.t, err)
-			pattern = s.Pattern()
-		}
+		s, err := keys.New(keys.ShardTag(c.pool, i))
+		require.NoError(c.t, err)
+		pattern := s.Pattern()
 		require.NoError(c.t, redisutil.EachMaster(ctx, c.rdb, func(ctx context.Context, rdb redis.Cmdable) error {
 			iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 			for iter.Next(ctx) {

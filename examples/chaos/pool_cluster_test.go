@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/rediscluster"
 	"github.com/shepherd-go/shepherd/internal/redistest"
 	"github.com/shepherd-go/shepherd/pool"
@@ -73,17 +74,11 @@ func (c *cluster) spreadName() string {
 	return ""
 }
 
-// shardTag is the hash tag of the pool's shard i.
-func (c *cluster) shardTag(i int) string {
-	if i == 0 {
-		return c.pool
-	}
-	return fmt.Sprintf("%s#%d", c.pool, i)
-}
-
 // shardKey is a key of the pool's shard i (its settings): NodeOf and
 // CLUSTER KEYSLOT of it name the shard's master and slot.
-func (c *cluster) shardKey(i int) string { return "shepherd:{" + c.shardTag(i) + "}:pool:settings" }
+func (c *cluster) shardKey(i int) string {
+	return "shepherd:{" + keys.ShardTag(c.pool, i) + "}:pool:settings"
+}
 
 // restartMaster restarts the master that serves shard i: without replicas
 // it is killed and started again on its AOF; with replicas it is killed, a
