@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ type benchConfig struct {
 	scale     float64 // multiplies every job count; 1 is the sizes
 	raw       string  // how to measure the raw XADD rate: auto, go, redis-benchmark
 	profile   string  // a CPU profile of the whole run goes here
+	shards    []int   // PS's shard counts, in order (nil: psShards)
 }
 
 // benchScenarios maps a scenario name to its run function: A to E measure
@@ -34,6 +36,7 @@ var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (re
 	"E":   scenarioScale,           // bench_scale.go
 	"R":   scenarioRestarts,        // bench_restart.go
 	"M":   scenarioMass,            // bench_mass.go
+	"PS":  scenarioPoolShards,      // bench_pool_shards.go
 	"T1":  scenarioT1,              // bench_queue_throughput.go
 	"T1P": scenarioT1P,             // bench_queue_throughput.go
 	"T2":  scenarioQueueLatency,    // bench_queue_latency.go
@@ -50,9 +53,9 @@ var benchScenarios = map[string]func(ctx context.Context, b *bench, run int) (re
 	"TF":  scenarioQueueFailover,   // bench_failover_sentinel.go
 }
 
-// The scenarios -scenario pool, queue and all run, in order. TF and M are
-// in none of them: TF takes about a minute and a half a run, M starts
-// eight processes and dispatches 100,000 jobs.
+// The scenarios -scenario pool, queue and all run, in order. TF, M and PS
+// are in none of them: TF takes about a minute and a half a run, M starts
+// eight processes and dispatches 100,000 jobs, PS starts a Redis Cluster.
 var (
 	poolScenarios  = []string{"A", "B", "C", "D", "E", "R"}
 	queueScenarios = []string{"T1", "T1P", "T2", "T3", "T4", "T5", "T6", "T6P", "TM", "TP", "TR", "TS", "TW"}
@@ -83,11 +86,12 @@ func benchCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&cfg.addr, "redis", "", "Redis address to use (default: start a private redis-server on a free port)")
-	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E, R, M (pool; M, 100,000 jobs over 8 processes, is not part of pool or all), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR, TS, TW, TF (queue; TS starts a 3-master Redis Cluster of its own, TW a primary and a replica, TF Sentinel groups to fail over: about 1.5 min a run, not part of queue or all), pool, queue or all")
+	fs.StringVar(&scenario, "scenario", "all", "scenario to run: A, B, C, D, E, R, M, PS (pool; M, 100,000 jobs over 8 processes, and PS, A on a 3-master Redis Cluster of its own with 1 and 3 shards, are not part of pool or all), T1, T1P, T2, T3, T4, T5, T6, T6P, TM, TP, TR, TS, TW, TF (queue; TS starts a 3-master Redis Cluster of its own, TW a primary and a replica, TF Sentinel groups to fail over: about 1.5 min a run, not part of queue or all), pool, queue or all")
 	fs.IntVar(&cfg.runs, "runs", 3, "runs per scenario")
 	fs.Float64Var(&cfg.scale, "scale", 1, "multiplies every job count (0.01 for a smoke run)")
 	fs.StringVar(&cfg.raw, "raw", "auto", "raw XADD measurement: auto, go or redis-benchmark")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the scenarios to this file")
+	fs.IntSliceVar(&cfg.shards, "shards", psShards, "the pool's shard counts scenario PS measures, in order (one result each)")
 	return cmd
 }
 
@@ -107,6 +111,8 @@ func runBench(cmd *cobra.Command, cfg benchConfig, scenario string) error {
 	switch {
 	case cfg.runs < 1 || cfg.scale <= 0:
 		return usagef("-runs must be ≥ 1 and -scale > 0")
+	case slices.ContainsFunc(cfg.shards, func(n int) bool { return n < 1 }) || len(cfg.shards) == 0:
+		return usagef("-shards must list shard counts ≥ 1")
 	case cfg.raw != "auto" && cfg.raw != "go" && cfg.raw != "redis-benchmark":
 		return usagef("unknown -raw %q", cfg.raw)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/rediscluster"
 	"github.com/shepherd-go/shepherd/queue"
 )
@@ -134,16 +135,19 @@ func (b *bench) shardsRun(ctx context.Context, cl *rediscluster.Cluster, shards 
 // "NAME#1", ...) land on as many different masters as can be (all of
 // them when shards ≥ masters), and that number of masters.
 func spreadName(ctx context.Context, cl *rediscluster.Cluster, shards int) (string, int, error) {
+	return spreadTags(ctx, cl, shards, func() string { return benchQueueName("ts") }, "queue")
+}
+
+// spreadTags returns a new name (from newName) whose shards' hash tags
+// land on as many different masters as can be, and that number; kind is
+// the unit's kind in its keys ("queue", "pool").
+func spreadTags(ctx context.Context, cl *rediscluster.Cluster, shards int, newName func() string, kind string) (string, int, error) {
 	want := min(shards, cl.Masters())
 	for range 1000 {
-		name := benchQueueName("ts")
+		name := newName()
 		seen := map[int]bool{}
 		for i := range shards {
-			tag := name
-			if i > 0 {
-				tag = fmt.Sprintf("%s#%d", name, i)
-			}
-			n, err := cl.NodeOf(ctx, "shepherd:{"+tag+"}:queue:settings")
+			n, err := cl.NodeOf(ctx, "shepherd:{"+keys.ShardTag(name, i)+"}:"+kind+":settings")
 			if err != nil {
 				return "", 0, err
 			}
@@ -153,13 +157,14 @@ func spreadName(ctx context.Context, cl *rediscluster.Cluster, shards int) (stri
 			return name, want, nil
 		}
 	}
-	return "", 0, fmt.Errorf("no queue name of 1000 puts %d shards on %d masters", shards, want)
+	return "", 0, fmt.Errorf("no %s name of 1000 puts %d shards on %d masters", kind, shards, want)
 }
 
 // masterStats are the counters TS reads from one master.
 type masterStats struct {
 	cpu        float64 // used_cpu_user + used_cpu_sys, seconds
 	scriptUsec float64 // µs spent in scripts and functions, from INFO commandstats
+	calls      float64 // calls of scripts and functions, from INFO commandstats
 }
 
 // readMasters reads every master's counters, by node index.
@@ -180,7 +185,7 @@ func readMasters(ctx context.Context, cl *rediscluster.Cluster) ([]masterStats, 
 
 // scriptStat matches the commandstats lines of the commands that run the
 // queue's scripts.
-var scriptStat = regexp.MustCompile(`(?m)^cmdstat_(?:evalsha|eval|evalsha_ro|eval_ro|fcall|fcall_ro):calls=\d+,usec=(\d+),`)
+var scriptStat = regexp.MustCompile(`(?m)^cmdstat_(?:evalsha|eval|evalsha_ro|eval_ro|fcall|fcall_ro):calls=(\d+),usec=(\d+),`)
 
 func parseMasterStats(info string) (masterStats, error) {
 	var s masterStats
@@ -193,8 +198,10 @@ func parseMasterStats(info string) (masterStats, error) {
 		s.cpu += v
 	}
 	for _, m := range scriptStat.FindAllStringSubmatch(info, -1) {
-		v, _ := strconv.ParseFloat(m[1], 64)
-		s.scriptUsec += v
+		calls, _ := strconv.ParseFloat(m[1], 64)
+		usec, _ := strconv.ParseFloat(m[2], 64)
+		s.calls += calls
+		s.scriptUsec += usec
 	}
 	return s, nil
 }

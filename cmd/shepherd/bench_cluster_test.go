@@ -21,6 +21,7 @@ func TestParseMasterStats(t *testing.T) {
 	require.NoError(t, err)
 	assert.InDelta(t, 3.75, s.cpu, 1e-9)
 	assert.InDelta(t, 770, s.scriptUsec, 1e-9)
+	assert.InDelta(t, 13, s.calls, 1e-9)
 	_, err = parseMasterStats("# Commandstats\r\n")
 	assert.Error(t, err)
 }

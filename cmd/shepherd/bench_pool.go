@@ -116,7 +116,7 @@ type benchPool struct {
 	client  *pool.Node
 	nodes   []*pool.Node
 	workers []*pool.Worker // in the order added: workers[0] is the oldest
-	clients []*redis.Client
+	clients []redis.UniversalClient
 	log     *startLog
 }
 
@@ -124,8 +124,21 @@ var poolSeq atomic.Int64
 
 // newPool builds a pool with nodes full nodes of perNode workers each.
 func (b *bench) newPool(ctx context.Context, scenario string, nodes, perNode int, opts ...pool.NodeOption) (*benchPool, error) {
+	return newPoolOn(ctx, benchPoolName(scenario), nodes, perNode,
+		func(size int) redis.UniversalClient { return b.client(size) }, opts...)
+}
+
+// benchPoolName returns a new pool name for scenario.
+func benchPoolName(scenario string) string {
+	return "bench-" + scenario + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(poolSeq.Add(1), 10)
+}
+
+// newPoolOn is newPool with the pool's name, on the clients newClient
+// makes (of a connection pool of the size given).
+func newPoolOn(ctx context.Context, name string, nodes, perNode int, newClient func(poolSize int) redis.UniversalClient,
+	opts ...pool.NodeOption) (*benchPool, error) {
 	p := &benchPool{
-		name: "bench-" + scenario + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(poolSeq.Add(1), 10),
+		name: name,
 		log:  newStartLog(),
 	}
 	ok := false
@@ -135,7 +148,7 @@ func (b *bench) newPool(ctx context.Context, scenario string, nodes, perNode int
 		}
 	}()
 	for range nodes {
-		c := b.client(16 + 4*perNode)
+		c := newClient(16 + 4*perNode)
 		p.clients = append(p.clients, c)
 		n, err := pool.AddNode(ctx, c, p.name, opts...)
 		if err != nil {
@@ -151,7 +164,7 @@ func (b *bench) newPool(ctx context.Context, scenario string, nodes, perNode int
 		}
 		p.workers = append(p.workers, w)
 	}
-	c := b.client(256)
+	c := newClient(256)
 	p.clients = append(p.clients, c)
 	n, err := pool.AddNode(ctx, c, p.name, append(opts, pool.WithClientOnly())...)
 	if err != nil {

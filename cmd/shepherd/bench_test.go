@@ -265,6 +265,9 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "-runs", "0"},
 		{"bench", "-scale", "-1"},
 		{"bench", "-raw", "nope"},
+		{"bench", "-scenario", "PS", "-shards", "0"},
+		{"bench", "-scenario", "PS", "-shards", "1,-3"},
+		{"bench", "-scenario", "PS", "-shards", "x"},
 		{"bench", "extra"},
 	} {
 		var out, errOut bytes.Buffer
@@ -299,3 +302,51 @@ func TestBenchM(t *testing.T) {
 	}
 	assert.Equal(t, 1, lines, out.String())
 }
+
+// PS runs scenario A on a private 3-master Redis Cluster, one line per
+// shard count, each saying how the jobs and the Redis CPU spread over
+// the masters; then the same counts on the bench's standalone Redis.
+func TestBenchPS(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "-redis", srv.Addr(), "-scenario", "PS", "-runs", "1", "-scale", "0.02"}, &out, &errOut)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut.String())
+	var shards, standalone []float64
+	for _, line := range strings.Split(out.String(), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		assert.Equal(t, "PS", m["scenario"], line)
+		assert.EqualValues(t, 400, m["jobs"], line)
+		assert.EqualValues(t, 0, m["errors"], line)
+		assert.EqualValues(t, 0, m["duplicate_starts"], line)
+		for _, f := range []string{"jobs_per_s", "redis_cpu_us_per_job", "script_calls_per_job"} {
+			assert.Greater(t, m[f].(float64), 0.0, "%s: %s", f, line)
+		}
+		n := m["shards"].(float64)
+		if m["standalone"] == float64(1) {
+			standalone = append(standalone, n)
+			assert.NotContains(t, m, "max_master_job_share", line)
+			continue
+		}
+		shards = append(shards, n)
+		assert.Equal(t, n, m["shard_masters"], "the shards' tags land on as many masters: %s", line)
+		assert.Greater(t, m["busiest_master_cpu_us_per_job"].(float64), 0.0, line)
+		share := m["max_master_job_share"].(float64)
+		if n == 1 {
+			assert.EqualValues(t, 1, share, "one shard: every job on one master: %s", line)
+		} else {
+			assert.True(t, share >= 1/n && share < 1, "max_master_job_share %v at %v shards", share, n)
+			assert.Greater(t, m["busiest_master_vs_first"].(float64), 0.0, line)
+		}
+	}
+	assert.Equal(t, psShardsWant, shards, "one line per shard count, in order: %s", out.String())
+	assert.Equal(t, psShardsWant, standalone, "then each on one Redis: %s", out.String())
+	assert.Contains(t, out.String(), "| PS shards=3 | max_master_job_share |")
+	assert.Contains(t, out.String(), "| PS shards=3 standalone | script_calls_per_job |")
+}
+
+// psShardsWant are the shard counts PS measures by default.
+var psShardsWant = []float64{1, 3}

@@ -74,9 +74,10 @@ type Report struct {
 	Duplicates []string            // running on more than one worker
 	Zombies    []string            // acknowledged as stopped, still running
 
-	// Last is each key's last handler event (a start or a stop), and
-	// LastRuns whether it leaves the key running: a start on a process
-	// that is still live.
+	// Last is each key's last handler event (a start or a stop), but for
+	// the stop of one of two runs at once (a frozen process's stale copy),
+	// which leaves the other's start as the last; LastRuns says whether it
+	// leaves the key running: a start on a process that is still live.
 	Last     map[string]Entry
 	LastRuns map[string]bool
 	// Nodes maps the pool node ids the processes logged to their names.
@@ -181,7 +182,15 @@ func Check(entries []Entry) *Report {
 			}
 		case EvStop:
 			r.Stops++
-			r.Last[e.Key] = e
+			// A stale copy's stop, while another run of the key goes on,
+			// is not the key's last word: that run's start stays it.
+			others := len(holders[e.Key])
+			if holders[e.Key][holder] {
+				others--
+			}
+			if last := r.Last[e.Key]; others == 0 || last.Proc+"/"+last.Worker == holder {
+				r.Last[e.Key] = e
+			}
 			if holders[e.Key][holder] {
 				if fk := frozen[e.Proc]; fk != nil && fk[e.Key] && thawed[e.Proc] > 0 {
 					r.StaleAfterThaw = append(r.StaleAfterThaw, time.Duration(e.Ms-thawed[e.Proc])*time.Millisecond)

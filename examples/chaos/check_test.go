@@ -96,3 +96,24 @@ func TestPercentile(t *testing.T) {
 	assert.Equal(t, time.Duration(1), Percentile(ds, 1))
 	assert.Zero(t, Percentile(nil, 50))
 }
+
+// A key's last handler event is what leaves it running or not: the stop
+// of a frozen process's stale copy, after the key started elsewhere, is
+// not its last event (the fresh run goes on); the stop of the only run
+// is, also when it comes from the process that last started it.
+func TestCheckLastEventOfAMovedKey(t *testing.T) {
+	t.Parallel()
+	r := Check([]Entry{
+		{Event: EvStart, Proc: "p1", Worker: "w0", Key: "moved", Ms: 1},
+		{Event: EvStart, Proc: "p1", Worker: "w1", Key: "stopped", Ms: 2},
+		{Event: EvFreeze, Proc: "p1", Ms: 10},
+		{Event: EvStart, Proc: "p2", Worker: "w0", Key: "moved", Ms: 1010},
+		{Event: EvThaw, Proc: "p1", Ms: 3000},
+		{Event: EvStop, Proc: "p1", Worker: "w0", Key: "moved", Ms: 3010},
+		{Event: EvStop, Proc: "p1", Worker: "w1", Key: "stopped", Ms: 3020},
+	})
+	assert.Equal(t, Entry{Event: EvStart, Proc: "p2", Worker: "w0", Key: "moved", Ms: 1010}, r.Last["moved"])
+	assert.True(t, r.LastRuns["moved"])
+	assert.Equal(t, EvStop, r.Last["stopped"].Event)
+	assert.False(t, r.LastRuns["stopped"])
+}

@@ -27,10 +27,23 @@
 // a failed Submit's task ran only when Redis died after receiving it, and
 // reports how long the faulted processes' tasks took to start elsewhere.
 //
+// The pool's cluster scenarios (pool_cluster_test.go) run the worker
+// processes against a Redis Cluster of 3 masters, without replicas (AOF
+// on every node) and with one replica each, the log on a standalone Redis
+// beside it: under steady churn, a worker process is killed, another
+// frozen for longer than WorkerTTL, the master of the pool's slot killed
+// and restarted (with replicas: failed over, and back as a replica), and
+// the pool's slot moved to another master. The check adds that no key ran
+// on two live workers at once (a frozen process's stale copies excepted)
+// away from Redis's faults, nor for longer than a keep-alive period and a
+// second after one (an outage may get a live worker declared dead).
+//
 // Other flags: -chaos.outage (how long Redis stays frozen, default 2s; the
 // issue's figure is 10s), -chaos.churners and -chaos.maxlive (dispatch
 // load and running-job cap of the churn scenario), -chaos.v (the worker
-// processes' pool warnings on stderr). Each scenario logs its figures
+// processes' pool warnings on stderr), -chaos.dump (a directory where a
+// failed pool scenario writes its log), -chaos.clusterttl (the cluster
+// scenarios' WorkerTTL, 5 s). Each scenario logs its figures
 // (go test -v): jobs dispatched, kills, recovery p50/p99/max per kill,
 // double-running windows, jobs moved more than once.
 package chaos

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/keys"
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/redisutil"
 	"github.com/shepherd-go/shepherd/internal/testlog"
 	"github.com/shepherd-go/shepherd/pool"
 	"github.com/stretchr/testify/require"
@@ -34,15 +37,20 @@ const (
 // client-only dispatcher node in the test process, and the log.
 type cluster struct {
 	t      *testing.T
-	srv    *redistest.Server
-	rdb    *redis.Client
+	srv    *redistest.Server  // the pool's and the log's Redis, or nil on a Redis Cluster
+	rc     *redistest.Cluster // the pool's Redis Cluster, or nil
+	logSrv *redistest.Server  // the log's Redis (srv, or a standalone one beside rc)
+	rdb    redis.UniversalClient
 	pool   string
+	shards int // the pool's shard count
 	logKey string
 	log    *Log
 	disp   *pool.Node
-	args   []string      // extra worker flags
-	disp2  *redis.Client // a spare client for nodes a test adds
-	timing timing        // the pool's timings, for every process
+	args   []string              // extra worker flags
+	disp2  redis.UniversalClient // a spare client for nodes a test adds
+	timing timing                // the pool's timings, for every process
+	// dispOpts are the dispatcher's extra options (WithReplicas).
+	dispOpts []pool.NodeOption
 
 	mu    sync.Mutex
 	seq   int
@@ -90,31 +98,88 @@ func newCluster(t *testing.T, n int, opts []redistest.Option, args ...string) *c
 // newClusterTimed is newCluster with the timings tm.
 func newClusterTimed(t *testing.T, n int, tm timing, opts []redistest.Option, args ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, srv: redistest.Start(t, opts...), pool: redistest.Name(t), args: args,
-		procs: map[string]*proc{}, acked: map[string]bool{}, timing: tm}
-	c.rdb = c.srv.NewClient()
+	srv := redistest.Start(t, opts...)
+	c := &cluster{t: t, srv: srv, logSrv: srv, shards: 1, args: args, timing: tm}
+	return c.start(n)
+}
+
+// start opens the log and the dispatcher and spawns n worker processes
+// (of pool c.pool, if set, else of a name of the test's).
+func (c *cluster) start(n int) *cluster {
+	t := c.t
+	t.Helper()
+	if c.pool == "" {
+		c.pool = redistest.Name(t)
+	}
+	c.procs, c.acked = map[string]*proc{}, map[string]bool{}
+	c.rdb = c.newClient()
 	var err error
 	c.logKey, err = LogKey(c.pool)
 	require.NoError(t, err)
-	c.log = NewLog(c.rdb, c.logKey)
+	logRdb := c.logSrv.NewClient()
+	t.Cleanup(func() { _ = logRdb.Close() })
+	c.log = NewLog(logRdb, c.logKey)
 	ctx := ctxFor(t, 20*time.Second)
-	c.disp, err = pool.AddNode(ctx, c.newClient(), c.pool, pool.WithClientOnly(),
-		pool.WithWorkerTTL(tm.ttl), pool.WithPendingJobTTL(tm.pending))
+	shardOpts, err := ShardOptions(c.shards)
+	require.NoError(t, err)
+	opts := append([]pool.NodeOption{pool.WithClientOnly(), pool.WithWorkerTTL(c.timing.ttl),
+		pool.WithPendingJobTTL(c.timing.pending)}, append(shardOpts, c.dispOpts...)...)
+	c.disp, err = pool.AddNode(ctx, c.newClient(), c.pool, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.disp.Close(context.Background()) })
 	t.Cleanup(c.killAll) // runs before the server's cleanup
+	t.Cleanup(c.dump)
 	for i := 0; i < n; i++ {
 		c.spawn()
 	}
 	return c
 }
 
-// newClient returns a client that honours context deadlines on socket
-// I/O (go-redis ignores them otherwise), closed at the end of the test.
-func (c *cluster) newClient() *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: c.srv.Addr(), ContextTimeoutEnabled: true})
+// dump writes the log of a failed scenario to the -chaos.dump directory,
+// one JSON array of entries, named after the test.
+func (c *cluster) dump() {
+	if *chaosDump == "" || !c.t.Failed() {
+		return
+	}
+	entries, err := c.log.Read(context.Background())
+	if err == nil {
+		var b []byte
+		if b, err = json.Marshal(entries); err == nil {
+			path := filepath.Join(*chaosDump, strings.ReplaceAll(c.t.Name(), "/", "_")+".json")
+			if err = os.WriteFile(path, b, 0o644); err == nil {
+				c.t.Logf("the log is in %s", path)
+			}
+		}
+	}
+	if err != nil {
+		c.t.Logf("chaos.dump: %v", err)
+	}
+}
+
+// newClient returns a client of the pool's Redis (a cluster client on a
+// Redis Cluster) that honours context deadlines on socket I/O (go-redis
+// ignores them otherwise), closed at the end of the test.
+func (c *cluster) newClient() redis.UniversalClient {
+	var rdb redis.UniversalClient
+	if c.rc != nil {
+		cc := c.rc.NewClient(0)
+		// Read by the node clients it makes on first use: none yet.
+		cc.Options().ContextTimeoutEnabled = true
+		rdb = cc
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: c.srv.Addr(), ContextTimeoutEnabled: true})
+	}
 	c.t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
+}
+
+// addr is the address the worker processes dial: the Redis, or a node of
+// the Redis Cluster.
+func (c *cluster) addr() string {
+	if c.rc != nil {
+		return c.rc.Addrs()[0]
+	}
+	return c.srv.Addr()
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
@@ -136,7 +201,8 @@ func (c *cluster) spawnWith(extra ...string) string {
 	c.seq++
 	name := fmt.Sprintf("p%d", c.seq)
 	c.mu.Unlock()
-	args := append([]string{"-addr", c.srv.Addr(), "-pool", c.pool, "-log", c.logKey, "-name", name,
+	args := append([]string{"-addr", c.addr(), "-pool", c.pool, "-log", c.logKey, "-log-addr", c.logSrv.Addr(),
+		fmt.Sprintf("-cluster=%v", c.rc != nil), "-shards", fmt.Sprint(c.shards), "-name", name,
 		"-workers", "3", "-ttl", c.timing.ttl.String(), "-pending", c.timing.pending.String()}, append(c.args, extra...)...)
 	if *chaosVerbose {
 		args = append(args, "-v")
@@ -406,10 +472,33 @@ func (c *cluster) settle(within time.Duration) *Report {
 			return r
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("not at rest after %v: %v\n%s", within, err, r.Summary())
+			c.t.Fatalf("not at rest after %v: %v\n%s%s", within, err, r.Summary(), c.history(err))
 		}
 		time.Sleep(100 * time.Millisecond) // polling interval, not synchronization
 	}
+}
+
+// history returns, for an error that names a job ("job KEY ..."), the
+// log's entries of that key and the faults, to see what led there.
+func (c *cluster) history(err error) string {
+	rest, ok := strings.CutPrefix(err.Error(), "job ")
+	if !ok {
+		return ""
+	}
+	key, _, _ := strings.Cut(rest, " ")
+	key = strings.TrimSuffix(key, ":")
+	entries, lerr := c.log.Read(ctxFor(c.t, 10*time.Second))
+	if lerr != nil || len(entries) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nthe log of %s and the faults (ms from the first entry):", key)
+	for _, e := range entries {
+		if e.Key == key || e.Event == EvKill || e.Event == EvFreeze || e.Event == EvThaw || e.Event == EvJoin || e.Event == EvFault {
+			fmt.Fprintf(&b, "\n  %6d %s %s %s %s", e.Ms-entries[0].Ms, e.Event, e.Proc, e.Worker, e.Key)
+		}
+	}
+	return b.String()
 }
 
 // recordsAgree checks that the pool's records hold every key that runs,
@@ -519,14 +608,22 @@ func (c *cluster) finish(stopAll bool) {
 	r = c.report()
 	require.Empty(c.t, r.Running, "jobs still run after Shutdown")
 	require.Empty(c.t, r.ExitedHolding, "a process exited without stopping its jobs")
-	space, err := keys.New(c.pool)
-	require.NoError(c.t, err)
+	var mu sync.Mutex
 	var left []string
-	iter := c.rdb.Scan(ctx, 0, space.Pattern(), 1000).Iterator()
-	for iter.Next(ctx) {
-		left = append(left, iter.Val())
+	for i := range c.shards {
+		s, err := keys.New(keys.ShardTag(c.pool, i))
+		require.NoError(c.t, err)
+		pattern := s.Pattern()
+		require.NoError(c.t, redisutil.EachMaster(ctx, c.rdb, func(ctx context.Context, rdb redis.Cmdable) error {
+			iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+			for iter.Next(ctx) {
+				mu.Lock()
+				left = append(left, iter.Val())
+				mu.Unlock()
+			}
+			return iter.Err()
+		}))
 	}
-	require.NoError(c.t, iter.Err())
 	require.Empty(c.t, left, "the pool's keys outlived Shutdown")
 }
 

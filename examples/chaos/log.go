@@ -23,6 +23,7 @@ const (
 	EvExit     = "exit"     // Proc exited by itself (Close or Shutdown)
 	EvUnknown  = "unknown"  // a DispatchJob or StopJob of Key failed: its outcome is unknown
 	EvJoin     = "join"     // Proc's pool node joined with the id Key
+	EvFault    = "fault"    // the harness began or ended a fault of Redis (Key: what), for the reader
 
 	EvTaskStart = "tstart" // a queue handler began an attempt (Proc, Worker: the attempt, Key: the task id)
 	EvTaskEnd   = "tend"   // a queue handler is about to return success (as EvTaskStart)

@@ -22,7 +22,10 @@ var (
 	chaosMaxLive  = flag.Int("chaos.maxlive", 750, "running jobs TestChaosSteadyChurn keeps at most (0: no cap)")
 	chaosPauseTTL = flag.Duration("chaos.pausettl", 2*time.Second,
 		"WorkerTTL of TestChaosPausedProcess (the pool's default is 10s); PendingJobTTL stays at its default")
-	chaosVerbose = flag.Bool("chaos.v", false, "worker processes log the pool's warnings to the test's stderr")
+	chaosVerbose    = flag.Bool("chaos.v", false, "worker processes log the pool's warnings to the test's stderr")
+	chaosClusterTTL = flag.Duration("chaos.clusterttl", 5*time.Second,
+		"WorkerTTL of the pool's cluster scenarios")
+	chaosDump = flag.String("chaos.dump", "", "a directory where a failed pool scenario writes its log (JSON)")
 )
 
 // workerBin and queueBin are the chaosworker and chaosqueue programs,

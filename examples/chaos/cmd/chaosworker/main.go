@@ -28,6 +28,9 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 type config struct {
 	addr, pool, logKey, name string
+	logAddr                  string // the log's Redis, if not addr's
+	cluster                  bool   // addr is a node of a Redis Cluster
+	shards                   int
 	workers                  int
 	ttl, pending, shutdown   time.Duration
 	block                    time.Duration
@@ -46,6 +49,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.addr, "addr", "", "Redis address")
 	fs.StringVar(&c.pool, "pool", "", "pool name")
 	fs.StringVar(&c.logKey, "log", "", "Redis key of the event log")
+	fs.StringVar(&c.logAddr, "log-addr", "", "the log's Redis (default: -addr; a standalone Redis, also with -cluster)")
+	fs.BoolVar(&c.cluster, "cluster", false, "-addr is a node of a Redis Cluster")
+	fs.IntVar(&c.shards, "shards", 1, "the pool's shard count")
 	fs.StringVar(&c.name, "name", "", "process name in the log")
 	fs.IntVar(&c.workers, "workers", 3, "workers on this node")
 	fs.DurationVar(&c.ttl, "ttl", time.Second, "WorkerTTL")
@@ -62,8 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if c.addr == "" || c.pool == "" || c.logKey == "" || c.name == "" || c.workers < 1 {
-		fmt.Fprintln(stderr, "chaosworker: -addr, -pool, -log, -name and -workers >= 1 are required")
+	if c.addr == "" || c.pool == "" || c.logKey == "" || c.name == "" || c.workers < 1 || c.shards < 1 {
+		fmt.Fprintln(stderr, "chaosworker: -addr, -pool, -log, -name, -workers >= 1 and -shards >= 1 are required")
 		return 2
 	}
 	if err := serve(c, stdout, stderr); err != nil {
@@ -74,8 +80,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func serve(c config, stdout, stderr io.Writer) error {
-	rdb := redis.NewClient(&redis.Options{Addr: c.addr, PoolSize: 20, ContextTimeoutEnabled: true})
+	var rdb redis.UniversalClient = redis.NewClient(&redis.Options{Addr: c.addr, PoolSize: 20, ContextTimeoutEnabled: true})
+	if c.cluster {
+		_ = rdb.Close()
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{c.addr}, PoolSize: 20, ContextTimeoutEnabled: true})
+	}
 	defer rdb.Close()
+	logRdb := rdb
+	if c.logAddr != "" {
+		logRdb = redis.NewClient(&redis.Options{Addr: c.logAddr, PoolSize: 20, ContextTimeoutEnabled: true})
+		defer logRdb.Close()
+	}
 	level := slog.LevelError
 	if c.verbose {
 		level = slog.LevelWarn
@@ -89,11 +104,16 @@ func serve(c config, stdout, stderr io.Writer) error {
 	if c.block > 0 {
 		opts = append(opts, pool.WithJobSinkBlockDuration(c.block))
 	}
+	shardOpts, err := chaos.ShardOptions(c.shards)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, shardOpts...)
 	node, err := pool.AddNode(ctx, rdb, c.pool, opts...)
 	if err != nil {
 		return err
 	}
-	log := chaos.NewLog(rdb, c.logKey)
+	log := chaos.NewLog(logRdb, c.logKey)
 	// The log maps the node to this process, for the check that compares
 	// the pool's records with the handlers' last events.
 	if err := log.AppendRetry(ctx, chaos.EvJoin, c.name, "", node.ID()); err != nil {
