@@ -132,7 +132,7 @@ func (b *bench) poolShardsOn(ctx context.Context, name string, shards int, newCl
 	if err != nil {
 		return r, err
 	}
-	st := dispatch(ctx, p.client, 0, jobs, 64)
+	st := dispatch(ctx, p.client, 0, jobs, 64*shards)
 	after, err := read(ctx)
 	if err != nil {
 		return r, err
