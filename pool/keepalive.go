@@ -12,15 +12,17 @@ import (
 // keepAliveLoop keeps the node and its workers alive every WorkerTTL/3
 // (member.KeepAlive).
 func (n *Node) keepAliveLoop() {
-	member.KeepAlive(n.ctx, n.cfg.keepAliveEvery(), nil, func(ctx context.Context) {
+	member.KeepAlive(n.ctx, n.cfg.keepAliveEvery(), nil, func(ctx context.Context) bool {
 		if n.test.keepAlivePaused.Load() {
-			return
+			return true
 		}
 		ctx, cancel := context.WithTimeout(ctx, n.cfg.keepAliveEvery())
 		defer cancel()
 		if _, err := n.keepAlive(ctx); err != nil && n.ctx.Err() == nil {
-			n.logger.Warn("keep-alive failed", slog.Any("error", err))
+			n.logger.Warn("keep-alive failed; trying again shortly", slog.Any("error", err))
+			return false
 		}
+		return true
 	})
 }
 

@@ -20,7 +20,12 @@ import (
 // abandons them (their late outcomes would be refused) and registers
 // again.
 func (q *Queue) keepAliveLoop() {
-	member.KeepAlive(q.tasks.Context(), q.cfg.ttl/3, q.kick, q.keepAlive)
+	// The queue's beats say nothing of their failures: it keeps its
+	// period (pool's beats are tried again soon).
+	member.KeepAlive(q.tasks.Context(), q.cfg.ttl/3, q.kick, func(ctx context.Context) bool {
+		q.keepAlive(ctx)
+		return true
+	})
 }
 
 // keepAlive sends one keep-alive (keepAliveScript) to every shard, with

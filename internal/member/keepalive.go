@@ -53,9 +53,14 @@ func ParseStanding(v any) (Standing, error) {
 }
 
 // KeepAlive runs beat every interval, and at once when kick fires (nil
-// for never), until ctx ends. beat bounds its own Redis calls.
-func KeepAlive(ctx context.Context, interval time.Duration, kick <-chan struct{}, beat func(context.Context)) {
-	t := time.NewTicker(interval)
+// for never), until ctx ends. beat bounds its own Redis calls and says
+// whether the keep-alive was written: a failed one is tried again after
+// KeepAliveRetry (or interval, if shorter), not a whole interval later,
+// so that an outage of Redis shorter than the TTL less a retry costs no
+// member its standing (one of a third of the TTL did, now and then: the
+// next beat came an interval after the failed one).
+func KeepAlive(ctx context.Context, interval time.Duration, kick <-chan struct{}, beat func(context.Context) bool) {
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -63,7 +68,21 @@ func KeepAlive(ctx context.Context, interval time.Duration, kick <-chan struct{}
 			return
 		case <-t.C:
 		case <-kick:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
 		}
-		beat(ctx)
+		began := time.Now()
+		next := min(KeepAliveRetry, interval)
+		if beat(ctx) {
+			next = interval - time.Since(began)
+		}
+		t.Reset(max(next, 0))
 	}
 }
+
+// KeepAliveRetry is how soon KeepAlive tries a failed keep-alive again.
+const KeepAliveRetry = 250 * time.Millisecond

@@ -142,7 +142,7 @@ func TestKeepAliveBeatsAndStops(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		KeepAlive(ctx, time.Hour, kick, func(context.Context) { beats <- struct{}{} })
+		KeepAlive(ctx, time.Hour, kick, func(context.Context) bool { beats <- struct{}{}; return true })
 	}()
 	select {
 	case <-beats:
@@ -155,4 +155,33 @@ func TestKeepAliveBeatsAndStops(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("KeepAlive did not return when its ctx ended")
 	}
+}
+
+// A failed beat is tried again after KeepAliveRetry, not a whole interval
+// later; a good one waits the interval.
+func TestKeepAliveRetriesAFailedBeatSoon(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	beats := make(chan time.Time, 10)
+	fails := 2 // owned by the KeepAlive goroutine
+	began := time.Now()
+	go KeepAlive(ctx, 2*time.Second, nil, func(context.Context) bool {
+		beats <- time.Now()
+		fails--
+		return fails < 0
+	})
+	var at []time.Duration
+	for len(at) < 4 {
+		select {
+		case b := <-beats:
+			at = append(at, b.Sub(began))
+		case <-time.After(10 * time.Second):
+			t.Fatalf("beats at %v only", at)
+		}
+	}
+	assert.GreaterOrEqual(t, at[0], 2*time.Second, "the first beat waits the interval: %v", at)
+	assert.Less(t, at[1]-at[0], time.Second, "a failed beat is tried again soon: %v", at)
+	assert.Less(t, at[2]-at[1], time.Second, "and again: %v", at)
+	assert.GreaterOrEqual(t, at[3]-at[2], 2*time.Second-50*time.Millisecond, "a good beat waits the interval: %v", at)
 }
