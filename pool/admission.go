@@ -188,6 +188,9 @@ const admitArgs = 10
 var admitRouteScript = redis.NewScript(prelude + member.LuaTokenFence + `
 local shut = redis.call("HEXISTS", KEYS[4], "shutdown") == 1
 local rev = redis.call("HGET", KEYS[6], REV_FIELD)
+-- The ledger exists only while it holds a withdrawal (a sorted set that
+-- empties is deleted): read once, it spares a ZSCORE a job.
+local ledger = redis.call("EXISTS", KEYS[7]) == 1
 local maxq = tonumber(ARGV[1])
 local now, waiting
 local live = {}
@@ -196,7 +199,7 @@ for i = 3, #ARGV, 10 do
   local key, nonce, w, si, fi = ARGV[i], ARGV[i + 1], ARGV[i + 4], tonumber(ARGV[i + 6]), tonumber(ARGV[i + 8])
   local res
   if fi > 0 and token_fenced(KEYS[7 + fi], ARGV[i + 9]) then res = "FENCED"
-  elseif was_withdrawn(KEYS[7], nonce) then res = "WITHDRAWN"
+  elseif ledger and was_withdrawn(KEYS[7], nonce) then res = "WITHDRAWN"
   elseif shut then res = "SHUTDOWN"
   elseif redis.call("HEXISTS", KEYS[1], key) == 1 then res = "EXISTS"
   else

@@ -134,7 +134,9 @@ for i = 3, #ARGV, 3 do
   else
     r.s = S_CLAIMED; r.t = now; r.a = r.a + 1; r.st = nil
     putrec(key, r)
-    out[#out + 1] = {"OK", payload_of(key), tostring(r.c), tostring(r.a), r.tc or ""}
+    -- Numbers go back as integer replies: tostring would format them
+    -- with %.14g, a cost a job.
+    out[#out + 1] = {"OK", payload_of(key), r.c, r.a, r.tc or ""}
   end
 end
 return out
@@ -168,16 +170,14 @@ local out = {}
 for i = 3, #ARGV, 5 do
   local key, r = job(i)
   local rq, si = ARGV[i + 3], tonumber(ARGV[i + 4])
-  local function answer()
-    if si > 0 then send_reply(KEYS[4 + si], rq, REPLY_OK) end
-  end
   if not r or r.w ~= wid then
     out[#out + 1] = "STALE"
   elseif r.s == S_STOPPING then
     -- Start did succeed: the dispatcher learns it, and the stop that
     -- follows does not tell it again. A stop of a job already running
     -- keeps its r.st: this is then a retry, which counts nothing.
-    answer(); r.rd = nil; r.rq = nil
+    if si > 0 then send_reply(KEYS[4 + si], rq, REPLY_OK) end
+    r.rd = nil; r.rq = nil
     if not r.st then r.st = now; started = started + 1 end
     putrec(key, r)
     out[#out + 1] = "STOPPING"
@@ -193,7 +193,8 @@ for i = 3, #ARGV, 5 do
     r.s = S_RUNNING; r.t = nil; r.st = now; r.rd = nil; r.rq = nil
     putrec(key, r)
     started = started + 1
-    answer(); out[#out + 1] = "OK"
+    if si > 0 then send_reply(KEYS[4 + si], rq, REPLY_OK) end
+    out[#out + 1] = "OK"
   end
 end
 count(KEYS[4], C_STARTED, started)
