@@ -182,6 +182,12 @@ const admitArgs = 10
 //	schedule's record (an index like the stream's; 0: unfenced), the
 //	planner's lease token ("": unfenced)
 //
+// A routed job whose payload fits its entry is claimed for its worker at
+// once (state claimed, one start counted), and its start event carries
+// its creation time, span context and payload after the header
+// ("CREATED TRACE\nPAYLOAD", worker_claim.go), so that the worker can
+// start it without a claimScript call.
+//
 // Returns, per job, "ROUTED", "OK" (queued), "EXISTS", "FULL",
 // "SHUTDOWN", "WITHDRAWN" or "FENCED". The bound counts only jobs waiting
 // in the job stream: a routed job does not wait there.
@@ -213,9 +219,20 @@ for i = 3, #ARGV, 10 do
     end
     if routed then
       r.s = S_ROUTED; r.w = w
-      put_payload(key, ARGV[i + 2])
-      putrec(key, r)
-      send_start(KEYS[7 + si], key, r)
+      local p = ARGV[i + 2]
+      put_payload(key, p)
+      if PAYLOAD[key] then
+        -- Claimed for the worker (worker_claim.go): the event carries
+        -- what a claim would answer, and the worker starts the job
+        -- without a claim while the event is fresh.
+        r.s = S_CLAIMED; r.a = 1
+        putrec(key, r)
+        redis.call("XADD", KEYS[7 + si], "*", FE, EV_START, FT, key, FP,
+          header(r, r.rd, r.rq) .. "\n" .. r.c .. " " .. (r.tc or "") .. "\n" .. p)
+      else
+        putrec(key, r)
+        send_start(KEYS[7 + si], key, r)
+      end
       res = "ROUTED"
     else
       waiting = waiting or redis.call("XLEN", KEYS[3])

@@ -227,6 +227,7 @@ return out
 // Stop is then not called again.
 func (w *Worker) revive() {
 	n := w.node
+	w.forgetClock() // the events already in its stream are claimed first
 	w.logger.Warn("worker was declared dead; stopping its stale jobs and rejoining", slog.Int("jobs", len(w.jobs)))
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.stopTimeout())
 	defer cancel()
