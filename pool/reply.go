@@ -113,8 +113,13 @@ func (n *Node) replyLoop() {
 		// before (trimThrough) once enough piled up.
 		batch := drain(ev, events)
 		for _, ev := range batch {
-			if ev.Event == evReply {
-				n.answer(ev.Topic, ev.Payload)
+			if ev.Event != evReply {
+				continue
+			}
+			// A batch of starts answers its dispatches in one entry:
+			// their request ids joined by commas (startedScript).
+			for id := range strings.SplitSeq(ev.Topic, ",") {
+				n.answer(id, ev.Payload)
 			}
 		}
 		pending.last[key] = batch[len(batch)-1].ID

@@ -156,7 +156,8 @@ return worker_clock(out, KEYS[4], wid, alive, now)
 // startedScript records that Start succeeded, for a batch of a worker's
 // jobs (or one) in one call, and on "OK" or "STOPPING" (Start did succeed
 // either way) answers each waiting DispatchJob, saving the worker a round
-// trip. It records when (r.st) and counts the start in the counters hash.
+// trip: one reply entry per dispatching node, whose topic is the request
+// ids of the batch's jobs it dispatched, joined by commas. It records when (r.st) and counts the start in the counters hash.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] counters,
 //	KEYS[5] the keep-alives, KEYS[6..] the dispatching nodes' streams
@@ -179,6 +180,15 @@ local alive = worker_of(KEYS[3], wid, ARGV[2])
 local now = now_ms()
 local started = 0
 local out = {}
+-- The answers to each dispatching node go in one reply entry, their
+-- request ids joined by commas (replyLoop splits them).
+local oks = {}
+local function answer(si, rq)
+  if si > 0 and rq ~= NO_REPLY then
+    local l = oks[si]
+    if l then l[#l + 1] = rq else oks[si] = {rq} end
+  end
+end
 for i = 3, #ARGV, 5 do
   local key, r = job(i)
   local rq, si = ARGV[i + 3], tonumber(ARGV[i + 4])
@@ -188,7 +198,7 @@ for i = 3, #ARGV, 5 do
     -- Start did succeed: the dispatcher learns it, and the stop that
     -- follows does not tell it again. A stop of a job already running
     -- keeps its r.st: this is then a retry, which counts nothing.
-    if si > 0 then send_reply(KEYS[5 + si], rq, REPLY_OK) end
+    answer(si, rq)
     r.rd = nil; r.rq = nil
     if not r.st then r.st = now; started = started + 1 end
     putrec(key, r)
@@ -205,10 +215,11 @@ for i = 3, #ARGV, 5 do
     r.s = S_RUNNING; r.t = nil; r.st = now; r.rd = nil; r.rq = nil
     putrec(key, r)
     started = started + 1
-    if si > 0 then send_reply(KEYS[5 + si], rq, REPLY_OK) end
+    answer(si, rq)
     out[#out + 1] = "OK"
   end
 end
+for si, rqs in pairs(oks) do send_reply(KEYS[5 + si], table.concat(rqs, ","), REPLY_OK) end
 count(KEYS[4], C_STARTED, started)
 return worker_clock(out, KEYS[5], wid, alive, now)
 `)
