@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
@@ -191,7 +189,7 @@ const admitArgs = 10
 // Returns, per job, "ROUTED", "OK" (queued), "EXISTS", "FULL",
 // "SHUTDOWN", "WITHDRAWN" or "FENCED". The bound counts only jobs waiting
 // in the job stream: a routed job does not wait there.
-var admitRouteScript = redis.NewScript(prelude + member.LuaTokenFence + `
+var admitRouteScript = newScript(prelude + member.LuaTokenFence + `
 local shut = redis.call("HEXISTS", KEYS[4], "shutdown") == 1
 local rev = redis.call("HGET", KEYS[6], REV_FIELD)
 -- The ledger exists only while it holds a withdrawal (a sorted set that

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // settle runs after each event the worker handled. A full rebalance pass
@@ -190,7 +188,7 @@ func (w *Worker) released(ctx context.Context, refs []startRef, outcomes []any) 
 //	KEYS (counted from KEYS[6] as 1; 0 for none)
 //
 // Returns, per job, "ROUTED", "REQUEUED", "STOPPING" or "STALE".
-var releaseScript = redis.NewScript(prelude + `
+var releaseScript = newScript(prelude + `
 local wid = ARGV[1]
 local current = redis.call("HGET", KEYS[5], REV_FIELD) == ARGV[2]
 local live = {}

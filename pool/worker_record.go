@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // claimJobs runs claimScript for starts (pre tells which of them came
@@ -131,7 +129,7 @@ func (w *Worker) startRecorded(key string, h header, attempt int, took time.Dura
 // no-op. A job its admission claimed for this worker is claimed again
 // (its clock restarted, its starts not counted twice). Then, after the
 // jobs' replies, the worker's clock (worker_claim.go).
-var claimScript = redis.NewScript(prelude + workerLua + workerClockLua + `
+var claimScript = newScript(prelude + workerLua + workerClockLua + `
 local wid = ARGV[1]
 local alive = worker_of(KEYS[3], wid, ARGV[2])
 local now = now_ms()
@@ -174,7 +172,7 @@ return worker_clock(out, KEYS[4], wid, alive, now)
 // taken away meanwhile (moved after PendingJobTTL, stopped, or this worker
 // declared dead): the worker must stop what it just started. Then, after
 // the jobs' outcomes, the worker's clock (worker_claim.go).
-var startedScript = redis.NewScript(prelude + workerLua + workerClockLua + `
+var startedScript = newScript(prelude + workerLua + workerClockLua + `
 local wid = ARGV[1]
 local alive = worker_of(KEYS[3], wid, ARGV[2])
 local now = now_ms()
@@ -235,7 +233,7 @@ return worker_clock(out, KEYS[5], wid, alive, now)
 // start deletes the job (DispatchJob returns the error); later, a failed
 // start (after a move) queues the job again, keeping the error text in
 // r.e. Returns "DELETED", "REQUEUED" or "STALE".
-var failedScript = redis.NewScript(prelude + `
+var failedScript = newScript(prelude + `
 local key, r = job(1)
 if not r or r.w ~= ARGV[4] then return "STALE" end
 if r.s == S_STOPPING or r.rd then
