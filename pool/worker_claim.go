@@ -28,9 +28,11 @@ import (
 //   - the worker's keep-alive is younger than WorkerTTL/2 (the janitor
 //     declares it dead only after WorkerTTL: its jobs cannot have moved),
 //   - the event is younger than PendingJobTTL/4 (the janitor moves a
-//     claimed job only after PendingJobTTL: it has not been moved), and
+//     claimed job only after PendingJobTTL: it has not been moved),
 //   - it was added after the worker last came back from being declared
-//     dead (revive).
+//     dead (revive), and
+//   - the worker does not already run that generation of the job (a
+//     repeated event, which the claim answers STALE).
 //
 // A stop of a job claimed this way may reach the worker's stream before
 // its Start ran: the stop event follows the start in the same stream, and

@@ -81,7 +81,10 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 		}
 		s := startRef{key: ev.Topic, h: h}
 		job, isPre := preclaimed(ev.Topic, rest)
-		if isPre && w.fresh(ev.ID) {
+		// A start of a generation the worker already runs is a repeat:
+		// the claim answers it STALE.
+		running, ok := w.jobs[ev.Topic]
+		if isPre && !(ok && running.gen >= h.gen) && w.fresh(ev.ID) {
 			w.node.test.claimsSkipped.Add(1)
 		} else {
 			job = nil
