@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
@@ -182,12 +180,21 @@ const admitArgs = 10
 //	schedule's record (an index like the stream's; 0: unfenced), the
 //	planner's lease token ("": unfenced)
 //
+// A routed job whose payload fits its entry is claimed for its worker at
+// once (state claimed, one start counted), and its start event carries
+// its creation time, span context and payload after the header
+// ("CREATED TRACE\nPAYLOAD", worker_claim.go), so that the worker can
+// start it without a claimScript call.
+//
 // Returns, per job, "ROUTED", "OK" (queued), "EXISTS", "FULL",
 // "SHUTDOWN", "WITHDRAWN" or "FENCED". The bound counts only jobs waiting
 // in the job stream: a routed job does not wait there.
-var admitRouteScript = redis.NewScript(prelude + member.LuaTokenFence + `
+var admitRouteScript = newScript(prelude + member.LuaTokenFence + `
 local shut = redis.call("HEXISTS", KEYS[4], "shutdown") == 1
 local rev = redis.call("HGET", KEYS[6], REV_FIELD)
+-- The ledger exists only while it holds a withdrawal (a sorted set that
+-- empties is deleted): read once, it spares a ZSCORE a job.
+local ledger = redis.call("EXISTS", KEYS[7]) == 1
 local maxq = tonumber(ARGV[1])
 local now, waiting
 local live = {}
@@ -196,7 +203,7 @@ for i = 3, #ARGV, 10 do
   local key, nonce, w, si, fi = ARGV[i], ARGV[i + 1], ARGV[i + 4], tonumber(ARGV[i + 6]), tonumber(ARGV[i + 8])
   local res
   if fi > 0 and token_fenced(KEYS[7 + fi], ARGV[i + 9]) then res = "FENCED"
-  elseif was_withdrawn(KEYS[7], nonce) then res = "WITHDRAWN"
+  elseif ledger and was_withdrawn(KEYS[7], nonce) then res = "WITHDRAWN"
   elseif shut then res = "SHUTDOWN"
   elseif redis.call("HEXISTS", KEYS[1], key) == 1 then res = "EXISTS"
   else
@@ -210,9 +217,20 @@ for i = 3, #ARGV, 10 do
     end
     if routed then
       r.s = S_ROUTED; r.w = w
-      put_payload(key, ARGV[i + 2])
-      putrec(key, r)
-      send_start(KEYS[7 + si], key, r)
+      local p = ARGV[i + 2]
+      put_payload(key, p)
+      if PAYLOAD[key] then
+        -- Claimed for the worker (worker_claim.go): the event carries
+        -- what a claim would answer, and the worker starts the job
+        -- without a claim while the event is fresh.
+        r.s = S_CLAIMED; r.a = 1
+        putrec(key, r)
+        redis.call("XADD", KEYS[7 + si], "*", FE, EV_START, FT, key, FP,
+          header(r, r.rd, r.rq) .. "\n" .. r.c .. " " .. (r.tc or "") .. "\n" .. p)
+      else
+        putrec(key, r)
+        send_start(KEYS[7 + si], key, r)
+      end
       res = "ROUTED"
     else
       waiting = waiting or redis.call("XLEN", KEYS[3])

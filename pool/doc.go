@@ -87,6 +87,8 @@ package pool
 //	table.go         the slot table: jump hash, slots taken and freed
 //	worker.go        a worker and its loop
 //	worker_start.go  a batch of start events: claim, Start, record
+//	worker_claim.go  starts claimed by their admission: when a worker may
+//	                 start one without a claim (its clock)
 //	worker_record.go the claim and record scripts; a failed or stale Start
 //	worker_stop.go   a stop event, a stop ended by a leaver
 //	runs.go          every Start and Stop call, fenced by run on the node
@@ -105,10 +107,12 @@ package pool
 //	reconcile.go     after a failover: what the workers run against the
 //	                 records
 //	inbox.go         reading the workers' streams, trimming what was read
+//	                 (in batches)
 //	wire.go          the record (and the payload beside it), states,
 //	                 events, header, reply codes and the Lua prelude
 //	                 rendered from them
 //	wire_compact.go  a running job's record in its compact form (Go)
+//	lean.go          the scripts' text without the prelude's unused helpers
 //	payload.go       payloads read from Go (they live in two places)
 //	settings.go      pool-wide settings, node records
 //	schedule*.go     schedules: a producer's plan, its fenced lease, the
@@ -123,7 +127,10 @@ package pool
 // it read in one pipeline, a worker claims and records the starts waiting
 // for it in one script call each (as many as take about 5 ms of its
 // handler's average Start), and a leaving worker releases 128 jobs per
-// call.
+// call. A dispatch routed straight to its worker comes claimed: the worker
+// starts it without a claim while its event is fresh (worker_claim.go).
+// A batch of starts answers each dispatching node in one reply entry, and
+// the streams read without a group are trimmed every 100 entries.
 //
 // Liveness, not fixed graces, decides when a paused or cut-off process
 // loses its work. Membership is one layer (internal/member): a node's

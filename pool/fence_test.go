@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,19 +26,24 @@ func TestRepeatedAndStaleStartEventsAreNoOps(t *testing.T) {
 	require.NoError(t, err)
 
 	// Replay the worker's start event for the running job (same nonce and
-	// generation), and one with an older generation, then make its Start
-	// fail if it ever runs again.
+	// generation), as a router sends it and as an admission that claimed
+	// it does (fresh: no claim), and one with an older generation, then
+	// make its Start fail if it ever runs again.
 	rec.mu.Lock()
 	rec.failKeys["k"] = true
 	rec.mu.Unlock()
 	var nonce string
 	_, err = recordNonce(raw, &nonce)
 	require.NoError(t, err)
-	for _, gen := range []int64{1, 0} {
+	for i, gen := range []int64{1, 1, 0} {
 		h := header{nonce: nonce, gen: gen, replyTo: noReply, reqID: noReply}
+		p := h.String()
+		if i == 1 {
+			p += "\n" + strconv.FormatInt(time.Now().UnixMilli(), 10) + " \n"
+		}
 		require.NoError(t, srv.Client().XAdd(ctx, &redis.XAddArgs{
 			Stream: ws[0].stream.Key(),
-			Values: []any{streamfields.Event, evStart, streamfields.Topic, "k", streamfields.Payload, h.String()},
+			Values: []any{streamfields.Event, evStart, streamfields.Topic, "k", streamfields.Payload, p},
 		}).Err())
 	}
 	// A marker job dispatched afterwards proves the worker handled both.

@@ -185,7 +185,7 @@ func inspectJob(ctx context.Context, rdb redis.UniversalClient, poolName string,
 // exists by its record, its payload, its worker's entry in the workers map
 // and its last keep-alive (ms), and the pool's stored WorkerTTL (ms); each
 // of the last three nil when missing.
-var inspectJobScript = redis.NewScript(prelude + `
+var inspectJobScript = newScript(prelude + `
 local t = redis.call("TIME")
 local out = {tonumber(t[1]), tonumber(t[2])}
 local raw = redis.call("HGET", KEYS[1], ARGV[1])

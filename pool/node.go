@@ -87,6 +87,7 @@ type testSignals struct {
 	startBatches     atomic.Int64    // start batches of more than one job
 	releasesRouted   atomic.Int64    // released jobs handed straight to their new owner
 	staleRunsStopped atomic.Int64    // stale runs a Start stopped first (another worker's, declared dead)
+	claimsSkipped    atomic.Int64    // starts claimed by their admission, started without a claim
 	admitHook        func(ran bool)  // runs before and after an admission pipeline
 	leasesPaused     atomic.Bool     // simulate a frozen process: schedules and tickers make no call
 	crashed          atomic.Bool     // simulate a dead process: leases are not released

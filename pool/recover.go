@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // maxSlowStarts is how many times a DispatchJob's Start may overrun
@@ -112,7 +110,7 @@ const recoverChunk = 500
 //
 // Returns {next cursor, {{key, nonce, generation, worker, state,
 // dispatcher node or "", stop requester node or ""}...}}.
-var recoverScanScript = redis.NewScript(prelude + `
+var recoverScanScript = newScript(prelude + `
 local now = now_ms()
 local step = redis.call("HSCAN", KEYS[1], ARGV[2], "COUNT", ARGV[3])
 local all = step[2]
@@ -156,7 +154,7 @@ return {step[1], out}
 //	of the waiting dispatcher's and of the stop requester's
 //
 // Returns, per job, "ROUTED", "REQUEUED", "DELETED", "FAILED" or "STALE".
-var recoverScript = redis.NewScript(prelude + `
+var recoverScript = newScript(prelude + `
 local now = now_ms()
 local ttl = tonumber(ARGV[1])
 local current = redis.call("HGET", KEYS[5], REV_FIELD) == ARGV[2]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/streamfields"
@@ -87,37 +88,46 @@ func (n *Node) reply(ctx context.Context, to, reqID string, payload []byte) {
 }
 
 // replyLoop hands the answers on the node's stream to the calls waiting
-// for them, and deletes what it read.
+// for them, and deletes what it read (trimEvery, trimIdle).
 func (n *Node) replyLoop() {
 	events := n.replies.Subscribe()
+	pending := newTrims()
+	key := n.nodeStream.Key()
+	idle := time.NewTimer(trimIdle)
+	defer idle.Stop()
 	for {
 		var ev *streaming.Event
 		select {
 		case <-n.ctx.Done():
 			return
+		case <-idle.C:
+			n.trimStreams(pending)
+			continue
 		case e, ok := <-events:
 			if !ok {
 				return
 			}
 			ev = e
 		}
-		// Answer every reply already waiting, then delete them and what
-		// came before (trimThrough).
+		// Answer every reply already waiting; delete them and what came
+		// before (trimThrough) once enough piled up.
 		batch := drain(ev, events)
 		for _, ev := range batch {
-			if ev.Event == evReply {
-				n.answer(ev.Topic, ev.Payload)
+			if ev.Event != evReply {
+				continue
+			}
+			// A batch of starts answers its dispatches in one entry:
+			// their request ids joined by commas (startedScript).
+			for id := range strings.SplitSeq(ev.Topic, ",") {
+				n.answer(id, ev.Payload)
 			}
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, loopCallTimeout)
-		_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			trimThrough(ctx, p, n.nodeStream.Key(), batch[len(batch)-1].ID)
-			return nil
-		})
-		if err != nil && n.ctx.Err() == nil {
-			n.logger.Warn("trim node stream", slog.Any("error", err))
+		pending.last[key] = batch[len(batch)-1].ID
+		pending.n += len(batch)
+		if pending.n >= trimEvery {
+			n.trimStreams(pending)
 		}
-		cancel()
+		idle.Reset(trimIdle)
 	}
 }
 

@@ -176,7 +176,7 @@ func sentTo(res any) (worker string, sent bool) {
 // when a stop event went to the owner, which answers the reply node when
 // Stop has run. The stop event carries the waiting dispatcher after a
 // newline ("node request"), for the worker to answer it too.
-var stopScript = redis.NewScript(prelude + member.LuaTokenFence + `
+var stopScript = newScript(prelude + member.LuaTokenFence + `
 if token_fenced(KEYS[7], ARGV[9]) then return "FENCED" end
 local withdrawal = ARGV[2] ~= ""
 if withdrawal then withdraw_call(KEYS[4], ARGV[2], now_ms(), ARGV[8]) end
@@ -210,7 +210,7 @@ return "SENT"
 //
 // Returns "FENCED", "NOTFOUND", "RETRY" (read again), "NOWORKER" (the job is not
 // running right now: being started or moved) or {"SENT", worker id}.
-var notifyScript = redis.NewScript(prelude + member.LuaTokenFence + `
+var notifyScript = newScript(prelude + member.LuaTokenFence + `
 if token_fenced(KEYS[5], ARGV[8]) then return "FENCED" end
 local key, r = job(1)
 if not r then

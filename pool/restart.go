@@ -180,7 +180,7 @@ func (w *Worker) reclaimFound(ctx context.Context, found []any) (int, error) {
 //
 // Returns {next cursor, {{key, nonce, generation, dispatcher node or "",
 // stop requester node or ""}...}}.
-var reclaimScanScript = redis.NewScript(prelude + `
+var reclaimScanScript = newScript(prelude + `
 local step = redis.call("HSCAN", KEYS[1], ARGV[2], "COUNT", ARGV[3])
 local all = step[2]
 local out = {}
@@ -210,7 +210,7 @@ return {step[1], out}
 //
 // Returns "FENCED" when another node holds the worker, else, per job,
 // "RESTARTED", "STOPPED" or "STALE".
-var reclaimScript = redis.NewScript(prelude + workerLua + `
+var reclaimScript = newScript(prelude + workerLua + `
 local wid = ARGV[1]
 if not worker_of(KEYS[3], wid, ARGV[2]) then return "FENCED" end
 local now = now_ms()

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/streaming"
 )
 
@@ -194,7 +193,7 @@ func (n *Node) ack(ctx context.Context, ev *streaming.Event) {
 // Returns "OK"; "STALE" when the event is outdated (the job was stopped,
 // re-queued or already routed): drop it; "RETRY" when the router's copy of
 // the slots is behind Redis or the worker is gone: decide again.
-var routeScript = redis.NewScript(prelude + `
+var routeScript = newScript(prelude + `
 local key, r = job(1)
 if not r or r.s ~= S_QUEUED then return "STALE" end
 if redis.call("HGET", KEYS[4], REV_FIELD) ~= ARGV[5] then return "RETRY" end

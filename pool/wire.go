@@ -216,9 +216,12 @@ local function encrec(r)
     or (tc and string.find(tc, "[%%s=]")) then
     return cjson.encode(r)
   end
-  local code = "u"
-  local s = string.format("%%s %%d %%s %%s %%x %%d", code, r.g, n, w, c, r.a)
   local t, st = r.t, r.st
+  if not t and st and st >= c and not (r.rd or r.rq or r.sr or r.sq or tc or r.e) then
+    -- What a running job's record holds: one format, no concatenation.
+    return string.format("u %%d %%s %%s %%x %%d st=%%x", r.g, n, w, c, r.a, st - c)
+  end
+  local s = string.format("u %%d %%s %%s %%x %%d", r.g, n, w, c, r.a)
   if t then
     if t >= c then s = s .. string.format(" t=%%x", t - c) else s = s .. string.format(" t=-%%x", c - t) end
   end

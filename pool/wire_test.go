@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -32,7 +31,7 @@ func TestScriptsUseOnlyRecordFields(t *testing.T) {
 	}
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
-	scriptRe := regexp.MustCompile("(?s)NewScript\\(prelude (?:\\+ [\\w.]+ )*\\+ `(.*?)`\\)")
+	scriptRe := regexp.MustCompile("(?s)(?:NewScript|newScript)\\(prelude (?:\\+ [\\w.]+ )*\\+ `(.*?)`\\)")
 	fieldRe := regexp.MustCompile(`\b(?:r|cur)\.([a-z]+)\b`)
 	scripts, uses := 0, 0
 	for _, f := range files {
@@ -139,7 +138,7 @@ func TestPayloadsLiveInTheRecordUnlessLarge(t *testing.T) {
 // recordRoundTrip stores a record (given as JSON) with the prelude's
 // putrec and reads it back with getrec: it returns what was stored and
 // the record Lua read, as JSON.
-var recordRoundTrip = redis.NewScript(prelude + `
+var recordRoundTrip = newScript(prelude + `
 local r = cjson.decode(ARGV[1])
 PAYLOAD[ARGV[2]] = ARGV[3]
 putrec(ARGV[2], r)

@@ -39,6 +39,8 @@ type Worker struct {
 	// failover (reconcile.go); capacity 1.
 	recheck chan map[string]record
 
+	clock workerClock // worker_claim.go
+
 	stopOnce sync.Once
 	running  atomic.Int64 // len(jobs), published by the loop for metrics
 

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // settle runs after each event the worker handled. A full rebalance pass
@@ -190,7 +188,7 @@ func (w *Worker) released(ctx context.Context, refs []startRef, outcomes []any) 
 //	KEYS (counted from KEYS[6] as 1; 0 for none)
 //
 // Returns, per job, "ROUTED", "REQUEUED", "STOPPING" or "STALE".
-var releaseScript = redis.NewScript(prelude + `
+var releaseScript = newScript(prelude + `
 local wid = ARGV[1]
 local current = redis.call("HGET", KEYS[5], REV_FIELD) == ARGV[2]
 local live = {}
@@ -227,6 +225,7 @@ return out
 // Stop is then not called again.
 func (w *Worker) revive() {
 	n := w.node
+	w.forgetClock() // the events already in its stream are claimed first
 	w.logger.Warn("worker was declared dead; stopping its stale jobs and rejoining", slog.Int("jobs", len(w.jobs)))
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.stopTimeout())
 	defer cancel()

@@ -4,27 +4,30 @@ import (
 	"context"
 	"log/slog"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// claimJobs runs claimScript for starts and returns one reply per job.
-func (w *Worker) claimJobs(ctx context.Context, starts []startRef) ([]any, error) {
+// claimJobs runs claimScript for starts (pre tells which of them came
+// claimed by their admission) and returns one reply per job.
+func (w *Worker) claimJobs(ctx context.Context, starts []startRef, pre []bool) ([]any, error) {
 	n := w.node
-	args := make([]any, 0, 2+3*len(starts))
+	args := make([]any, 0, 2+4*len(starts))
 	args = append(args, w.id, w.fence())
-	for _, s := range starts {
-		args = ref(args, s.key, s.h.nonce, s.h.gen)
+	for i, s := range starts {
+		flag := 0
+		if pre[i] {
+			flag = 1
+		}
+		args = append(ref(args, s.key, s.h.nonce, s.h.gen), flag)
 	}
-	res, err := n.run(ctx, claimScript, "claim", n.lay.recordKeys(), args...)
-	return perJob(res, err, len(starts), "claim")
+	res, err := n.run(ctx, claimScript, "claim", []string{n.lay.jobs, n.lay.payloads, n.lay.workers, n.lay.alive}, args...)
+	return w.clockedReplies(res, err, len(starts), "claim")
 }
 
 // recordJobs runs startedScript for jobs whose Start succeeded and returns
 // one outcome per job.
 func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
 	n := w.node
-	sk := newScriptKeys(append(n.lay.recordKeys(), n.lay.counters)...)
+	sk := newScriptKeys(append(n.lay.recordKeys(), n.lay.counters, n.lay.alive)...)
 	args := []any{w.id, w.fence()}
 	for _, s := range started {
 		idx := 0
@@ -34,7 +37,7 @@ func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, err
 		args = append(ref(args, s.key, s.h.nonce, s.h.gen), s.h.reqID, idx)
 	}
 	res, err := n.run(ctx, startedScript, "started", sk.keys, args...)
-	return perJob(res, err, len(started), "started")
+	return w.clockedReplies(res, err, len(started), "started")
 }
 
 // recordStarted runs startedScript for a job whose Start succeeded. An
@@ -113,44 +116,53 @@ func (w *Worker) startRecorded(key string, h header, attempt int, took time.Dura
 // claimScript lets a worker take jobs routed to it, before their Start: a
 // batch of the start events waiting for it (or one) in one call.
 //
-//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map
+//	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] the
+//	keep-alives
 //	ARGV[1] worker id, ARGV[2] the node its entry must name ("" for any:
-//	Worker.fence), then per job: job ref
+//	Worker.fence), then per job: job ref, 1 when the event came claimed
+//	by its admission (0 when not)
 //
 // Returns, per job, {"OK", payload, createdMs, attempt, span context} or
 // {"STALE"}: the
 // event is outdated, the job was stopped or moved, or this worker was
 // declared dead; a repeated start of an owned job is STALE too, so it is a
-// no-op.
-var claimScript = redis.NewScript(prelude + workerLua + `
+// no-op. A job its admission claimed for this worker is claimed again
+// (its clock restarted, its starts not counted twice). Then, after the
+// jobs' replies, the worker's clock (worker_claim.go).
+var claimScript = newScript(prelude + workerLua + workerClockLua + `
 local wid = ARGV[1]
 local alive = worker_of(KEYS[3], wid, ARGV[2])
 local now = now_ms()
 local out = {}
-for i = 3, #ARGV, 3 do
+for i = 3, #ARGV, 4 do
   local key, r = job(i)
-  if not alive or not r or r.w ~= wid or r.s ~= S_ROUTED then
+  local pre = ARGV[i + 3] == "1"
+  if not alive or not r or r.w ~= wid or (r.s ~= S_ROUTED and not (pre and r.s == S_CLAIMED)) then
     out[#out + 1] = {"STALE"}
   else
-    r.s = S_CLAIMED; r.t = now; r.a = r.a + 1; r.st = nil
+    if r.s == S_ROUTED then r.a = r.a + 1 end
+    r.s = S_CLAIMED; r.t = now; r.st = nil
     putrec(key, r)
-    out[#out + 1] = {"OK", payload_of(key), tostring(r.c), tostring(r.a), r.tc or ""}
+    -- Numbers go back as integer replies: tostring would format them
+    -- with %.14g, a cost a job.
+    out[#out + 1] = {"OK", payload_of(key), r.c, r.a, r.tc or ""}
   end
 end
-return out
+return worker_clock(out, KEYS[4], wid, alive, now)
 `)
 
 // startedScript records that Start succeeded, for a batch of a worker's
 // jobs (or one) in one call, and on "OK" or "STOPPING" (Start did succeed
 // either way) answers each waiting DispatchJob, saving the worker a round
-// trip. It records when (r.st) and counts the start in the counters hash.
+// trip: one reply entry per dispatching node, whose topic is the request
+// ids of the batch's jobs it dispatched, joined by commas. It records when (r.st) and counts the start in the counters hash.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] counters,
-//	KEYS[5..] the dispatching nodes' streams
+//	KEYS[5] the keep-alives, KEYS[6..] the dispatching nodes' streams
 //	ARGV[1] worker id, ARGV[2] the node its entry must name ("" for any),
 //	then per job: job ref, request id
 //	(noReply: nobody waits), index of the dispatching node's stream in
-//	KEYS (counted from KEYS[5] as 1; 0 for none)
+//	KEYS (counted from KEYS[6] as 1; 0 for none)
 //
 // It is idempotent: once recorded, running it again returns "OK" (and
 // counts nothing: r.st is set), so a worker whose connection broke can
@@ -158,26 +170,34 @@ return out
 // Returns, per job, "OK"; "STOPPING" when a stop is on its way to this
 // worker (keep the job: the stop event follows); "STALE" when the job was
 // taken away meanwhile (moved after PendingJobTTL, stopped, or this worker
-// declared dead): the worker must stop what it just started.
-var startedScript = redis.NewScript(prelude + workerLua + `
+// declared dead): the worker must stop what it just started. Then, after
+// the jobs' outcomes, the worker's clock (worker_claim.go).
+var startedScript = newScript(prelude + workerLua + workerClockLua + `
 local wid = ARGV[1]
 local alive = worker_of(KEYS[3], wid, ARGV[2])
 local now = now_ms()
 local started = 0
 local out = {}
+-- The answers to each dispatching node go in one reply entry, their
+-- request ids joined by commas (replyLoop splits them).
+local oks = {}
+local function answer(si, rq)
+  if si > 0 and rq ~= NO_REPLY then
+    local l = oks[si]
+    if l then l[#l + 1] = rq else oks[si] = {rq} end
+  end
+end
 for i = 3, #ARGV, 5 do
   local key, r = job(i)
   local rq, si = ARGV[i + 3], tonumber(ARGV[i + 4])
-  local function answer()
-    if si > 0 then send_reply(KEYS[4 + si], rq, REPLY_OK) end
-  end
   if not r or r.w ~= wid then
     out[#out + 1] = "STALE"
   elseif r.s == S_STOPPING then
     -- Start did succeed: the dispatcher learns it, and the stop that
     -- follows does not tell it again. A stop of a job already running
     -- keeps its r.st: this is then a retry, which counts nothing.
-    answer(); r.rd = nil; r.rq = nil
+    answer(si, rq)
+    r.rd = nil; r.rq = nil
     if not r.st then r.st = now; started = started + 1 end
     putrec(key, r)
     out[#out + 1] = "STOPPING"
@@ -193,11 +213,13 @@ for i = 3, #ARGV, 5 do
     r.s = S_RUNNING; r.t = nil; r.st = now; r.rd = nil; r.rq = nil
     putrec(key, r)
     started = started + 1
-    answer(); out[#out + 1] = "OK"
+    answer(si, rq)
+    out[#out + 1] = "OK"
   end
 end
+for si, rqs in pairs(oks) do send_reply(KEYS[5 + si], table.concat(rqs, ","), REPLY_OK) end
 count(KEYS[4], C_STARTED, started)
-return out
+return worker_clock(out, KEYS[5], wid, alive, now)
 `)
 
 // failedScript records that Start failed, and counts it in the counters
@@ -211,7 +233,7 @@ return out
 // start deletes the job (DispatchJob returns the error); later, a failed
 // start (after a move) queues the job again, keeping the error text in
 // r.e. Returns "DELETED", "REQUEUED" or "STALE".
-var failedScript = redis.NewScript(prelude + `
+var failedScript = newScript(prelude + `
 local key, r = job(1)
 if not r or r.w ~= ARGV[4] then return "STALE" end
 if r.s == S_STOPPING or r.rd then

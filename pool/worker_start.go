@@ -64,35 +64,61 @@ fill:
 }
 
 // startMany claims, starts and records a batch of start events (or one):
-// one claimScript call, the Start handlers one by one, one startedScript
-// call.
+// one claimScript call for the events that need one (those not claimed by
+// their admission, or not fresh: worker_claim.go), the Start handlers one
+// by one, one startedScript call.
 func (w *Worker) startMany(evs []*streaming.Event) {
 	n := w.node
 	starts := make([]startRef, 0, len(evs))
+	jobs := make([]*Job, 0, len(evs)) // a fresh event's job, claimed by its admission; nil: claim it
+	var claims []startRef
+	var pre []bool
 	for _, ev := range evs {
-		h, _, err := parseHeader(ev.Payload)
+		h, rest, err := parseHeader(ev.Payload)
 		if err != nil {
 			w.logger.Error("dropping malformed event", slog.Any("error", err))
 			continue
 		}
-		starts = append(starts, startRef{key: ev.Topic, h: h})
+		s := startRef{key: ev.Topic, h: h}
+		job, isPre := preclaimed(ev.Topic, rest)
+		// A start of a generation the worker already runs is a repeat:
+		// the claim answers it STALE.
+		running, ok := w.jobs[ev.Topic]
+		if isPre && !(ok && running.gen >= h.gen) && w.fresh(ev.ID) {
+			w.node.test.claimsSkipped.Add(1)
+		} else {
+			job = nil
+			claims, pre = append(claims, s), append(pre, isPre)
+		}
+		starts, jobs = append(starts, s), append(jobs, job)
 	}
 	if len(starts) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
-	claims, err := w.claimJobs(ctx, starts)
-	cancel()
-	if err != nil {
-		w.logger.Warn("claim failed; the jobs will be moved after PendingJobTTL", slog.Int("jobs", len(starts)), slog.Any("error", err))
-		return
+	if len(claims) > 0 {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
+		res, err := w.claimJobs(ctx, claims, pre)
+		cancel()
+		if err != nil {
+			w.logger.Warn("claim failed; the jobs will be moved after PendingJobTTL", slog.Int("jobs", len(claims)), slog.Any("error", err))
+			res = nil
+		}
+		for i, c := 0, 0; i < len(starts); i++ {
+			if jobs[i] != nil {
+				continue
+			}
+			if res != nil {
+				jobs[i], _ = w.claimed(claims[c].key, res[c])
+			}
+			c++
+		}
 	}
 	started := starts[:0:0]
 	attempts := make([]int, 0, len(starts))
 	took := make([]time.Duration, 0, len(starts))
 	for i, s := range starts {
-		job, claimed := w.claimed(s.key, claims[i])
-		if !claimed {
+		job := jobs[i]
+		if job == nil {
 			continue
 		}
 		d, err := w.runStart(job, s.h.gen)

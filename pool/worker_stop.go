@@ -90,7 +90,7 @@ func orNoReply(node string) string {
 //	the stop event named (noReply for none)
 //
 // Returns "OK" or "STALE".
-var stoppedScript = redis.NewScript(prelude + `
+var stoppedScript = newScript(prelude + `
 local key, r = job(1)
 if not r or r.w ~= ARGV[4] or r.s ~= S_STOPPING then return "STALE" end
 delrec(key)

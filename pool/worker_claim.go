@@ -1,0 +1,140 @@
+package pool
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A dispatch routed straight to a live worker is claimed for that worker
+// by its admission (admitRouteScript): the record says claimed, one start
+// counted, and the start event carries what claimScript would answer
+// (creation time, span context, payload). The worker then starts the job
+// without a claimScript call, one script call and one record rewrite less
+// per dispatch, when the event is fresh by Redis's clock and the worker
+// is certainly alive: what the claim's own checks would find. Otherwise
+// (an event that waited, a worker that was paused or declared dead, a
+// worker with a stable id, whose entry a successor may hold) it claims
+// as before, and the claim finds the job claimed for it and takes it.
+//
+// The worker's clock comes with the replies of its claim and started
+// calls: Redis's time and the worker's last keep-alive. An event is
+// fresh when, by that clock carried forward on the local monotonic
+// clock:
+//
+//   - the reply came within WorkerTTL/3,
+//   - the worker's keep-alive is younger than WorkerTTL/2 (the janitor
+//     declares it dead only after WorkerTTL: its jobs cannot have moved),
+//   - the event is younger than PendingJobTTL/4 (the janitor moves a
+//     claimed job only after PendingJobTTL: it has not been moved),
+//   - it was added after the worker last came back from being declared
+//     dead (revive), and
+//   - the worker does not already run that generation of the job (a
+//     repeated event, which the claim answers STALE).
+//
+// A stop of a job claimed this way may reach the worker's stream before
+// its Start ran: the stop event follows the start in the same stream, and
+// the job starts and then stops, as when the stop comes during a claimed
+// Start (the dispatcher learns the Start succeeded, the stop's caller that
+// it stopped).
+
+// workerClock is what the worker's last claim or started call told of
+// Redis's clock and of the worker's keep-alive.
+type workerClock struct {
+	mu      sync.Mutex
+	at      time.Time // when the reply came (monotonic)
+	redisMs int64     // Redis's clock then
+	aliveMs int64     // the worker's last keep-alive then; 0: not registered
+	after   int64     // events added up to this Redis time must be claimed; -1: set from the next reply
+}
+
+// workerClockLua defines worker_clock(out, alive, wid, registered, now):
+// out followed by Redis's time and the worker's last keep-alive (0 when
+// the worker is not registered).
+const workerClockLua = `
+local function worker_clock(out, alive, wid, registered, now)
+  local seen = 0
+  if registered then seen = tonumber(redis.call("HGET", alive, "w:" .. wid) or "0") end
+  out[#out + 1] = now
+  out[#out + 1] = seen
+  return out
+end
+`
+
+// clockedReplies splits the reply of a claim or started call into the
+// jobs' replies and the worker's clock, which it keeps.
+func (w *Worker) clockedReplies(res any, err error, jobs int, op string) ([]any, error) {
+	if err != nil {
+		return nil, err
+	}
+	out, _ := res.([]any)
+	if len(out) != jobs+2 {
+		return nil, fmt.Errorf("pool: %s: %d replies for %d jobs", op, len(out), jobs)
+	}
+	now, _ := out[jobs].(int64)
+	seen, _ := out[jobs+1].(int64)
+	c := &w.clock
+	c.mu.Lock()
+	c.at, c.redisMs, c.aliveMs = time.Now(), now, seen
+	if c.after < 0 {
+		c.after = now
+	}
+	c.mu.Unlock()
+	return out[:jobs], nil
+}
+
+// forgetClock makes the worker claim every event added before its next
+// claim or started call: it was declared dead, and the jobs of those
+// events may have moved.
+func (w *Worker) forgetClock() {
+	c := &w.clock
+	c.mu.Lock()
+	c.at, c.after = time.Time{}, -1
+	c.mu.Unlock()
+}
+
+// fresh reports whether the start event id, claimed by its admission,
+// may be started without a claim (see above).
+func (w *Worker) fresh(id string) bool {
+	if w.index >= 0 {
+		return false
+	}
+	added, ok := streamIDMs(id)
+	if !ok {
+		return false
+	}
+	cfg := w.node.cfg
+	c := &w.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || c.aliveMs == 0 || c.after < 0 || added <= c.after {
+		return false
+	}
+	since := time.Since(c.at)
+	if since > cfg.workerTTL/3 {
+		return false
+	}
+	now := c.redisMs + since.Milliseconds()
+	return now-c.aliveMs < (cfg.workerTTL/2).Milliseconds() && now-added < (cfg.pendingJobTTL/4).Milliseconds()
+}
+
+// preclaimed returns the job a start event claimed by its admission
+// carries after its header ("CREATED TRACE\nPAYLOAD"), or false for any
+// other start event.
+func preclaimed(key string, rest []byte) (*Job, bool) {
+	if rest == nil {
+		return nil, false
+	}
+	meta, payload, ok := strings.Cut(string(rest), "\n")
+	if !ok {
+		return nil, false
+	}
+	c, tc, _ := strings.Cut(meta, " ")
+	created, err := strconv.ParseInt(c, 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	return &Job{Key: key, Payload: []byte(payload), CreatedAt: time.UnixMilli(created), Attempt: 1, trace: tc}, true
+}
