@@ -41,6 +41,11 @@ type Worker struct {
 
 	stopOnce sync.Once
 	running  atomic.Int64 // len(jobs), published by the loop for metrics
+
+	// report is the loop's latest report (report.go), published when the
+	// keep-alive asks on reportReq (capacity 1).
+	report    atomic.Pointer[workerReport]
+	reportReq chan struct{}
 }
 
 // workerInbox is how many events may wait for a busy worker before the
@@ -83,7 +88,7 @@ func (n *Node) AddWorker(ctx context.Context, h JobHandler) (*Worker, error) {
 		dead: make(chan struct{}, 1), stopReq: make(chan struct{}), done: make(chan struct{}),
 		events: make(chan *streaming.Event, workerInbox),
 		jobs:   make(map[string]header), slot: -1,
-		recheck: make(chan map[string]record, 1),
+		recheck: make(chan map[string]record, 1), reportReq: make(chan struct{}, 1),
 	}
 	w.logger = n.logger.With(slog.String("worker", w.id))
 	var err error
@@ -233,6 +238,8 @@ func (w *Worker) loop() {
 			w.revive()
 		case expect := <-w.recheck:
 			w.reconcile(expect)
+		case <-w.reportReq:
+			w.publishReport()
 		case <-w.stopReq:
 			return
 		case <-n.ctx.Done():
