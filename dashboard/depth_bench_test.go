@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,8 +23,9 @@ import (
 // BenchmarkPoolViewsAtDepth measures what the pool's views cost at depth:
 // a pool of 2 nodes × 8 workers running SHEPHERD_POOL_DEPTH jobs (default
 // 100,000) on a private Redis; the median of 5 reads of the overview, the
-// pool page, the first and the last page of its job list, a worker's job
-// list, and pool.Inspect (what shepherd status reads). Run it alone:
+// pool page, the first and the next page of its job list, a worker's job
+// list, pool.Summary (what shepherd status reads) and pool.Inspect (what
+// status -exact reads), once the workers reported their jobs. Run it alone:
 // go test -run '^$' -bench PoolViewsAtDepth -benchtime 1x ./dashboard/
 // (issue #41 asks each under 50 ms at a million jobs).
 func BenchmarkPoolViewsAtDepth(b *testing.B) {
@@ -74,18 +76,39 @@ func BenchmarkPoolViewsAtDepth(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("%d jobs dispatched in %v", depth, time.Since(began))
+	for { // the workers report their jobs with their keep-alives
+		st, err := pool.Summary(ctx, rdb, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Running == depth {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	d, err := New(rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
 	hs := httptest.NewServer(d)
 	defer hs.Close()
-	last := (depth + listPageSize - 1) / listPageSize
+	var first struct {
+		Next string `json:"next_cursor"`
+	}
+	resp, err := http.Get(hs.URL + "/pool/" + name + "/jobs?format=json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&first)
+	resp.Body.Close()
+	if err != nil || first.Next == "" {
+		b.Fatalf("the job list's first page: next cursor %q, %v", first.Next, err)
+	}
 	views := []struct{ name, path string }{
 		{"overview", "/"},
 		{"pool_page", "/pool/" + name},
 		{"job_list_first", "/pool/" + name + "/jobs"},
-		{"job_list_last", "/pool/" + name + "/jobs?page=" + strconv.Itoa(last)},
+		{"job_list_next", "/pool/" + name + "/jobs?cursor=" + first.Next},
 		{"worker_jobs", "/pool/" + name + "/jobs?worker=" + worker},
 	}
 	for b.Loop() {
@@ -104,6 +127,10 @@ func BenchmarkPoolViewsAtDepth(b *testing.B) {
 			}, b)
 			b.ReportMetric(ms, v.name+"_ms")
 		}
+		b.ReportMetric(median(5, func() error {
+			_, err := pool.Summary(ctx, rdb, name)
+			return err
+		}, b), "summary_ms")
 		b.ReportMetric(median(5, func() error {
 			_, err := pool.Inspect(ctx, rdb, name)
 			return err
