@@ -127,7 +127,7 @@ type WorkerStats struct {
 
 // Stats returns a snapshot of the node's pool, exact: the numbers status
 // -exact shows. It costs one pipelined round trip that reads every job
-// record: O(jobs), a second at 100,000 jobs; Summary is the cheap one for
+// record: O(jobs), 0.3-1 s at 100,000 jobs; Summary is the cheap one for
 // views. It is safe for concurrent use.
 func (n *Node) Stats(ctx context.Context) (*Stats, error) {
 	if err := n.errClosed(); err != nil {
