@@ -26,7 +26,7 @@ func getJSON(t *testing.T, url string, v any) {
 	require.NoError(t, json.Unmarshal([]byte(body), v), body)
 }
 
-// TestViewsOfALargePool: a pool of more than 5,000 jobs is shown from
+// TestViewsOfALargePool: a pool of more than 2,000 jobs is shown from
 // its workers' reports (pool.Summary) and its job list read page by page
 // (pool.ScanJobs). Once the workers reported, the overview and the pool
 // page count what an exact Inspect counts, and say the counts are
@@ -34,7 +34,7 @@ func getJSON(t *testing.T, url string, v any) {
 // list exactly its jobs, a prefix exactly its keys; a search naming a
 // job goes to it. (TestViewsAtDepth in pool/ does it with 100,000.)
 func TestViewsOfALargePool(t *testing.T) {
-	const total = 6000
+	const total = 3000
 	ctx := testCtx(t, 2*time.Minute)
 	name := redistest.Name(t)
 	n, err := pool.AddNode(ctx, srv.Client(), name, pool.WithWorkerTTL(time.Second))

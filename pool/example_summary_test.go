@@ -28,7 +28,7 @@ func ExampleSummary() {
 	}
 
 	// From any process: cheap whatever the pool's size. A pool this
-	// small is read exactly; past 5,000 jobs, from the workers' reports.
+	// small is read exactly; past 2,000 jobs, from the workers' reports.
 	st, err := pool.Summary(ctx, rdb, "example-summary")
 	if err != nil {
 		panic(err)

@@ -37,7 +37,7 @@ func statusCmd() *cobra.Command {
 	fs.StringVar(&o.pool, "pool", "", "the pool's `name` (required)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot")
 	fs.BoolVar(&o.watch, "watch", false, "refresh until interrupted")
-	fs.BoolVar(&o.exact, "exact", false, "read every job record (pool.Inspect): every key of every worker, at a cost that grows with the jobs; without it a pool of more than 5,000 jobs is read from its workers' reports (pool.Summary)")
+	fs.BoolVar(&o.exact, "exact", false, "read every job record (pool.Inspect): every key of every worker, at a cost that grows with the jobs; without it a pool of more than 2,000 jobs is read from its workers' reports (pool.Summary)")
 	fs.DurationVar(&o.interval, "interval", time.Second, "refresh `period` with -watch")
 	fs.IntVar(&o.count, "count", 0, "with -watch, stop after `n` snapshots (0: until interrupted)")
 	return cmd

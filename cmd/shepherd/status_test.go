@@ -188,12 +188,12 @@ func runWithStdin(text string, args []string, stdout, stderr *bytes.Buffer) int 
 	return run(args, stdout, stderr)
 }
 
-// TestStatusOfALargePool: a pool of more than 5,000 jobs is read from its
+// TestStatusOfALargePool: a pool of more than 2,000 jobs is read from its
 // workers' reports (pool.Summary) by default, and says so; -exact reads
 // every record. Both count the same jobs once the workers reported.
 func TestStatusOfALargePool(t *testing.T) {
 	t.Parallel()
-	const total = 5200
+	const total = 2600
 	name, n, _ := livePool(t, 3, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -216,7 +216,7 @@ func TestStatusOfALargePool(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.Equal(t, exitOK, run([]string{"status", "-redis", srv.Addr(), "-pool", name}, &out, &errOut), errOut.String())
 	s := out.String()
-	assert.Contains(t, s, "jobs: 5200 total, 5200 running, 0 without a live owner")
+	assert.Contains(t, s, "jobs: 2600 total, 2600 running, 0 without a live owner")
 	assert.Contains(t, s, "as the workers reported them at their last keep-alive")
 	assert.Equal(t, 3, strings.Count(s, " ...\n"), "each worker's first keys, and more")
 
