@@ -88,8 +88,9 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 //	node's stream, KEYS[5] the pool's settings
 //	ARGV[1] node id, then per worker: its id, its report (report.go)
 //
-// A worker's report is stored with its keep-alive. A worker missing from the workers map was declared dead: it gets no
-// keep-alive, and is returned so its node stops its stale jobs; so is a
+// A worker's report is stored beside its keep-alive. A worker missing
+// from the workers map was declared dead: it gets no keep-alive (nor
+// report), and is returned so its node stops its stale jobs; so is a
 // worker whose entry another node wrote (its stable id was taken over by
 // a restarted process, identity.go). Returns
 // {shutdown flag set ("1"/"0"), the node's standing, dead worker ids...}
