@@ -13,8 +13,8 @@ import (
 // Names lists the pools and the queues a Redis holds, sorted, by their
 // keys: a pool is a tag with a key of kind "pool" (its settings, nodes,
 // keep-alives or jobs), a queue a tag with a queue settings key (a
-// queue's shard "NAME#i" counts as the queue NAME: a queue's name holds
-// no "#"). It SCANs
+// shard "NAME#i" of either counts as NAME: their names hold no "#"). It
+// SCANs
 // the whole keyspace (every master of a Cluster), so it costs O(keys in
 // Redis): for a dashboard's overview, or the CLI's list of the names
 // that exist when one is not found, not for a hot path. It needs a
@@ -24,19 +24,16 @@ func Names(ctx context.Context, rdb redis.UniversalClient) (pools, queues []stri
 	seenPools, seenQueues := map[string]bool{}, map[string]bool{}
 	scan := func(ctx context.Context, c *redis.Client) error {
 		for _, p := range []struct {
-			match  string
-			into   map[string]bool
-			queues bool
+			match string
+			into  map[string]bool
 		}{
-			{"shepherd:{*}:pool:*", seenPools, false},
-			{"shepherd:{*}:queue:settings", seenQueues, true},
+			{"shepherd:{*}:pool:*", seenPools},
+			{"shepherd:{*}:queue:settings", seenQueues},
 		} {
 			iter := c.Scan(ctx, 0, p.match, 1000).Iterator()
 			for iter.Next(ctx) {
 				if tag, ok := tagOf(iter.Val()); ok {
-					if p.queues {
-						tag, _, _ = strings.Cut(tag, "#")
-					}
+					tag, _, _ = strings.Cut(tag, "#")
 					mu.Lock()
 					p.into[tag] = true
 					mu.Unlock()

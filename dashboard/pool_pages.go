@@ -61,7 +61,8 @@ type QueueRow struct {
 // dashboard's overview as data (its JSON twin is this Listing). A pool or
 // a queue that cannot be read is listed with its Error. It SCANs the whole
 // keyspace (every master of a Cluster), so it costs O(keys in Redis), and
-// it needs a *redis.Client or a *redis.ClusterClient.
+// it needs a *redis.Client or a *redis.ClusterClient. Each pool is read
+// with pool.Summary: a pool of many jobs costs what a small one does.
 func List(ctx context.Context, rdb redis.UniversalClient) (*Listing, error) {
 	pools, queues, err := Names(ctx, rdb)
 	if err != nil {
@@ -69,7 +70,7 @@ func List(ctx context.Context, rdb redis.UniversalClient) (*Listing, error) {
 	}
 	l := &Listing{Time: time.Now(), Pools: []PoolRow{}, Queues: []QueueRow{}}
 	for _, name := range pools {
-		st, err := pool.Inspect(ctx, rdb, name)
+		st, err := pool.Summary(ctx, rdb, name)
 		if err != nil {
 			l.Pools = append(l.Pools, PoolRow{Name: name, Health: "error", Error: err.Error()})
 			continue
@@ -109,7 +110,7 @@ func (s *Handler) overview(w http.ResponseWriter, r *http.Request) {
 // summarizePool judges a pool's health from a snapshot.
 func summarizePool(st *pool.Stats) PoolRow {
 	row := PoolRow{Name: st.Pool, Nodes: len(st.Nodes), Workers: len(st.Workers), Jobs: st.Jobs,
-		Running: st.Running, Queued: st.QueueDepth, Orphans: len(st.Orphans), Health: "ok"}
+		Running: st.Running, Queued: st.QueueDepth, Orphans: st.OrphanJobs, Health: "ok"}
 	for _, n := range st.Nodes {
 		if n.Healthy {
 			row.NodesHealthy++
@@ -123,7 +124,7 @@ func summarizePool(st *pool.Stats) PoolRow {
 	switch {
 	case row.WorkersHealthy == 0 && (st.Jobs > 0 || st.QueueDepth > 0):
 		row.Health, row.Problem = "bad", "jobs but no live worker"
-	case len(st.Orphans) > 0:
+	case st.OrphanJobs > 0:
 		row.Health, row.Problem = "warn", "jobs without a live owner"
 	case st.OldestPending > st.PendingJobTTL:
 		row.Health, row.Problem = "warn", "a job event pending for longer than PendingJobTTL"
@@ -199,10 +200,11 @@ func (s *Handler) poolPage(w http.ResponseWriter, r *http.Request) {
 		Crumbs: []crumb{{"pool " + name, ""}}})
 }
 
-// inspectPool reads a pool for a page; it answers 404 for a pool Redis
-// holds nothing of, and 400 for a name no pool can have.
+// inspectPool reads a pool for a page, with pool.Summary (cheap whatever
+// the pool's size); it answers 404 for a pool Redis holds nothing of, and
+// 400 for a name no pool can have.
 func (s *Handler) inspectPool(ctx context.Context, w http.ResponseWriter, r *http.Request, name string) (*pool.Stats, bool) {
-	st, err := pool.Inspect(ctx, s.rdb, name)
+	st, err := pool.Summary(ctx, s.rdb, name)
 	switch {
 	case errors.Is(err, pool.ErrInvalidOption):
 		s.fail(w, r, http.StatusBadRequest, err.Error())

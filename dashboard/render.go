@@ -259,12 +259,15 @@ type headOf struct {
 	More  int
 }
 
-// head returns the first n of s.
-func head(s []string, n int) headOf {
-	if len(s) <= n {
-		return headOf{Items: s}
+// head returns the first n of s; with total, s is a sample of a list of
+// total items, and More counts the others.
+func head(s []string, n int, total ...int) headOf {
+	all := len(s)
+	if len(total) > 0 {
+		all = max(all, total[0])
 	}
-	return headOf{Items: s[:n], More: len(s) - n}
+	items := s[:min(n, len(s))]
+	return headOf{Items: items, More: all - len(items)}
 }
 
 // procLabel names a process for people: "name (host:pid)" with a name

@@ -131,14 +131,35 @@ func inspectJob(ctx context.Context, rdb redis.UniversalClient, poolName string,
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", op, ErrJobNotFound)
 	}
+	payload, _ := str(3)
+	ji, err := newJobInfo(poolName, key, now, raw, []byte(payload), len(payload), at(out, 4), at(out, 5), at(out, 6))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return ji, nil
+}
+
+// at returns out[i], or nil past its end.
+func at(out []any, i int) any {
+	if i >= len(out) {
+		return nil
+	}
+	return out[i]
+}
+
+// newJobInfo builds what InspectJob reports of the job key from what a
+// script read of it at now: its jobs hash entry raw, its payload (nil
+// when not read) and the payload's size, its worker's entry in the
+// workers map, its worker's last keep-alive and the pool's stored
+// WorkerTTL (each a string, or nil or false when missing).
+func newJobInfo(poolName, key string, now time.Time, raw string, payload []byte, payloadSize int, info, seen, ttl any) (*JobInfo, error) {
 	r, err := parseRecord(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: record: %w", op, err)
+		return nil, fmt.Errorf("record: %w", err)
 	}
-	payload, _ := str(3)
 	ji := &JobInfo{Pool: poolName, Key: key, State: jobStates[r.State], Worker: r.Worker,
 		Generation: r.Gen, Attempt: r.Starts, Created: time.UnixMilli(r.Created),
-		PayloadSize: len(payload), Payload: []byte(payload), LastError: r.LastErr, Time: now}
+		PayloadSize: payloadSize, Payload: payload, LastError: r.LastErr, Time: now}
 	if ji.State == "" {
 		ji.State = JobState(r.State) // a state newer than this code
 	}
@@ -151,21 +172,21 @@ func inspectJob(ctx context.Context, rdb redis.UniversalClient, poolName string,
 	case r.State == stateRunning:
 		ji.Changed = ji.Started // zero for a record written before r.st existed
 	}
-	if info, ok := str(4); ok {
+	if info, ok := info.(string); ok {
 		var wi workerInfo
 		if err := json.Unmarshal([]byte(info), &wi); err != nil {
-			return nil, fmt.Errorf("%s: worker %s: %w", op, r.Worker, err)
+			return nil, fmt.Errorf("worker %s: %w", r.Worker, err)
 		}
 		ji.Node = wi.Node
 		ttlPair := []any{}
-		if ttl, ok := str(6); ok {
+		if ttl, ok := ttl.(string); ok {
 			ttlPair = append(ttlPair, settingWorkerTTL, ttl)
 		}
 		set, err := parseSettings(ttlPair)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
+			return nil, err
 		}
-		if seen, ok := str(5); ok {
+		if seen, ok := seen.(string); ok {
 			ms, err := strconv.ParseInt(seen, 10, 64)
 			ji.WorkerHealthy = err == nil && now.Sub(time.UnixMilli(ms)) <= set.workerTTL
 		}

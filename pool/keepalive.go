@@ -35,8 +35,8 @@ func (n *Node) keepAliveLoop() {
 func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 	n.mu.Lock()
 	args := []any{n.id}
-	for id := range n.myWorkers {
-		args = append(args, id)
+	for id, w := range n.myWorkers {
+		args = append(args, id, w.reportJSON())
 	}
 	n.mu.Unlock()
 	res, err := n.run(ctx, keepAliveScript, "keep alive",
@@ -88,10 +88,11 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 //
 //	KEYS[1] alive, KEYS[2] workers map, KEYS[3] shutdown map, KEYS[4] the
 //	node's stream, KEYS[5] the pool's settings
-//	ARGV[1] node id, ARGV[2...] worker ids
+//	ARGV[1] node id, then per worker: its id, its report (report.go)
 //
-// A worker missing from the workers map was declared dead: it gets no
-// keep-alive, and is returned so its node stops its stale jobs; so is a
+// A worker's report is stored beside its keep-alive. A worker missing
+// from the workers map was declared dead: it gets no keep-alive (nor
+// report), and is returned so its node stops its stale jobs; so is a
 // worker whose entry another node wrote (its stable id was taken over by
 // a restarted process, identity.go). Returns
 // {shutdown flag set ("1"/"0"), the node's standing, dead worker ids...}
@@ -106,9 +107,10 @@ if redis.call("EXISTS", KEYS[4]) == 0 then
   local id = redis.call("XADD", KEYS[4], "*", "init", "1")
   redis.call("XDEL", KEYS[4], id)
 end
-for i = 2, #ARGV do
+for i = 2, #ARGV, 2 do
   if worker_of(KEYS[2], ARGV[i], ARGV[1]) then
     seen(KEYS[1], "w:" .. ARGV[i], now)
+    redis.call("HSET", KEYS[1], "j:" .. ARGV[i], ARGV[i + 1])
   else
     out[#out + 1] = ARGV[i]
   end

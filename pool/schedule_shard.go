@@ -84,14 +84,7 @@ func (p *planner) fenceOf(i int) fence {
 }
 
 // layouts returns the layouts of the shards of the planner's pool.
-func (p *planner) layouts() []layout {
-	parts := p.n.partsOrSelf()
-	out := make([]layout, len(parts))
-	for i, part := range parts {
-		out[i] = part.lay
-	}
-	return out
-}
+func (p *planner) layouts() []layout { return p.n.layouts() }
 
 // byShard groups keys by their shard: for each shard, the indexes in ks
 // of its keys, in order.

@@ -10,26 +10,39 @@ import (
 )
 
 // inspectShards reads every shard of a pool (lays[i] is shard i's
-// layout) and adds them up into one snapshot (mergeStats).
+// layout) exactly and adds them up into one snapshot (mergeStats).
 func inspectShards(ctx context.Context, rdb redis.UniversalClient, name string, lays []layout) (*Stats, error) {
-	if len(lays) == 1 {
-		st, err := inspect(ctx, rdb, name, lays[0])
-		if err == nil {
-			st.Shards = 1
-		}
-		return st, err
-	}
+	return readEachShard(ctx, rdb, name, lays, inspect)
+}
+
+// readEachShard reads every shard of a pool with read (inspect or summary)
+// and adds them up (mergeStats).
+func readEachShard(ctx context.Context, rdb redis.UniversalClient, name string, lays []layout,
+	read func(context.Context, redis.UniversalClient, string, layout) (*Stats, error)) (*Stats, error) {
 	parts := make([]*Stats, len(lays))
 	for i, l := range lays {
-		st, err := inspect(ctx, rdb, name, l)
+		st, err := read(ctx, rdb, name, l)
 		if err != nil {
 			return nil, err
 		}
 		parts[i] = st
 	}
-	st := mergeStats(parts)
+	st := parts[0]
+	if len(parts) > 1 {
+		st = mergeStats(parts)
+	}
 	st.Shards = len(lays)
 	return st, nil
+}
+
+// layouts returns the layouts of the shards of the node's pool.
+func (n *Node) layouts() []layout {
+	parts := n.partsOrSelf()
+	out := make([]layout, len(parts))
+	for i, p := range parts {
+		out[i] = p.lay
+	}
+	return out
 }
 
 // mergeStats adds up the snapshots of a pool's shards (parts[0] is shard
@@ -61,6 +74,8 @@ func mergeStats(parts []*Stats) *Stats {
 		st.Pending += p.Pending
 		st.OldestPending = max(st.OldestPending, p.OldestPending)
 		st.Orphans = append(st.Orphans, p.Orphans...)
+		st.OrphanJobs += p.OrphanJobs
+		st.Sampled = st.Sampled || p.Sampled
 		st.Started += p.Started
 		st.StartsFailed += p.StartsFailed
 		st.Recovered += p.Recovered

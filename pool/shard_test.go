@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -319,4 +320,81 @@ func TestShardedShutdownSetsEveryFlag(t *testing.T) {
 			assert.Empty(t, left, "round %d, shard %d", i, s)
 		}
 	}
+}
+
+// Summary and ScanJobs read every shard: Summary adds them up as Stats
+// does, and following ScanJobs' cursors from "" lists every job of every
+// shard once.
+func TestShardedSummaryAndScanJobs(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 60*time.Second)
+	pool := redistest.Name(t)
+	r := newRecorder()
+	n := addNode(t, srv.NewClient(), pool, WithShards(3))
+	addWorkers(t, n, r, 2)
+	const jobs = 60
+	for i := range jobs {
+		require.NoError(t, n.DispatchJob(ctx, keyN(i), []byte("p")))
+	}
+	for _, read := range []func() (*Stats, error){
+		func() (*Stats, error) { return n.Summary(ctx) },
+		func() (*Stats, error) { return Summary(ctx, srv.Client(), pool) },
+	} {
+		s, err := read()
+		require.NoError(t, err)
+		assert.Equal(t, 3, s.Shards)
+		assert.Equal(t, jobs, s.Jobs)
+		assert.Equal(t, jobs, s.Running)
+		require.Len(t, s.Workers, 2)
+		assert.Equal(t, jobs, s.Workers[0].Jobs+s.Workers[1].Jobs)
+	}
+
+	seen := map[string]int{}
+	cursor, pages, shardsSeen := "", 0, map[string]bool{}
+	for {
+		page, err := ScanJobs(ctx, srv.Client(), pool, JobScan{Cursor: cursor, Count: 7})
+		require.NoError(t, err)
+		for _, j := range page.Jobs {
+			seen[j.Key]++
+			assert.Equal(t, JobRunning, j.State, j.Key)
+		}
+		pages++
+		if page.Next == "" {
+			break
+		}
+		head, _, ok := strings.Cut(page.Next, "-")
+		require.True(t, ok, "a sharded cursor names its shard: %q", page.Next)
+		shardsSeen[head] = true
+		cursor = page.Next
+		require.Less(t, pages, 100, "the scan does not end")
+	}
+	require.Len(t, seen, jobs)
+	for k, c := range seen {
+		assert.Equal(t, 1, c, "key %s listed %d times", k, c)
+	}
+	assert.Len(t, shardsSeen, 3, "the cursors went through every shard: %v", shardsSeen)
+	for _, bad := range []string{"3-0", "x", "1", "1-", "-1-5", "01-5"} {
+		_, err := ScanJobs(ctx, srv.Client(), pool, JobScan{Cursor: bad})
+		assert.ErrorIs(t, err, ErrInvalidOption, "cursor %q", bad)
+	}
+}
+
+// mergeStats adds up snapshots read from the workers' reports (Summary of
+// a large pool): sampled if any shard was, the orphans counted in all.
+func TestMergeStatsOfSampledShards(t *testing.T) {
+	a := &Stats{Jobs: 3000, Running: 2990, Sampled: true, OrphanJobs: 4, Orphans: []string{"b"},
+		Workers: []WorkerStats{{ID: "w1", Jobs: 2990, Keys: []string{"k1"}, Healthy: true}}}
+	b := &Stats{Jobs: 10, Running: 10, OrphanJobs: 1, Orphans: []string{"a"},
+		Workers: []WorkerStats{{ID: "w1", Jobs: 10, Keys: []string{"k0"}, Healthy: true}}}
+	st := mergeStats([]*Stats{a, b})
+	assert.True(t, st.Sampled)
+	assert.Equal(t, 3010, st.Jobs)
+	assert.Equal(t, 3000, st.Running)
+	assert.Equal(t, 5, st.OrphanJobs)
+	assert.Equal(t, []string{"a", "b"}, st.Orphans)
+	require.Len(t, st.Workers, 1)
+	assert.Equal(t, 3000, st.Workers[0].Jobs)
+	assert.Equal(t, []string{"k0", "k1"}, st.Workers[0].Keys)
+	assert.Equal(t, 1, st.WorkersBusy)
+	assert.Equal(t, []string{"b"}, a.Orphans, "the parts are left as they were")
 }

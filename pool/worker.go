@@ -45,6 +45,11 @@ type Worker struct {
 	running  atomic.Int64 // len(jobs), published by the loop for metrics
 
 	parts []*Worker // WithShards: the worker in every shard, parts[0] == w; nil on a pool of one shard
+
+	// report is the loop's latest report (report.go), published when the
+	// keep-alive asks on reportReq (capacity 1).
+	report    atomic.Pointer[workerReport]
+	reportReq chan struct{}
 }
 
 // workerInbox is how many events may wait for a busy worker before the
@@ -119,7 +124,7 @@ func (n *Node) addWorker(ctx context.Context, h JobHandler, id string, index int
 		dead: make(chan struct{}, 1), stopReq: make(chan struct{}), done: make(chan struct{}),
 		events: make(chan *streaming.Event, workerInbox),
 		jobs:   make(map[string]header), slot: -1,
-		recheck: make(chan map[string]record, 1),
+		recheck: make(chan map[string]record, 1), reportReq: make(chan struct{}, 1),
 	}
 	w.logger = n.logger.With(slog.String("worker", w.id))
 	var err error
@@ -267,6 +272,8 @@ func (w *Worker) loop() {
 			w.revive()
 		case expect := <-w.recheck:
 			w.reconcile(expect)
+		case <-w.reportReq:
+			w.publishReport()
 		case <-w.stopReq:
 			return
 		case <-n.ctx.Done():

@@ -119,12 +119,12 @@ func (w *Worker) cleanup(ctx context.Context) {
 }
 
 // cleanupScript deletes a removed worker's keep-alive (and restart mark,
-// identity.go) and stream.
+// identity.go, and report, report.go) and stream.
 //
 //	KEYS[1] alive, KEYS[2] the worker's stream
 //	ARGV[1] worker id
 var cleanupScript = redis.NewScript(`
-redis.call("HDEL", KEYS[1], "w:" .. ARGV[1], "r:" .. ARGV[1])
+redis.call("HDEL", KEYS[1], "w:" .. ARGV[1], "r:" .. ARGV[1], "j:" .. ARGV[1])
 redis.call("DEL", KEYS[2])
 return 1
 `)

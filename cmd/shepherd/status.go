@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 type statusOpts struct {
 	addr, pool  string
 	json, watch bool
+	exact       bool
 	interval    time.Duration
 	count       int
 }
@@ -35,6 +37,7 @@ func statusCmd() *cobra.Command {
 	fs.StringVar(&o.pool, "pool", "", "the pool's `name` (required)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per snapshot")
 	fs.BoolVar(&o.watch, "watch", false, "refresh until interrupted")
+	fs.BoolVar(&o.exact, "exact", false, "read every job record (pool.Inspect): every key of every worker, at a cost that grows with the jobs; without it a pool of more than 2,000 jobs is read from its workers' reports (pool.Summary)")
 	fs.DurationVar(&o.interval, "interval", time.Second, "refresh `period` with -watch")
 	fs.IntVar(&o.count, "count", 0, "with -watch, stop after `n` snapshots (0: until interrupted)")
 	return cmd
@@ -57,8 +60,12 @@ func runStatus(cmd *cobra.Command, o statusOpts) error {
 	defer rdb.Close()
 
 	clear := o.watch && !o.json && isTerminal(stdout)
+	read := pool.Summary
+	if o.exact {
+		read = pool.Inspect
+	}
 	for i := 1; ; i++ {
-		st, err := pool.Inspect(ctx, rdb, o.pool)
+		st, err := read(ctx, rdb, o.pool)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted while watching
@@ -118,7 +125,7 @@ func printStatus(w io.Writer, st *pool.Stats) {
 		fmt.Fprintln(tw, "  SLOT\tWORKER\tNODE\tHEALTH\tJOBS\tKEYS")
 	}
 	for _, ws := range st.Workers {
-		keys := strings.Join(sample(ws.Keys, keySample), " ")
+		keys := strings.Join(sample(ws.Keys, keySample, ws.Jobs), " ")
 		h := health(ws.Healthy, ws.LastSeen, ws.HealthAge)
 		if !ws.RestartingUntil.IsZero() {
 			h = "restarting until " + ws.RestartingUntil.UTC().Format(timeMillis)
@@ -131,9 +138,12 @@ func printStatus(w io.Writer, st *pool.Stats) {
 		oldest = humanize.Duration(st.OldestPending)
 	}
 	fmt.Fprintf(w, "\nqueue: %d waiting, %d pending (unacked), oldest pending %s\n", st.QueueDepth, st.Pending, oldest)
-	fmt.Fprintf(w, "jobs: %d total, %d running, %d without a live owner\n", st.Jobs, st.Running, len(st.Orphans))
-	if len(st.Orphans) > 0 {
-		fmt.Fprintf(w, "  no live owner: %s\n", strings.Join(sample(st.Orphans, 10), " "))
+	fmt.Fprintf(w, "jobs: %d total, %d running, %d without a live owner\n", st.Jobs, st.Running, st.OrphanJobs)
+	if st.OrphanJobs > 0 {
+		fmt.Fprintf(w, "  no live owner: %s\n", strings.Join(sample(st.Orphans, 10, st.OrphanJobs), " "))
+	}
+	if st.Sampled {
+		fmt.Fprintln(w, "  (running, each worker's jobs and those without a live owner as the workers reported them at their last keep-alive, with the first of their keys: -exact reads every job)")
 	}
 	fmt.Fprintf(w, "since the pool began: %d starts ok, %d starts failed, %d jobs recovered\n", st.Started, st.StartsFailed, st.Recovered)
 	for i, r := range st.Recoveries {
@@ -171,10 +181,16 @@ func health(healthy bool, seen time.Time, age time.Duration) string {
 	}
 }
 
-// sample returns the first n of s, with "..." when there are more.
-func sample(s []string, n int) []string {
-	if len(s) <= n {
-		return s
+// sample returns the first n of s, with "..." when there are more: more
+// of s, or more than s holds (total, when s is a sample of total items).
+func sample(s []string, n int, total ...int) []string {
+	all := len(s)
+	if len(total) > 0 {
+		all = max(all, total[0])
 	}
-	return append(append([]string{}, s[:n]...), "...")
+	out := s[:min(n, len(s))]
+	if all > len(out) {
+		out = append(slices.Clip(out), "...")
+	}
+	return out
 }

@@ -221,3 +221,55 @@ func TestStatusOfAShardedPool(t *testing.T) {
 	require.Len(t, st.Workers, 1)
 	assert.Equal(t, 9, st.Workers[0].Jobs)
 }
+
+// TestStatusOfALargePool: a pool of more than 2,000 jobs is read from its
+// workers' reports (pool.Summary) by default, and says so; -exact reads
+// every record. Both count the same jobs once the workers reported.
+func TestStatusOfALargePool(t *testing.T) {
+	t.Parallel()
+	const total = 2600
+	name, n, _ := livePool(t, 3, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for p := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := p; i < total; i += 32 {
+				assert.NoError(t, n.DispatchJob(ctx, "dev-"+strconv.Itoa(10000+i), nil))
+			}
+		}()
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		st, err := pool.Summary(ctx, srv.Client(), name)
+		return err == nil && st.Running == total
+	}, 30*time.Second, 50*time.Millisecond, "the workers report their jobs")
+
+	var out, errOut bytes.Buffer
+	require.Equal(t, exitOK, run([]string{"status", "-redis", srv.Addr(), "-pool", name}, &out, &errOut), errOut.String())
+	s := out.String()
+	assert.Contains(t, s, "jobs: 2600 total, 2600 running, 0 without a live owner")
+	assert.Contains(t, s, "as the workers reported them at their last keep-alive")
+	assert.Equal(t, 3, strings.Count(s, " ...\n"), "each worker's first keys, and more")
+
+	var sampled, exact pool.Stats
+	for _, c := range []struct {
+		st   *pool.Stats
+		args []string
+	}{{&sampled, nil}, {&exact, []string{"-exact"}}} {
+		out.Reset()
+		args := append([]string{"status", "-redis", srv.Addr(), "-pool", name, "-json"}, c.args...)
+		require.Equal(t, exitOK, run(args, &out, &errOut), errOut.String())
+		require.NoError(t, json.Unmarshal(out.Bytes(), c.st))
+	}
+	assert.True(t, sampled.Sampled)
+	assert.False(t, exact.Sampled)
+	require.Len(t, sampled.Workers, 3)
+	for i, w := range exact.Workers {
+		assert.Equal(t, w.Jobs, sampled.Workers[i].Jobs)
+		assert.Len(t, w.Keys, w.Jobs, "-exact: every key")
+		assert.Equal(t, w.Keys[:8], sampled.Workers[i].Keys)
+	}
+}
