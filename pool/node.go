@@ -124,6 +124,12 @@ func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 	if err := cfg.checkIdentity(); err != nil {
 		return nil, err
 	}
+	// Before anything is written: a refused first node must not fix the
+	// shard count of a pool it never joined. (A node that adopts the
+	// pool's count is checked once it has read it, in join.)
+	if err := checkPoolSize(rdb, cfg); err != nil {
+		return nil, err
+	}
 	n := newNodeState(newID(), poolName, 0, cfg, rdb, lay)
 	if n.dispatchLim, err = cfg.newDispatchLimiter(); err != nil {
 		return nil, err

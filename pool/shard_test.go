@@ -398,3 +398,21 @@ func TestMergeStatsOfSampledShards(t *testing.T) {
 	assert.Equal(t, 1, st.WorkersBusy)
 	assert.Equal(t, []string{"b"}, a.Orphans, "the parts are left as they were")
 }
+
+// A first node refused for its client's PoolSize writes nothing: the
+// pool's shard count is not fixed by a node that never joined.
+func TestRefusedFirstNodeFixesNoShardCount(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	pool := redistest.Name(t)
+	small := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 10, ContextTimeoutEnabled: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+	t.Cleanup(func() { _ = small.Close() })
+	_, err := AddNode(ctx, small, pool, fastOpts(WithShards(16))...)
+	require.ErrorIs(t, err, ErrInvalidOption)
+	ok, err := Exists(ctx, srv.Client(), pool)
+	require.NoError(t, err)
+	assert.False(t, ok, "the refused node left the pool behind")
+	n := addNode(t, srv.NewClient(), pool, WithShards(2))
+	assert.Len(t, n.parts, 2)
+}
