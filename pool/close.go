@@ -32,8 +32,8 @@ func (n *Node) Close(ctx context.Context) error {
 // its workers' jobs move to other workers, without (shutdown) they are
 // only stopped.
 func (n *Node) stop(ctx context.Context, handOver bool) error {
-	if n.home != nil {
-		return n.home.stop(ctx, handOver)
+	if r := n.root(); r != n {
+		return r.stop(ctx, handOver)
 	}
 	return n.eachPart(func(p *Node) error { return p.stopPart(ctx, handOver) })
 }
@@ -111,7 +111,7 @@ func (n *Node) stopPart(ctx context.Context, handOver bool) error {
 		// Done only now: a process that exits on Done must not cut its
 		// Stop handlers short (closedChan, closed first, wakes waiters);
 		// and only once every shard's part is done (stop stops them all).
-		for _, p := range n.parts[min(1, len(n.parts)):] {
+		for _, p := range n.partsOrSelf()[1:] {
 			<-p.doneChan
 		}
 		close(n.doneChan)

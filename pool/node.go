@@ -149,7 +149,7 @@ func AddNode(ctx context.Context, rdb redis.UniversalClient, poolName string, op
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
 		defer cancel()
-		for _, p := range n.parts[min(1, len(n.parts)):] {
+		for _, p := range n.partsOrSelf()[1:] {
 			p.abandon(rctx)
 		}
 		n.abandon(rctx)

@@ -183,7 +183,7 @@ func (p *planner) plan(token string) (ended bool) {
 		p.logger.Warn("schedule: ending it failed; the next planner asks again", slog.Any("reply", res), slog.Any("error", err))
 		return false
 	}
-	if err := endInShards(rctx, p.n.rdb, p.layouts(), p.name); err != nil {
+	if err := endInShards(rctx, p.n.rdb, p.n.layouts(), p.name); err != nil {
 		p.logger.Warn("schedule: ended, but its notes in the other shards were not all removed", slog.Any("error", err))
 	}
 	p.logger.Info("schedule ended by its producer (ErrEndSchedule)")

@@ -83,9 +83,6 @@ func (p *planner) fenceOf(i int) fence {
 	return fence{key: part.lay.plan(p.name), token: p.tokens[i]}
 }
 
-// layouts returns the layouts of the shards of the planner's pool.
-func (p *planner) layouts() []layout { return p.n.layouts() }
-
 // byShard groups keys by their shard: for each shard, the indexes in ks
 // of its keys, in order.
 func (p *planner) byShard(ks []string) [][]int {

@@ -102,9 +102,9 @@ func (n *Node) settleShards(ctx context.Context) error {
 		return err
 	}
 	s, _ := res.(string)
-	stored, err := strconv.Atoi(s)
-	if err != nil || stored < 1 || stored > MaxShards {
-		return fmt.Errorf("pool: settings: malformed %s %q", settingShards, s)
+	stored, err := parseShards(s)
+	if err != nil {
+		return err
 	}
 	if n.cfg.set.shards && stored != n.cfg.shards {
 		return fmt.Errorf("%w: Shards: this node sets %d but the pool has %d (fixed when the pool was created)",
@@ -124,6 +124,11 @@ func readShards(ctx context.Context, rdb redis.UniversalClient, lay layout) (int
 	if err != nil {
 		return 0, err
 	}
+	return parseShards(s)
+}
+
+// parseShards reads a stored shard count.
+func parseShards(s string) (int, error) {
 	v, err := strconv.Atoi(s)
 	if err != nil || v < 1 || v > MaxShards {
 		return 0, fmt.Errorf("pool: settings: malformed %s %q", settingShards, s)
