@@ -182,11 +182,12 @@ func (n *Node) awaitStops(ctx context.Context) error {
 	return nil
 }
 
-// each runs f for every worker on its own goroutine and waits for all.
-func each(workers []*Worker, f func(i int, w *Worker)) {
+// each runs f for every item (a worker, a shard's part) on its own
+// goroutine and waits for all.
+func each[T any](items []T, f func(i int, v T)) {
 	g := group.New(context.Background())
-	for i, w := range workers {
-		g.Go(func() { f(i, w) })
+	for i, v := range items {
+		g.Go(func() { f(i, v) })
 	}
 	g.Close()
 	g.Wait()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"sync"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
@@ -252,16 +251,10 @@ func (n *Node) eachPart(f func(p *Node) error) error {
 		return f(n)
 	}
 	errs := make([]error, len(n.parts))
-	var wg sync.WaitGroup
-	for i, p := range n.parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(p); err != nil {
-				errs[i] = fmt.Errorf("shard %d: %w", i, err)
-			}
-		}()
-	}
-	wg.Wait()
+	each(n.parts, func(i int, p *Node) {
+		if err := f(p); err != nil {
+			errs[i] = fmt.Errorf("shard %d: %w", i, err)
+		}
+	})
 	return errors.Join(errs...)
 }
