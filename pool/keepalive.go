@@ -77,6 +77,9 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 		if err := n.settle(ctx, true); err != nil {
 			n.logger.Error("rejoining the pool", slog.Any("error", err))
 		}
+		if st == member.Lost && n.home == nil {
+			n.restoreShards(ctx)
+		}
 		n.resync(ctx, st == member.Lost)
 	}
 	return out[0] == "1", nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strconv"
 
@@ -111,6 +112,24 @@ func (n *Node) settleShards(ctx context.Context) error {
 	}
 	n.cfg.shards = stored
 	return nil
+}
+
+// restoreShards stores the node's shard count again in a pool whose
+// Redis lost its state (it restarted empty): a node joining after it
+// would otherwise find none, take the pool for one of a single shard,
+// and route keys to shards where they do not live. A pool that stored
+// another count meanwhile (such a node came first) is reported, not
+// changed: its nodes disagree until restarted.
+func (n *Node) restoreShards(ctx context.Context) {
+	res, err := n.run(ctx, shardsScript, "shards", []string{n.lay.settings}, n.cfg.shards)
+	if err != nil {
+		n.logger.Error("storing the pool's shard count again after Redis lost it", slog.Any("error", err))
+		return
+	}
+	if s, _ := res.(string); s != strconv.Itoa(n.cfg.shards) {
+		n.logger.Error("the pool's shard count changed while Redis had lost it: this node's differs; restart the pool's nodes",
+			slog.Int("shards", n.cfg.shards), slog.String("pool_shards", s))
+	}
 }
 
 // readShards returns the shard count stored with the pool whose shard 0

@@ -416,3 +416,25 @@ func TestRefusedFirstNodeFixesNoShardCount(t *testing.T) {
 	n := addNode(t, srv.NewClient(), pool, WithShards(2))
 	assert.Len(t, n.parts, 2)
 }
+
+// A Redis that restarts empty loses the shard count with the rest: the
+// node stores it again as it rejoins, so that a node joining later does
+// not take the pool for one of a single shard.
+func TestShardCountSurvivesARedisThatLostItsState(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t)
+	pool := redistest.Name(t)
+	n := addNode(t, s.NewClient(), pool, WithShards(3))
+	addWorkers(t, n, newRecorder(), 1)
+	require.NoError(t, s.Kill())
+	require.NoError(t, s.Restart())
+	ctx := testCtx(t, 30*time.Second)
+	lay, err := newLayout(pool)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		v, err := s.Client().HGet(ctx, lay.settings, settingShards).Result()
+		return err == nil && v == "3"
+	}, 20*time.Second, 50*time.Millisecond, "the shard count is stored again")
+	late := addNode(t, s.NewClient(), pool)
+	assert.Len(t, late.parts, 3, "a node joining after the loss adopts the pool's count")
+}
