@@ -196,7 +196,7 @@ local rev = redis.call("HGET", KEYS[6], REV_FIELD)
 -- empties is deleted): read once, it spares a ZSCORE a job.
 local ledger = redis.call("EXISTS", KEYS[7]) == 1
 local maxq = tonumber(ARGV[1])
-local now, waiting
+local now, nowx, nowd, waiting
 local live = {}
 local out = {}
 for i = 3, #ARGV, 10 do
@@ -205,43 +205,61 @@ for i = 3, #ARGV, 10 do
   if fi > 0 and token_fenced(KEYS[7 + fi], ARGV[i + 9]) then res = "FENCED"
   elseif ledger and was_withdrawn(KEYS[7], nonce) then res = "WITHDRAWN"
   elseif shut then res = "SHUTDOWN"
-  elseif redis.call("HEXISTS", KEYS[1], key) == 1 then res = "EXISTS"
   else
-    now = now or now_ms()
-    local r = {s = S_QUEUED, g = 1, n = nonce, w = "", t = now, c = now, a = 0, rd = ARGV[2], rq = ARGV[i + 3]}
-    if ARGV[i + 7] ~= "" then r.tc = ARGV[i + 7] end
     local routed = false
     if si > 0 and ARGV[i + 5] == rev then
       if live[w] == nil then live[w] = redis.call("HEXISTS", KEYS[5], w) == 1 end
       routed = live[w]
     end
-    if routed then
-      r.s = S_ROUTED; r.w = w
-      local p = ARGV[i + 2]
-      put_payload(key, p)
-      if PAYLOAD[key] then
-        -- Claimed for the worker (worker_claim.go): the event carries
-        -- what a claim would answer, and the worker starts the job
-        -- without a claim while the event is fresh.
-        r.s = S_CLAIMED; r.a = 1
-        putrec(key, r)
+    local p = ARGV[i + 2]
+    if routed and ARGV[i + 7] == "" and #p <= MAX_INLINE_PAYLOAD then
+      -- What a dispatch under load takes: claimed for its worker, the
+      -- record written compact by concatenation (no table, no encoder:
+      -- the ids are the pool's, without spaces or "="), and HSETNX for
+      -- the existence test and the write. startedScript's fast path
+      -- reads this form.
+      if not now then now = now_ms(); nowx = string.format("%x", now); nowd = string.format("%d", now) end
+      local rq = ARGV[i + 3]
+      if redis.call("HSETNX", KEYS[1], key,
+          "c 1 " .. nonce .. " " .. w .. " " .. nowx .. " 1 t=0 rd=" .. ARGV[2] .. " rq=" .. rq .. "\n" .. p) == 0 then
+        res = "EXISTS"
+      else
         redis.call("XADD", KEYS[7 + si], "*", FE, EV_START, FT, key, FP,
-          header(r, r.rd, r.rq) .. "\n" .. r.c .. " " .. (r.tc or "") .. "\n" .. p)
-      else
-        putrec(key, r)
-        send_start(KEYS[7 + si], key, r)
+          nonce .. " 1 " .. ARGV[2] .. " " .. rq .. "\n" .. nowd .. " \n" .. p)
+        res = "ROUTED"
       end
-      res = "ROUTED"
+    elseif redis.call("HEXISTS", KEYS[1], key) == 1 then res = "EXISTS"
     else
-      waiting = waiting or redis.call("XLEN", KEYS[3])
-      if waiting >= maxq then
-        res = "FULL"
+      now = now or now_ms()
+      local r = {s = S_QUEUED, g = 1, n = nonce, w = "", t = now, c = now, a = 0, rd = ARGV[2], rq = ARGV[i + 3]}
+      if ARGV[i + 7] ~= "" then r.tc = ARGV[i + 7] end
+      if routed then
+        r.s = S_ROUTED; r.w = w
+        put_payload(key, p)
+        if PAYLOAD[key] then
+          -- Claimed for the worker (worker_claim.go): the event carries
+          -- what a claim would answer, and the worker starts the job
+          -- without a claim while the event is fresh.
+          r.s = S_CLAIMED; r.a = 1
+          putrec(key, r)
+          redis.call("XADD", KEYS[7 + si], "*", FE, EV_START, FT, key, FP,
+            header(r, r.rd, r.rq) .. "\n" .. r.c .. " " .. (r.tc or "") .. "\n" .. p)
+        else
+          putrec(key, r)
+          send_start(KEYS[7 + si], key, r)
+        end
+        res = "ROUTED"
       else
-        put_payload(key, ARGV[i + 2])
-        putrec(key, r)
-        send_start(KEYS[3], key, r)
-        waiting = waiting + 1
-        res = "OK"
+        waiting = waiting or redis.call("XLEN", KEYS[3])
+        if waiting >= maxq then
+          res = "FULL"
+        else
+          put_payload(key, ARGV[i + 2])
+          putrec(key, r)
+          send_start(KEYS[3], key, r)
+          waiting = waiting + 1
+          res = "OK"
+        end
       end
     end
   end

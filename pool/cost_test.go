@@ -104,6 +104,10 @@ func BenchmarkCostPerDispatch(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("SHEPHERD_COST")); err == nil && v > 0 {
 		jobs = v
 	}
+	producers := 64
+	if v, err := strconv.Atoi(os.Getenv("SHEPHERD_COST_PRODUCERS")); err == nil && v > 0 {
+		producers = v
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	name := redistest.Name(b)
@@ -149,7 +153,7 @@ func BenchmarkCostPerDispatch(b *testing.B) {
 		began := time.Now()
 		var next, failed atomic.Int64
 		var wg sync.WaitGroup
-		for range 64 {
+		for range producers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

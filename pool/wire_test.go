@@ -202,3 +202,73 @@ func TestRecordsRoundTripBetweenLuaAndGo(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(res[0].(string))+4, 128, "%q", res[0])
 }
+
+// An untraced dispatch with an inline payload, routed to a live worker,
+// takes the fast paths: admitRouteScript writes the claimed record
+// compact by concatenation, and startedScript turns it into a running
+// record without decoding it. Both records must be exactly what the
+// prelude's encoder writes for them, so that nothing else tells the
+// paths apart.
+func TestFastPathRecordsAreThePreludes(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	rdb := srv.Client()
+	n := addNode(t, rdb, redistest.Name(t))
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	addWorkers(t, n, startFunc(func(_ context.Context, job *Job) error {
+		if job.Key == "k" {
+			close(entered)
+			<-release
+		}
+		return nil
+	}), 1)
+	// The worker learns Redis's clock from its first calls, and the node
+	// its slot table: then its dispatches take the fast path.
+	require.Eventually(t, func() bool { return n.table().owner("k") != "" }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, n.DispatchJob(ctx, "warm", nil))
+	const payload = "p\nq"
+	done := make(chan error, 1)
+	go func() { done <- n.DispatchJob(ctx, "k", []byte(payload)) }()
+	<-entered
+	reencode := func(r record) string {
+		in, err := json.Marshal(r)
+		require.NoError(t, err)
+		res, err := recordRoundTrip.Run(ctx, rdb, []string{n.lay.jobs + ":probe", n.lay.payloads + ":probe"}, string(in), "k", payload).Slice()
+		require.NoError(t, err)
+		return res[0].(string)
+	}
+
+	claimed, err := rdb.HGet(ctx, n.lay.jobs, "k").Result()
+	require.NoError(t, err)
+	assert.Regexp(t, `^c 1 [0-9a-f]{16} \S+ [0-9a-f]+ 1 t=0 rd=\S+ rq=[0-9a-f]{16}\np\nq$`, claimed)
+	r, err := parseRecord(claimed)
+	require.NoError(t, err)
+	assert.Equal(t, stateClaimed, r.State)
+	assert.Equal(t, n.id, r.DispNode)
+	assert.Equal(t, r.Created, r.Changed)
+	assert.Equal(t, 1, r.Starts)
+
+	close(release)
+	require.NoError(t, <-done)
+	running, err := rdb.HGet(ctx, n.lay.jobs, "k").Result()
+	require.NoError(t, err)
+	assert.Regexp(t, `^u 1 [0-9a-f]{16} \S+ [0-9a-f]+ 1 st=[0-9a-f]+\np\nq$`, running)
+	r, err = parseRecord(running)
+	require.NoError(t, err)
+	assert.Equal(t, stateRunning, r.State)
+	assert.Empty(t, r.DispNode+r.DispReq, "the dispatcher's fields go once it is answered")
+	assert.Equal(t, reencode(r), running, "the prelude writes the same running record")
+	// The prelude writes a claimed record as JSON; the fast path's compact
+	// form reads back as the same record.
+	c, err := parseRecord(reencode(mustParse(t, claimed)))
+	require.NoError(t, err)
+	assert.Equal(t, mustParse(t, claimed), c)
+}
+
+func mustParse(t *testing.T, raw string) record {
+	t.Helper()
+	r, err := parseRecord(raw)
+	require.NoError(t, err)
+	return r
+}

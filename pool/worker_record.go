@@ -188,33 +188,63 @@ local function answer(si, rq)
   end
 end
 for i = 3, #ARGV, 5 do
-  local key, r = job(i)
-  local rq, si = ARGV[i + 3], tonumber(ARGV[i + 4])
-  if not r or r.w ~= wid then
-    out[#out + 1] = "STALE"
-  elseif r.s == S_STOPPING then
-    -- Start did succeed: the dispatcher learns it, and the stop that
-    -- follows does not tell it again. A stop of a job already running
-    -- keeps its r.st: this is then a retry, which counts nothing.
-    answer(si, rq)
-    r.rd = nil; r.rq = nil
-    if not r.st then r.st = now; started = started + 1 end
-    putrec(key, r)
-    out[#out + 1] = "STOPPING"
-  elseif r.s == S_RUNNING then
-    -- Already recorded: a retry after a reply lost to a connection error.
-    out[#out + 1] = "OK"
-  elseif r.s ~= S_CLAIMED or not alive then
-    out[#out + 1] = "STALE"
-  else
-    -- A running job needs no r.t (only routed and claimed jobs expire):
-    -- r.st, when Start succeeded, stands for it, which keeps the record
-    -- of each running job short.
-    r.s = S_RUNNING; r.t = nil; r.st = now; r.rd = nil; r.rq = nil
-    putrec(key, r)
+  local key, rq, si = ARGV[i], ARGV[i + 3], tonumber(ARGV[i + 4])
+  -- The fast path: the record as admitRouteScript's compact claim wrote
+  -- it, for this worker, nonce and generation (one comparison tells),
+  -- with nothing but its dispatcher's fields after the start count. It
+  -- becomes what encrec writes for a running job, the payload kept as
+  -- bytes: no decoding, no table.
+  local raw = alive and redis.call("HGET", KEYS[1], key)
+  local c, q, e
+  if raw then
+    local pre = "c " .. ARGV[i + 2] .. " " .. ARGV[i + 1] .. " " .. wid .. " "
+    if string.sub(raw, 1, #pre) == pre then
+      c, q, e = string.match(raw, "^(%x+) %d+() t=0 rd=[^ \n]+ rq=[^ \n]+()", #pre + 1)
+      if c and e <= #raw and string.byte(raw, e) ~= 10 then c = nil end
+      if c then c = tonumber(c, 16); if c > now then c = nil end end
+    end
+  end
+  if c then
+    redis.call("HSET", KEYS[1], key, "u" .. string.sub(raw, 2, q - 1) .. string.format(" st=%x", now - c) .. string.sub(raw, e))
     started = started + 1
     answer(si, rq)
     out[#out + 1] = "OK"
+  else
+    local r
+    if not alive then
+      key, r = job(i)
+    elseif raw then
+      -- job(i), on the entry read above
+      local r0, p = decrec(raw)
+      local nonce, gen = ARGV[i + 1], tonumber(ARGV[i + 2])
+      if (nonce == "" or r0.n == nonce) and (gen < 0 or r0.g == gen) then r = r0; PAYLOAD[key] = p end
+    end
+    if not r or r.w ~= wid then
+      out[#out + 1] = "STALE"
+    elseif r.s == S_STOPPING then
+      -- Start did succeed: the dispatcher learns it, and the stop that
+      -- follows does not tell it again. A stop of a job already running
+      -- keeps its r.st: this is then a retry, which counts nothing.
+      answer(si, rq)
+      r.rd = nil; r.rq = nil
+      if not r.st then r.st = now; started = started + 1 end
+      putrec(key, r)
+      out[#out + 1] = "STOPPING"
+    elseif r.s == S_RUNNING then
+      -- Already recorded: a retry after a reply lost to a connection error.
+      out[#out + 1] = "OK"
+    elseif r.s ~= S_CLAIMED or not alive then
+      out[#out + 1] = "STALE"
+    else
+      -- A running job needs no r.t (only routed and claimed jobs expire):
+      -- r.st, when Start succeeded, stands for it, which keeps the record
+      -- of each running job short.
+      r.s = S_RUNNING; r.t = nil; r.st = now; r.rd = nil; r.rq = nil
+      putrec(key, r)
+      started = started + 1
+      answer(si, rq)
+      out[#out + 1] = "OK"
+    end
   end
 end
 for si, rqs in pairs(oks) do send_reply(KEYS[5 + si], table.concat(rqs, ","), REPLY_OK) end
