@@ -218,7 +218,7 @@ for i = 3, #ARGV, 10 do
       -- the ids are the pool's, without spaces or "="), and HSETNX for
       -- the existence test and the write. startedScript's fast path
       -- reads this form.
-      if not now then now = now_ms(); nowx = string.format("%x", now); nowd = string.format("%d", now) end
+      if not nowx then now = now or now_ms(); nowx = string.format("%x", now); nowd = string.format("%d", now) end
       local rq = ARGV[i + 3]
       if redis.call("HSETNX", KEYS[1], key,
           "c 1 " .. nonce .. " " .. w .. " " .. nowx .. " 1 t=0 rd=" .. ARGV[2] .. " rq=" .. rq .. "\n" .. p) == 0 then

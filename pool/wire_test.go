@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -271,4 +272,26 @@ func mustParse(t *testing.T, raw string) record {
 	r, err := parseRecord(raw)
 	require.NoError(t, err)
 	return r
+}
+
+// One admission call may hold a queued job before a routed one: the
+// routed job's fast path then finds Redis's time already read.
+func TestAdmissionBatchOfQueuedThenRouted(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	n := addNode(t, srv.Client(), redistest.Name(t))
+	addWorkers(t, n, nopHandler{}, 1)
+	require.Eventually(t, func() bool { return n.table().owner("r") != "" }, 10*time.Second, 5*time.Millisecond)
+	tb := n.table()
+	rev := strconv.FormatInt(tb.rev, 10)
+	queued := &admission{ctx: ctx, key: "q", nonce: newID(), reqID: noReply, rev: rev}
+	routed := &admission{ctx: ctx, key: "r", nonce: newID(), reqID: noReply, worker: tb.owner("r"), rev: rev}
+	n.admitBatch(ctx, []*admission{queued, routed})
+	require.NoError(t, queued.err)
+	require.NoError(t, routed.err)
+	assert.Equal(t, "OK", queued.res)
+	assert.Equal(t, "ROUTED", routed.res)
+	require.Eventually(t, func() bool {
+		return recordState(ctx, n, "q") == stateRunning && recordState(ctx, n, "r") == stateRunning
+	}, 10*time.Second, 5*time.Millisecond, "both jobs start")
 }
