@@ -15,7 +15,7 @@ import (
 // A DispatchJob that finds no other admission under way runs its own at
 // once, on its goroutine: batching costs a lone caller nothing.
 const (
-	admitters      = 4   // batches in flight at once
+	admitters      = 1   // admitLoops (besides a lone caller's call)
 	maxAdmitBatch  = 128 // admissions per script call
 	admitQueueSize = 1024
 )

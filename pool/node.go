@@ -65,6 +65,8 @@ type Node struct {
 	waiters      map[string]*waiter // request id → the call waiting for its reply
 	admissions   chan *admission    // DispatchJob → admitLoop
 	admitting    atomic.Int64       // admissions under way, queued ones included
+	startedCalls chan *startedCall  // a worker's started jobs → startedLoop
+	recording    atomic.Int64       // started batches being recorded, queued ones included
 	replicasUp   atomic.Int64       // the master's connected replicas at watchLoop's last read, plus one (0: not read yet)
 	dispatchLim  *limit.Blocking    // WithDispatchLimit's; nil without
 	leaving      bool               // Leave: a node with WithNodeID closes for good
@@ -164,12 +166,13 @@ func newNodeState(id, name string, shard int, cfg nodeConfig, rdb redis.Universa
 	n := &Node{
 		id: id, started: time.Now(), pool: shardName(name, shard), name: name, shard: shard,
 		rdb: rdb, cfg: cfg, lay: lay,
-		myWorkers:  make(map[string]*Worker),
-		inboxes:    make(map[string]*Worker),
-		waiters:    make(map[string]*waiter),
-		closedChan: make(chan struct{}),
-		admissions: make(chan *admission, admitQueueSize),
-		doneChan:   make(chan struct{}),
+		myWorkers:    make(map[string]*Worker),
+		inboxes:      make(map[string]*Worker),
+		waiters:      make(map[string]*waiter),
+		closedChan:   make(chan struct{}),
+		admissions:   make(chan *admission, admitQueueSize),
+		startedCalls: make(chan *startedCall, startedQueueSize),
+		doneChan:     make(chan struct{}),
 	}
 	n.loops = group.New(context.Background())
 	n.ctx = n.loops.Context()
@@ -259,6 +262,7 @@ func (n *Node) join(ctx context.Context) error {
 	for range admitters {
 		n.loops.Go(n.admitLoop)
 	}
+	n.loops.Go(n.startedLoop)
 	n.loops.Go(n.keepAliveLoop)
 	n.watchers.Go(n.shutdownWatch)
 	n.loops.Go(n.watchLoop)

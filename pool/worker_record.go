@@ -23,23 +23,6 @@ func (w *Worker) claimJobs(ctx context.Context, starts []startRef, pre []bool) (
 	return w.clockedReplies(res, err, len(starts), "claim")
 }
 
-// recordJobs runs startedScript for jobs whose Start succeeded and returns
-// one outcome per job.
-func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
-	n := w.node
-	sk := newScriptKeys(append(n.lay.recordKeys(), n.lay.counters, n.lay.alive)...)
-	args := []any{w.id, w.fence()}
-	for _, s := range started {
-		idx := 0
-		if s.h.reqID != noReply && s.h.replyTo != noReply {
-			idx = sk.add(n.replyStream(s.h.replyTo))
-		}
-		args = append(ref(args, s.key, s.h.nonce, s.h.gen), s.h.reqID, idx)
-	}
-	res, err := n.run(ctx, startedScript, "started", sk.keys, args...)
-	return w.clockedReplies(res, err, len(started), "started")
-}
-
 // recordStarted runs startedScript for a job whose Start succeeded. An
 // error leaves it unknown whether the script ran (Redis may have applied
 // it and died before answering), so it asks again until Redis answers or
@@ -151,30 +134,30 @@ end
 return worker_clock(out, KEYS[4], wid, alive, now)
 `)
 
-// startedScript records that Start succeeded, for a batch of a worker's
-// jobs (or one) in one call, and on "OK" or "STOPPING" (Start did succeed
-// either way) answers each waiting DispatchJob, saving the worker a round
-// trip: one reply entry per dispatching node, whose topic is the request
-// ids of the batch's jobs it dispatched, joined by commas. It records when (r.st) and counts the start in the counters hash.
+// startedScript records that Start succeeded, for batches of jobs of one
+// or more workers of a node (started_batch.go) in one call, and on "OK"
+// or "STOPPING" (Start did succeed either way) answers each waiting
+// DispatchJob, saving the worker a round trip: one reply entry per
+// dispatching node, whose topic is the request ids of the call's jobs it
+// dispatched, joined by commas. It records when (r.st) and counts the
+// start in the counters hash.
 //
 //	KEYS[1] jobs, KEYS[2] payloads, KEYS[3] workers map, KEYS[4] counters,
 //	KEYS[5] the keep-alives, KEYS[6..] the dispatching nodes' streams
-//	ARGV[1] worker id, ARGV[2] the node its entry must name ("" for any),
-//	then per job: job ref, request id
-//	(noReply: nobody waits), index of the dispatching node's stream in
-//	KEYS (counted from KEYS[6] as 1; 0 for none)
+//	ARGV: per worker, its id, the node its entry must name ("" for any),
+//	its number of jobs, then per job: job ref, request id (noReply:
+//	nobody waits), index of the dispatching node's stream in KEYS
+//	(counted from KEYS[6] as 1; 0 for none)
 //
 // It is idempotent: once recorded, running it again returns "OK" (and
 // counts nothing: r.st is set), so a worker whose connection broke can
 // ask again instead of guessing.
-// Returns, per job, "OK"; "STOPPING" when a stop is on its way to this
-// worker (keep the job: the stop event follows); "STALE" when the job was
-// taken away meanwhile (moved after PendingJobTTL, stopped, or this worker
-// declared dead): the worker must stop what it just started. Then, after
-// the jobs' outcomes, the worker's clock (worker_claim.go).
+// Returns, per worker, per job, "OK"; "STOPPING" when a stop is on its way
+// to this worker (keep the job: the stop event follows); "STALE" when the
+// job was taken away meanwhile (moved after PendingJobTTL, stopped, or
+// this worker declared dead): the worker must stop what it just started.
+// Then, after the worker's jobs' outcomes, its clock (worker_claim.go).
 var startedScript = newScript(prelude + workerLua + workerClockLua + `
-local wid = ARGV[1]
-local alive = worker_of(KEYS[3], wid, ARGV[2])
 local now = now_ms()
 local started = 0
 local out = {}
@@ -187,69 +170,77 @@ local function answer(si, rq)
     if l then l[#l + 1] = rq else oks[si] = {rq} end
   end
 end
-for i = 3, #ARGV, 5 do
-  local key, rq, si = ARGV[i], ARGV[i + 3], tonumber(ARGV[i + 4])
-  -- The fast path: the record as admitRouteScript's compact claim wrote
-  -- it, for this worker, nonce and generation (one comparison tells),
-  -- with nothing but its dispatcher's fields after the start count. It
-  -- becomes what encrec writes for a running job, the payload kept as
-  -- bytes: no decoding, no table.
-  local raw = alive and redis.call("HGET", KEYS[1], key)
-  local c, q, e
-  if raw then
-    local pre = "c " .. ARGV[i + 2] .. " " .. ARGV[i + 1] .. " " .. wid .. " "
-    if string.sub(raw, 1, #pre) == pre then
-      c, q, e = string.match(raw, "^(%x+) %d+() t=0 rd=[^ \n]+ rq=[^ \n]+()", #pre + 1)
-      if c and e <= #raw and string.byte(raw, e) ~= 10 then c = nil end
-      if c then c = tonumber(c, 16); if c > now then c = nil end end
+local g = 1
+while g <= #ARGV do
+  local wid = ARGV[g]
+  local alive = worker_of(KEYS[3], wid, ARGV[g + 1])
+  local last = g + 2 + 5 * tonumber(ARGV[g + 2])
+  for i = g + 3, last, 5 do
+    local key, rq, si = ARGV[i], ARGV[i + 3], tonumber(ARGV[i + 4])
+    -- The fast path: the record as admitRouteScript's compact claim wrote
+    -- it, for this worker, nonce and generation (one comparison tells),
+    -- with nothing but its dispatcher's fields after the start count. It
+    -- becomes what encrec writes for a running job, the payload kept as
+    -- bytes: no decoding, no table.
+    local raw = alive and redis.call("HGET", KEYS[1], key)
+    local c, q, e
+    if raw then
+      local pre = "c " .. ARGV[i + 2] .. " " .. ARGV[i + 1] .. " " .. wid .. " "
+      if string.sub(raw, 1, #pre) == pre then
+        c, q, e = string.match(raw, "^(%x+) %d+() t=0 rd=[^ \n]+ rq=[^ \n]+()", #pre + 1)
+        if c and e <= #raw and string.byte(raw, e) ~= 10 then c = nil end
+        if c then c = tonumber(c, 16); if c > now then c = nil end end
+      end
     end
-  end
-  if c then
-    redis.call("HSET", KEYS[1], key, "u" .. string.sub(raw, 2, q - 1) .. string.format(" st=%x", now - c) .. string.sub(raw, e))
-    started = started + 1
-    answer(si, rq)
-    out[#out + 1] = "OK"
-  else
-    local r
-    if not alive then
-      key, r = job(i)
-    elseif raw then
-      -- job(i), on the entry read above
-      local r0, p = decrec(raw)
-      local nonce, gen = ARGV[i + 1], tonumber(ARGV[i + 2])
-      if (nonce == "" or r0.n == nonce) and (gen < 0 or r0.g == gen) then r = r0; PAYLOAD[key] = p end
-    end
-    if not r or r.w ~= wid then
-      out[#out + 1] = "STALE"
-    elseif r.s == S_STOPPING then
-      -- Start did succeed: the dispatcher learns it, and the stop that
-      -- follows does not tell it again. A stop of a job already running
-      -- keeps its r.st: this is then a retry, which counts nothing.
-      answer(si, rq)
-      r.rd = nil; r.rq = nil
-      if not r.st then r.st = now; started = started + 1 end
-      putrec(key, r)
-      out[#out + 1] = "STOPPING"
-    elseif r.s == S_RUNNING then
-      -- Already recorded: a retry after a reply lost to a connection error.
-      out[#out + 1] = "OK"
-    elseif r.s ~= S_CLAIMED or not alive then
-      out[#out + 1] = "STALE"
-    else
-      -- A running job needs no r.t (only routed and claimed jobs expire):
-      -- r.st, when Start succeeded, stands for it, which keeps the record
-      -- of each running job short.
-      r.s = S_RUNNING; r.t = nil; r.st = now; r.rd = nil; r.rq = nil
-      putrec(key, r)
+    if c then
+      redis.call("HSET", KEYS[1], key, "u" .. string.sub(raw, 2, q - 1) .. string.format(" st=%x", now - c) .. string.sub(raw, e))
       started = started + 1
       answer(si, rq)
       out[#out + 1] = "OK"
+    else
+      local r
+      if not alive then
+        key, r = job(i)
+      elseif raw then
+        -- job(i), on the entry read above
+        local r0, p = decrec(raw)
+        local nonce, gen = ARGV[i + 1], tonumber(ARGV[i + 2])
+        if (nonce == "" or r0.n == nonce) and (gen < 0 or r0.g == gen) then r = r0; PAYLOAD[key] = p end
+      end
+      if not r or r.w ~= wid then
+        out[#out + 1] = "STALE"
+      elseif r.s == S_STOPPING then
+        -- Start did succeed: the dispatcher learns it, and the stop that
+        -- follows does not tell it again. A stop of a job already running
+        -- keeps its r.st: this is then a retry, which counts nothing.
+        answer(si, rq)
+        r.rd = nil; r.rq = nil
+        if not r.st then r.st = now; started = started + 1 end
+        putrec(key, r)
+        out[#out + 1] = "STOPPING"
+      elseif r.s == S_RUNNING then
+        -- Already recorded: a retry after a reply lost to a connection error.
+        out[#out + 1] = "OK"
+      elseif r.s ~= S_CLAIMED or not alive then
+        out[#out + 1] = "STALE"
+      else
+        -- A running job needs no r.t (only routed and claimed jobs expire):
+        -- r.st, when Start succeeded, stands for it, which keeps the record
+        -- of each running job short.
+        r.s = S_RUNNING; r.t = nil; r.st = now; r.rd = nil; r.rq = nil
+        putrec(key, r)
+        started = started + 1
+        answer(si, rq)
+        out[#out + 1] = "OK"
+      end
     end
   end
+  worker_clock(out, KEYS[5], wid, alive, now)
+  g = last + 1
 end
 for si, rqs in pairs(oks) do send_reply(KEYS[5 + si], table.concat(rqs, ","), REPLY_OK) end
 count(KEYS[4], C_STARTED, started)
-return worker_clock(out, KEYS[5], wid, alive, now)
+return out
 `)
 
 // failedScript records that Start failed, and counts it in the counters
