@@ -3,6 +3,7 @@ package queue
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -532,4 +533,34 @@ func TestStopReturnsWhileRedisIsDown(t *testing.T) {
 		res, err := other.Result(ctx, f.ID())
 		return err == nil && string(res) == "again"
 	}, 30*time.Second, 20*time.Millisecond, "the task whose end was given up did not run again")
+}
+
+// A take of a failed Submit's task by this process may reach its worker
+// only after the withdrawal deleted the task (withdrawScript found it
+// taken here: WITHDRAWN). The worker must still not start it: after a
+// freeze, Redis runs the Submit, the take and the withdrawal in a row,
+// and their replies come on three connections in any order. A Submit of
+// the same id afterwards is a new task, which runs.
+func TestATakeThatComesAfterItsWithdrawalDoesNotStart(t *testing.T) {
+	t.Parallel()
+	q := open(t, redistest.Name(t))
+	ctx := testCtx(t, 10*time.Second)
+	f, err := q.Submit(ctx, nil, WithTaskID("x"))
+	require.NoError(t, err)
+	v, err := readTaskNow(ctx, q.rdb, q.known()[f.shard], "x", fieldNonce)
+	require.NoError(t, err)
+	nonce, ok := v[0].(string)
+	require.True(t, ok, "the task's nonce")
+	q.forget(f)
+	q.withdraw(&submitReq{f: f, nonce: nonce, shard: f.shard})
+	require.Eventually(t, func() bool {
+		_, err := q.Inspect(ctx, "x")
+		return errors.Is(err, ErrTaskNotFound)
+	}, 5*time.Second, 5*time.Millisecond, "the withdrawal deleted the task")
+	q.withdrawals.Wait() // the withdrawal's outcome is noted (no other runs here)
+	assert.True(t, q.maybeWithdrawn(ctx, f.shard, "x"), "a late take of the withdrawn task would start it")
+
+	_, err = q.Submit(ctx, nil, WithTaskID("x"))
+	require.NoError(t, err)
+	assert.False(t, q.maybeWithdrawn(ctx, f.shard, "x"), "the new Submit's task is not withdrawn")
 }

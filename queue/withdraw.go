@@ -45,6 +45,11 @@ func (q *Queue) withdraw(r *submitReq) {
 			// Its take's reply may reach a worker of this process
 			// still: keep it from starting there.
 			q.noteWithdrawal(r.nonce, f.id, time.Now().Add(earlyCancelTTL))
+		case res == "WITHDRAWN":
+			// Deleted, also when a worker of this process took it: that
+			// take's reply may reach the worker after this one (each
+			// came on its own connection), and must not start it.
+			q.noteWithdrawal(r.nonce, f.id, time.Now().Add(earlyCancelTTL))
 		default:
 			q.noteWithdrawal(r.nonce, "", time.Time{})
 		}
@@ -175,7 +180,8 @@ func (q *Queue) noteWithdrawal(nonce, id string, until time.Time) {
 // own connection); the withdrawal then cancels the task, but the take's
 // reply is already on its way. Without failed Submits of id, it asks
 // Redis nothing; with some, it reads the task's nonce (the Submit that
-// queued it), and says no when Redis does not answer.
+// queued it), and says no when Redis does not answer; a task Redis no
+// longer has is not started (its withdrawal deleted it).
 func (q *Queue) maybeWithdrawn(ctx context.Context, shard int, id string) bool {
 	if q.nWithdrawing.Load() == 0 {
 		return false
@@ -194,8 +200,11 @@ func (q *Queue) maybeWithdrawn(ctx context.Context, shard int, id string) bool {
 	cctx, cancel := redisutil.CallContext(ctx, q.cfg.callTimeout)
 	defer cancel()
 	v, err := readTaskNow(cctx, q.rdb, q.known()[shard], id, fieldState, fieldNonce)
-	if err != nil || len(v) != 2 || v[0] == nil {
+	if err != nil || len(v) != 2 {
 		return false
+	}
+	if v[0] == nil {
+		return true // deleted: withdrawn after the take
 	}
 	nonce, ok := v[1].(string)
 	if !ok {
