@@ -2,7 +2,9 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/shepherd-go/shepherd/internal/member"
 	"github.com/shepherd-go/shepherd/internal/redisutil"
@@ -31,9 +33,12 @@ type admission struct {
 	rev     string // the revision of that table
 	trace   string
 	f       fence
-	res     any
-	err     error
-	done    chan struct{} // closed when res and err hold the outcome
+	// deadline is when its caller stops waiting (WithCallTimeout from
+	// its call), for an admission that waits for an admitLoop.
+	deadline time.Time
+	res      any
+	err      error
+	done     chan struct{} // closed when res and err hold the outcome
 }
 
 // admit records a new job and either routes it to its worker or queues it
@@ -56,6 +61,12 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 		close(a.done)
 		return a.res, true, a.err
 	}
+	// A batch held up by a hung Redis holds up the admissions queued
+	// behind it: each waits WithCallTimeout at most, counted from here,
+	// and admitLoop leaves out the ones whose time is up.
+	a.deadline = time.Now().Add(n.cfg.callTimeout)
+	wait := time.NewTimer(n.cfg.callTimeout)
+	defer wait.Stop()
 	select {
 	case n.admissions <- a:
 	case <-ctx.Done():
@@ -64,6 +75,9 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 	case <-n.closedChan:
 		n.admitting.Add(-1)
 		return nil, false, n.errClosed()
+	case <-wait.C:
+		n.admitting.Add(-1)
+		return nil, false, n.admitTimedOut()
 	}
 	select {
 	case <-a.done:
@@ -72,7 +86,15 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 		return nil, true, ctx.Err()
 	case <-n.closedChan:
 		return nil, true, n.errClosed()
+	case <-wait.C:
+		return nil, true, n.admitTimedOut()
 	}
+}
+
+// admitTimedOut is the error of an admission that waited WithCallTimeout
+// for its batch's call.
+func (n *Node) admitTimedOut() error {
+	return fmt.Errorf("%w: dispatch: no answer within %v (WithCallTimeout)", ErrRedisTimeout, n.cfg.callTimeout)
 }
 
 // admitLoop runs the admissions waiting in n.admissions, a batch per
@@ -97,9 +119,14 @@ func (n *Node) admitLoop() {
 				break fill
 			}
 		}
+		now := time.Now()
 		for _, a := range batch {
 			if err := a.ctx.Err(); err != nil {
 				a.err = err // its caller left: never admit it
+				continue
+			}
+			if now.After(a.deadline) {
+				a.err = n.admitTimedOut() // so did this one (admit)
 				continue
 			}
 			live = append(live, a)

@@ -60,10 +60,23 @@ func TestDispatchToAFrozenRedisFailsWithErrRedisTimeout(t *testing.T) {
 	defer cancelLong()
 	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancelShort()
+	// "ended" goes first, in a batch that hangs; "batched" waits behind
+	// it, and still gets its answer within the call timeout (counted from
+	// its own call).
+	inFlight := make(chan struct{}, 1)
+	batched.test.admitHook = func(after bool) {
+		if !after {
+			select {
+			case inFlight <- struct{}{}:
+			default:
+			}
+		}
+	}
 	alone := dispatch(lone, long, "alone")
-	inBatch := dispatch(batched, long, "batched")
 	quicker := dispatch(quick, long, "quicker")
 	ended := dispatch(batched, short, "ended")
+	<-inFlight
+	inBatch := dispatch(batched, long, "batched")
 	wg.Wait()
 
 	for what, o := range map[string]*outcome{"alone": alone, "in a batch": inBatch} {
