@@ -55,12 +55,22 @@ func TestViewsOfALargePool(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.Eventually(t, func() bool {
-		st, err := pool.Summary(ctx, srv.Client(), name)
-		return err == nil && st.Running == total
-	}, 30*time.Second, 50*time.Millisecond, "the workers report their jobs")
 	exact, err := pool.Inspect(ctx, srv.Client(), name)
 	require.NoError(t, err)
+	// A worker's report counts its jobs as of its keep-alive and names
+	// keys as of the one before (pool/report.go): wait for both.
+	require.Eventually(t, func() bool {
+		st, err := pool.Summary(ctx, srv.Client(), name)
+		if err != nil || st.Running != total || len(st.Workers) != len(exact.Workers) {
+			return false
+		}
+		for i, w := range exact.Workers {
+			if !slices.Equal(st.Workers[i].Keys, w.Keys[:8]) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "the workers report their jobs")
 	_, base := serve(t)
 
 	var l Listing
