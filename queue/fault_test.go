@@ -564,3 +564,24 @@ func TestATakeThatComesAfterItsWithdrawalDoesNotStart(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, q.maybeWithdrawn(ctx, f.shard, "x"), "the new Submit's task is not withdrawn")
 }
+
+// A keep-alive that Redis did not answer says so, so that
+// member.KeepAlive tries it again soon instead of a period later (a
+// Redis outage of a third of the TTL would otherwise get a live process
+// declared dead).
+func TestAFailedKeepAliveSaysSo(t *testing.T) {
+	t.Parallel()
+	own := redistest.Start(t)
+	ctx := testCtx(t, 30*time.Second)
+	q, err := Open(ctx, own.Client(), "beats", WithTTL(time.Minute))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, q.Close(context.Background())) }()
+	assert.True(t, q.keepAlive(ctx), "a beat Redis answered")
+	require.NoError(t, own.Freeze())
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	ok := q.keepAlive(short)
+	cancel()
+	require.NoError(t, own.Thaw())
+	assert.False(t, ok, "a beat Redis did not answer")
+	assert.True(t, q.keepAlive(ctx), "a beat after the thaw")
+}

@@ -20,12 +20,9 @@ import (
 // abandons them (their late outcomes would be refused) and registers
 // again.
 func (q *Queue) keepAliveLoop() {
-	// The queue's beats say nothing of their failures: it keeps its
-	// period (pool's beats are tried again soon).
-	member.KeepAlive(q.tasks.Context(), q.cfg.ttl/3, q.kick, func(ctx context.Context) bool {
-		q.keepAlive(ctx)
-		return true
-	})
+	// A beat that a shard did not answer is tried again soon
+	// (member.KeepAliveRetry), not a period later.
+	member.KeepAlive(q.tasks.Context(), q.cfg.ttl/3, q.kick, q.keepAlive)
 }
 
 // keepAlive sends one keep-alive (keepAliveScript) to every shard, with
@@ -33,8 +30,9 @@ func (q *Queue) keepAliveLoop() {
 // drain request switches the server to drain; GONE (declared dead:
 // member.Revived, or Redis lost the queue: member.Lost) abandons the
 // tasks in flight and registers again, in the shards that said so (all
-// of them when the home shard did).
-func (q *Queue) keepAlive(ctx context.Context) {
+// of them when the home shard did). It reports whether every shard
+// answered.
+func (q *Queue) keepAlive(ctx context.Context) (ok bool) {
 	cctx, cancel := context.WithTimeout(ctx, loopCallTimeout)
 	defer cancel()
 	s := q.current()
@@ -99,6 +97,7 @@ func (q *Queue) keepAlive(ctx context.Context) {
 			res = a.res
 		}
 	}
+	ok = !failed
 	if res != "GONE" && len(gone) > 0 {
 		// Declared dead in some shards only (cut off from them for
 		// longer than the TTL): their tasks in flight ran elsewhere; the
@@ -134,7 +133,7 @@ func (q *Queue) keepAlive(ctx context.Context) {
 	fresh, err := q.register(cctx, true)
 	if err != nil {
 		q.logger.Warn("registering again failed", "error", err)
-		return
+		return false // tried again soon
 	}
 	q.m.revived.Add(ctx, 1, q.m.attrs)
 	if fresh { // member.Lost
@@ -145,6 +144,7 @@ func (q *Queue) keepAlive(ctx context.Context) {
 	// member.Revived
 	q.logger.Warn("this process was declared dead (paused or cut off for longer than the TTL); its tasks in flight ran elsewhere and their late outcomes are dropped",
 		"abandoned", lost, "ttl", q.cfg.ttl)
+	return ok
 }
 
 // leaseSure reports whether this process's lease in shard surely still
