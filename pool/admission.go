@@ -10,12 +10,16 @@ import (
 	"github.com/shepherd-go/shepherd/internal/redisutil"
 )
 
-// Concurrent DispatchJob calls are admitted in batches: a few admitter
-// goroutines each take every admission waiting and admit them all in one
-// call of admitRouteScript, so that 64 concurrent producers cost Redis a
-// handful of script calls instead of 64 (most of a call's cost is fixed).
-// A DispatchJob that finds no other admission under way runs its own at
-// once, on its goroutine: batching costs a lone caller nothing.
+// Concurrent DispatchJob calls are admitted in batches: an admitter
+// goroutine (admitLoop) takes every admission waiting and admits them all
+// in one call of admitRouteScript, so that 64 concurrent producers cost
+// Redis a handful of script calls instead of 64 (a call's fixed part, its
+// round trip included, is about as much as a job's work in it). A
+// DispatchJob that finds no other admission under way runs its own at
+// once, on its goroutine: batching costs a lone caller nothing. One
+// admitter, not several: while a batch is out, the next one grows (four
+// admitters made batches a third as large, and Redis paid 20 % more per
+// dispatch in scenario A; BENCHMARKS.md, "Third pass").
 const (
 	admitters      = 1   // admitLoops (besides a lone caller's call)
 	maxAdmitBatch  = 128 // admissions per script call
