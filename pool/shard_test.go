@@ -438,3 +438,57 @@ func TestShardCountSurvivesARedisThatLostItsState(t *testing.T) {
 	late := addNode(t, s.NewClient(), pool)
 	assert.Len(t, late.parts, 3, "a node joining after the loss adopts the pool's count")
 }
+
+// A sharded pool whose every shard holds more than summaryExactJobs is
+// summed from its workers' reports, shard by shard: the counts add up to
+// what an exact Inspect counts, per worker too, and the snapshot says it
+// was sampled.
+func TestShardedSummaryOfALargePool(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 2*time.Minute)
+	pool := redistest.Name(t)
+	n := addNode(t, srv.NewClient(), pool, WithShards(3), WithWorkerTTL(time.Second))
+	addWorkers(t, n, nopHandler{}, 2)
+	const jobs = 7500 // about 2,500 a shard
+	dispatchMany(t, ctx, n, jobs, 32)
+	for i, c := range shardJobs(t, ctx, pool, 3) {
+		require.Greater(t, c, int64(summaryExactJobs), "shard %d holds few enough jobs to be read exactly", i)
+	}
+	exact, err := Inspect(ctx, srv.Client(), pool)
+	require.NoError(t, err)
+	require.Equal(t, jobs, exact.Running)
+	require.Eventually(t, func() bool {
+		s, err := Summary(ctx, srv.Client(), pool)
+		return err == nil && s.Running == jobs
+	}, 30*time.Second, 20*time.Millisecond, "the workers report their jobs")
+	s, err := Summary(ctx, srv.Client(), pool)
+	require.NoError(t, err)
+	assert.True(t, s.Sampled)
+	assert.Equal(t, 3, s.Shards)
+	assert.Equal(t, jobs, s.Jobs)
+	assert.Zero(t, s.OrphanJobs)
+	require.Len(t, s.Workers, len(exact.Workers))
+	for i, w := range exact.Workers {
+		assert.Equal(t, w.ID, s.Workers[i].ID)
+		assert.Equal(t, w.Jobs, s.Workers[i].Jobs, w.ID)
+	}
+}
+
+// dispatchMany dispatches keys key-0 … key-(jobs-1) from producers
+// goroutines.
+func dispatchMany(t *testing.T, ctx context.Context, n *Node, jobs, producers int) {
+	t.Helper()
+	errs := make(chan error, producers)
+	for p := range producers {
+		go func() {
+			var err error
+			for i := p; i < jobs && err == nil; i += producers {
+				err = n.DispatchJob(ctx, keyN(i), nil)
+			}
+			errs <- err
+		}()
+	}
+	for range producers {
+		require.NoError(t, <-errs)
+	}
+}
