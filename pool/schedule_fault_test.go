@@ -40,7 +40,8 @@ func runPlanChild() int {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("CHILD_ADDR"), ContextTimeoutEnabled: true})
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
-	n, err := AddNode(ctx, rdb, pool, fastOpts(WithClientOnly(), WithLogger(logger))...)
+	shards, _ := strconv.Atoi(os.Getenv("CHILD_SHARDS"))
+	n, err := AddNode(ctx, rdb, pool, fastOpts(WithClientOnly(), WithLogger(logger), WithShards(max(shards, 1)))...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -85,10 +86,10 @@ type planChild struct {
 	node string
 }
 
-func startPlanChild(t *testing.T, pool string) *planChild {
+func startPlanChild(t *testing.T, pool string, shards int) *planChild {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), planChildEnv+"=1", "CHILD_ADDR="+srv.Addr(), "CHILD_POOL="+pool)
+	cmd.Env = append(os.Environ(), planChildEnv+"=1", "CHILD_ADDR="+srv.Addr(), "CHILD_POOL="+pool, "CHILD_SHARDS="+strconv.Itoa(shards))
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	logFile, err := os.Create(t.TempDir() + "/child.log")
@@ -130,13 +131,23 @@ func startPlanChild(t *testing.T, pool string) *planChild {
 // A planner SIGKILLed and one SIGSTOPped past the TTL while they apply
 // plans: every key is started once and stopped at most once, none is
 // forgotten, and the ticker delivers each tick once across the same
-// faults.
+// faults; on a pool of one shard and of three (whose planner holds a
+// fenced lease in every shard).
 func TestSchedulesAndTickersSurviveKilledAndPausedPlanners(t *testing.T) {
 	t.Parallel()
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("shards%d", shards), func(t *testing.T) {
+			t.Parallel()
+			plannersSurvive(t, shards)
+		})
+	}
+}
+
+func plannersSurvive(t *testing.T, shards int) {
 	pool := redistest.Name(t)
 	ctx := testCtx(t, 120*time.Second)
 	rdb := srv.Client()
-	host := addNode(t, rdb, pool)
+	host := addNode(t, srv.NewClient(), pool, WithShards(shards))
 	rec := newRecorder()
 	addWorkers(t, host, rec, 4)
 	want := func(from, to int) []any {
@@ -146,12 +157,15 @@ func TestSchedulesAndTickersSurviveKilledAndPausedPlanners(t *testing.T) {
 		}
 		return ks
 	}
-	require.NoError(t, rdb.SAdd(ctx, desiredKey(pool), want(0, 300)...).Err())
 	children := map[string]*planChild{}
 	for range 3 {
-		c := startPlanChild(t, pool)
+		c := startPlanChild(t, pool, shards)
 		children[c.node] = c
 	}
+	// The desired keys come once every child runs: a child that started
+	// planning while the others started (slow under -race) would finish
+	// its plan before the test could kill it midway.
+	require.NoError(t, rdb.SAdd(ctx, desiredKey(pool), want(0, 300)...).Err())
 	planner := func() *planChild {
 		var c *planChild
 		require.Eventually(t, func() bool {
@@ -182,6 +196,7 @@ func TestSchedulesAndTickersSurviveKilledAndPausedPlanners(t *testing.T) {
 	require.Eventually(t, func() bool { return len(rec.runningKeys()) >= 60 }, 20*time.Second, time.Millisecond)
 	require.NoError(t, first.cmd.Process.Kill())
 	killedAt := len(rec.runningKeys())
+	require.Less(t, killedAt, 300, "the planner was killed after its plan, not midway")
 	delete(children, first.node)
 	require.Eventually(t, runs(0, 300), 30*time.Second, 10*time.Millisecond, "the plan was not finished by the next planner")
 	t.Logf("planner killed after %d of 300 starts; the next planner finished the plan", killedAt)
