@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,20 +94,10 @@ func TestPoolMoveShardCommand(t *testing.T) {
 	code, out, errOut := runCmd("pool", "move-shard", "-pool", name, "-redis", via, "1", to, "-yes", "-json", "-batch", "2")
 	require.Equal(t, exitOK, code, errOut)
 	t.Logf("moved in %v", time.Since(began))
-	checkJSONStyle(t, "pool move-shard", out)
-	var res struct {
-		Pool, From, To string
-		Shard, Slot    int
-		Keys           int
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
-	assert.Equal(t, name, res.Pool)
-	assert.Equal(t, 1, res.Shard)
-	assert.EqualValues(t, slot, res.Slot, "the slot of shard 1's keys")
-	assert.Equal(t, from, res.From)
-	assert.Equal(t, to, res.To)
+	// The slot of shard 1's keys, as the cluster computes it.
+	moved := checkMoved(t, out, movedShard{Pool: name, Shard: 1, Slot: int(slot), From: from, To: to})
 	// Its settings, records, streams and maps at least, in batches of 2.
-	assert.GreaterOrEqual(t, res.Keys, 5, "the shard's keys moved")
+	assert.GreaterOrEqual(t, moved, 5, "the shard's keys moved")
 	n, err := c.NodeOf(ctx, jobsOf(1))
 	require.NoError(t, err)
 	assert.Equal(t, added, n)
@@ -158,13 +148,10 @@ func TestPoolMoveShardCommand(t *testing.T) {
 	alone, err := pool.AddNode(ctx, srv.Client(), name, pool.WithClientOnly())
 	require.NoError(t, err)
 	defer alone.Close(context.Background())
-	for _, bad := range []struct {
-		args []string
-		code int
-		says string
-	}{
+	masters := slices.Sorted(slices.Values(c.Addrs())) // the three and the added one
+	checkRefused(t, []string{"pool", "move-shard"}, []refusal{
 		{[]string{"-pool", name, "-redis", via, "3", to, "-yes"}, exitUsage, "pool " + name + " has 3 shards: shard 3 does not exist"},
-		{[]string{"-pool", name, "-redis", via, "1", "127.0.0.1:1", "-yes"}, exitUsage, "is not a master of the cluster; its masters are "},
+		{[]string{"-pool", name, "-redis", via, "1", "127.0.0.1:1", "-yes"}, exitUsage, "is not a master of the cluster; its masters are " + strings.Join(masters, ", ")},
 		{[]string{"-pool", name, "-redis", via, "x", to}, exitUsage, "want 0 to 255"},
 		{[]string{"-pool", name, "-redis", via, "1"}, exitUsage, "want a shard and the address"},
 		{[]string{"-pool", name, "-redis", via, "1", "nowhere"}, exitUsage, "want HOST:PORT"},
@@ -173,14 +160,7 @@ func TestPoolMoveShardCommand(t *testing.T) {
 		{[]string{"-pool", name, "-redis", srv.Addr(), "0", to, "-yes"}, exitUsage, "not one"},
 		{[]string{"-redis", via, "0", to, "-yes"}, exitUsage, "-pool is required"},
 		{[]string{"-pool", name + "-nope", "-redis", via, "0", to, "-yes"}, exitError, "not found"},
-	} {
-		code, _, errOut := runCmd(append([]string{"pool", "move-shard"}, bad.args...)...)
-		assert.Equal(t, bad.code, code, "%v: %s", bad.args, errOut)
-		assert.Contains(t, errOut, bad.says, "%v", bad.args)
-		if slices.Contains(bad.args, "127.0.0.1:1") {
-			assert.Contains(t, errOut, to, "the added master is listed")
-		}
-	}
+	})
 	n, err = c.NodeOf(ctx, jobsOf(0))
 	require.NoError(t, err)
 	assert.NotEqual(t, added, n, "a refused move moved shard 0")
