@@ -65,3 +65,30 @@ type quietJobs struct{}
 
 func (quietJobs) Start(context.Context, *pool.Job) error { return nil }
 func (quietJobs) Stop(context.Context, string) error     { return nil }
+
+// ShardCount reads a pool's shard count without joining it, as the
+// shepherd CLI's pool move-shard does before it moves a shard.
+func ExampleShardCount() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: pool.RedisAddr()})
+	defer rdb.Close()
+	node, err := pool.AddNode(ctx, rdb, "example-shard-count", pool.WithShards(3))
+	if err != nil {
+		panic(err)
+	}
+	defer node.Shutdown(ctx)
+
+	n, err := pool.ShardCount(ctx, rdb, "example-shard-count")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("shards:", n)
+	n, err = pool.ShardCount(ctx, rdb, "example-no-such-pool")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("a pool Redis holds nothing of:", n)
+	// Output:
+	// shards: 3
+	// a pool Redis holds nothing of: 1
+}

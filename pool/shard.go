@@ -132,6 +132,24 @@ func (n *Node) restoreShards(ctx context.Context) {
 	}
 }
 
+// ShardCount returns the shard count of the pool poolName (WithShards),
+// without joining it: 1 for a pool of one shard, made before pools had
+// shards, or that Redis holds nothing of (Exists tells). Shard i lives
+// under the hash tag {poolName} for i = 0 and {poolName#i} for the
+// others. It costs one HGET of shard 0's settings. It returns an error
+// wrapping ErrInvalidOption for a nil client or an invalid name.
+func ShardCount(ctx context.Context, rdb redis.UniversalClient, poolName string) (int, error) {
+	lay, err := poolLayout(rdb, poolName)
+	if err != nil {
+		return 0, err
+	}
+	n, err := readShards(ctx, rdb, lay)
+	if err != nil {
+		return 0, fmt.Errorf("pool: shard count of %q: %w", poolName, err)
+	}
+	return n, nil
+}
+
 // readShards returns the shard count stored with the pool whose shard 0
 // has layout lay (1 for a pool that stored none).
 func readShards(ctx context.Context, rdb redis.UniversalClient, lay layout) (int, error) {

@@ -16,12 +16,12 @@ import (
 func poolCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "pool",
-		Short:   "a pool as a whole: its schedules and tickers, delete",
+		Short:   "a pool as a whole: its schedules and tickers, move-shard, delete",
 		GroupID: groupPool,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    requireSubcommand,
 	}
-	cmd.AddCommand(poolDeleteCmd(), poolSchedulesCmd(), poolUnscheduleCmd(), poolStopTickerCmd())
+	cmd.AddCommand(poolDeleteCmd(), poolSchedulesCmd(), poolUnscheduleCmd(), poolStopTickerCmd(), poolMoveShardCmd())
 	return cmd
 }
 

@@ -166,20 +166,10 @@ func TestQueueMoveShardCommand(t *testing.T) {
 
 	code, out, errOut := runCmd("queue", "move-shard", "-queue", name, "-redis", any, "1", to, "-yes", "-json", "-batch", "2")
 	require.Equal(t, exitOK, code, errOut)
-	var res struct {
-		Queue, From, To string
-		Shard, Slot     int
-		Keys            int
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
-	assert.Equal(t, name, res.Queue)
-	assert.Equal(t, 1, res.Shard)
-	assert.Equal(t, st.PerShard[1].Slot, res.Slot)
-	assert.Equal(t, from, res.From)
-	assert.Equal(t, to, res.To)
+	moved := checkMoved(t, out, movedShard{Queue: name, Shard: 1, Slot: st.PerShard[1].Slot, From: from, To: to})
 	// Its settings, delayed set, count and tasks' records at least, in
 	// batches of 2.
-	assert.GreaterOrEqual(t, res.Keys, 4, "the shard's keys moved")
+	assert.GreaterOrEqual(t, moved, 4, "the shard's keys moved")
 	n, err := c.NodeOf(ctx, "shepherd:{"+name+"#1}:queue:settings")
 	require.NoError(t, err)
 	assert.Equal(t, added, n)
@@ -199,11 +189,7 @@ func TestQueueMoveShardCommand(t *testing.T) {
 	alone, err := queue.Open(ctx, srv.Client(), name) // the same name on a standalone server
 	require.NoError(t, err)
 	defer alone.Close(context.Background())
-	for _, bad := range []struct {
-		args []string
-		code int
-		says string
-	}{
+	checkRefused(t, []string{"queue", "move-shard", "-queue", name}, []refusal{
 		{[]string{"-redis", any, "3", to, "-yes"}, exitUsage, "has 3 shards"},
 		{[]string{"-redis", any, "1", "127.0.0.1:1", "-yes"}, exitUsage, "is not a master of the cluster; its masters are"},
 		{[]string{"-redis", any, "x", to}, exitUsage, "want 0 to"},
@@ -211,11 +197,7 @@ func TestQueueMoveShardCommand(t *testing.T) {
 		{[]string{"-redis", any, "0", to, "-json"}, exitUsage, "not confirmed"},
 		{[]string{"-redis", any, "0", to, "-yes", "-batch", "0"}, exitUsage, "-batch"},
 		{[]string{"-redis", srv.Addr(), "0", to, "-yes"}, exitUsage, "not one"},
-	} {
-		code, _, errOut := runCmd(append([]string{"queue", "move-shard", "-queue", name}, bad.args...)...)
-		assert.Equal(t, bad.code, code, "%v: %s", bad.args, errOut)
-		assert.Contains(t, errOut, bad.says, "%v", bad.args)
-	}
+	})
 	n, err = c.NodeOf(ctx, "shepherd:{"+name+"}:queue:settings")
 	require.NoError(t, err)
 	assert.NotEqual(t, added, n, "a refused move moved shard 0")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -242,9 +243,22 @@ func TestStatusOfALargePool(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	exactNow, err := pool.Inspect(ctx, srv.Client(), name)
+	require.NoError(t, err)
+	// A worker's report counts its jobs as of its keep-alive and names
+	// keys as of the one before (pool/report.go): wait for both, as
+	// dashboard's TestViewsOfALargePool does.
 	require.Eventually(t, func() bool {
 		st, err := pool.Summary(ctx, srv.Client(), name)
-		return err == nil && st.Running == total
+		if err != nil || st.Running != total || len(st.Workers) != len(exactNow.Workers) {
+			return false
+		}
+		for i, w := range exactNow.Workers {
+			if !slices.Equal(st.Workers[i].Keys, w.Keys[:8]) {
+				return false
+			}
+		}
+		return true
 	}, 30*time.Second, 50*time.Millisecond, "the workers report their jobs")
 
 	var out, errOut bytes.Buffer

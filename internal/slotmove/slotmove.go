@@ -3,8 +3,9 @@
 // reshard` moves each slot: CLUSTER SETSLOT IMPORTING on the new master
 // and MIGRATING on the old, then GETKEYSINSLOT and MIGRATE until no key
 // is left, then SETSLOT NODE on the new master, the old one and every
-// other master. The shepherd CLI's `queue move-shard` and the test
-// cluster (internal/rediscluster) use it.
+// other master. The shepherd CLI's `queue move-shard` and `pool
+// move-shard` (cmd/shepherd/move_shard.go) and the test cluster
+// (internal/rediscluster) use it.
 //
 // While the slot moves, Redis refuses the scripts of shepherd's units on
 // it (internal/script: the slot guard), so a move pauses the unit on that
