@@ -182,9 +182,9 @@ while g <= #ARGV do
     -- with nothing but its dispatcher's fields after the start count. It
     -- becomes what encrec writes for a running job, the payload kept as
     -- bytes: no decoding, no table.
-    local raw = alive and redis.call("HGET", KEYS[1], key)
+    local raw = redis.call("HGET", KEYS[1], key)
     local c, q, e
-    if raw then
+    if raw and alive then
       local pre = "c " .. ARGV[i + 2] .. " " .. ARGV[i + 1] .. " " .. wid .. " "
       if string.sub(raw, 1, #pre) == pre then
         c, q, e = string.match(raw, "^(%x+) %d+() t=0 rd=[^ \n]+ rq=[^ \n]+()", #pre + 1)
@@ -199,9 +199,7 @@ while g <= #ARGV do
       out[#out + 1] = "OK"
     else
       local r
-      if not alive then
-        key, r = job(i)
-      elseif raw then
+      if raw then
         -- job(i), on the entry read above
         local r0, p = decrec(raw)
         local nonce, gen = ARGV[i + 1], tonumber(ARGV[i + 2])
