@@ -19,7 +19,9 @@ import (
 // Main is the body of a test binary's TestMain: it starts one Redis server
 // shared by the package's tests, stores it in *srv, runs the tests, closes
 // the server, then checks with goleak that no goroutine outlived the
-// tests, and exits. It never returns.
+// tests, and exits. It never returns. A little before go test's -timeout
+// it dumps every goroutine and names the tests still running, last, then
+// exits (a log cut to its tail still says which test hung).
 //
 //	var srv *redistest.Server
 //
@@ -31,7 +33,12 @@ func Main(m *testing.M, srv **Server, opts ...Option) {
 		os.Exit(1)
 	}
 	*srv = s
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); watchdog(stop, func() { _ = s.Close() }) }()
 	code := m.Run()
+	close(stop)
+	<-done
 	if err := s.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "redistest: close shared server: %v\n", err)
 		code = 1
