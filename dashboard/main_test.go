@@ -56,7 +56,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "dashboard:", why)
 		}
 	}
+	disarm := redistest.Watchdog(func() { _ = s.Close() })
 	code := m.Run()
+	disarm()
 	if browser.cancel != nil {
 		browser.cancel()
 	}

@@ -33,12 +33,9 @@ func Main(m *testing.M, srv **Server, opts ...Option) {
 		os.Exit(1)
 	}
 	*srv = s
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { defer close(done); watchdog(stop, func() { _ = s.Close() }) }()
+	disarm := Watchdog(func() { _ = s.Close() })
 	code := m.Run()
-	close(stop)
-	<-done
+	disarm()
 	if err := s.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "redistest: close shared server: %v\n", err)
 		code = 1

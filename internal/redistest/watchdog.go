@@ -12,6 +12,16 @@ import (
 	"time"
 )
 
+// Watchdog arms the watchdog (below) for a TestMain that does not use
+// Main: call it before m.Run, with what to close before exiting, and the
+// function it returns after m.Run.
+func Watchdog(cleanup func()) (disarm func()) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); watchdog(stop, cleanup) }()
+	return func() { close(stop); <-done }
+}
+
 // watchdog ends a test binary that is about to reach go test's -timeout,
 // a little before it, so that the tests still running are named last in
 // the output. go test's own timeout names them first and then dumps every
