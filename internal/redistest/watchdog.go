@@ -16,9 +16,15 @@ import (
 // Main: call it before m.Run, with what to close before exiting, and the
 // function it returns after m.Run.
 func Watchdog(cleanup func()) (disarm func()) {
+	// TestMain must parse the flags itself to read one (m.Run would
+	// parse them later, racing the read).
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	limit := testTimeout()
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	go func() { defer close(done); watchdog(stop, cleanup) }()
+	go func() { defer close(done); watchdog(limit, stop, cleanup) }()
 	return func() { close(stop); <-done }
 }
 
@@ -30,8 +36,7 @@ func Watchdog(cleanup func()) (disarm func()) {
 // dump, then one line per test still running with where it waits, then
 // closes what cleanup closes (the shared server) and exits with status 2.
 // stop (closed once the tests end) disarms it.
-func watchdog(stop <-chan struct{}, cleanup func()) {
-	limit := testTimeout()
+func watchdog(limit time.Duration, stop <-chan struct{}, cleanup func()) {
 	if limit <= 0 {
 		return
 	}
