@@ -57,8 +57,9 @@ func TestViewsOfALargePool(t *testing.T) {
 	wg.Wait()
 	exact, err := pool.Inspect(ctx, srv.Client(), name)
 	require.NoError(t, err)
-	// A worker's report counts its jobs as of its keep-alive and names
-	// keys as of the one before (pool/report.go): wait for both.
+	// A worker's report is as old as its last keep-alive, and names the
+	// keys of an earlier moment when its loop was too busy to answer the
+	// keep-alive at once (pool/report.go): wait for both.
 	require.Eventually(t, func() bool {
 		st, err := pool.Summary(ctx, srv.Client(), name)
 		if err != nil || st.Running != total || len(st.Workers) != len(exact.Workers) {

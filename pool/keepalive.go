@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/member"
@@ -26,6 +28,41 @@ func (n *Node) keepAliveLoop() {
 	})
 }
 
+// freshReports asks each worker's loop for its report and waits until
+// they published them, up to reportWait or ctx; it says which did.
+func freshReports(ctx context.Context, workers map[string]*Worker) map[string]bool {
+	asked := make(map[string]<-chan struct{}, len(workers))
+	for id, w := range workers {
+		asked[id] = w.askReport()
+	}
+	wait := time.NewTimer(reportWait)
+	defer wait.Stop()
+	expired := false
+	fresh := make(map[string]bool, len(workers))
+	for id, published := range asked {
+		if published == nil {
+			fresh[id] = false
+			continue
+		}
+		if !expired {
+			select {
+			case <-published:
+			case <-wait.C:
+				expired = true
+			case <-ctx.Done():
+				expired = true
+			}
+		}
+		select {
+		case <-published:
+			fresh[id] = true
+		default: // the time is up: the last report goes
+			fresh[id] = false
+		}
+	}
+	return fresh
+}
+
 // keepAlive records the node's and its workers' keep-alives and tells the
 // workers that were declared dead. It returns whether the pool shuts down.
 // When the pool had declared this node dead (it was paused or cut off for
@@ -34,11 +71,13 @@ func (n *Node) keepAliveLoop() {
 // job records instead (resync).
 func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 	n.mu.Lock()
-	args := []any{n.id}
-	for id, w := range n.myWorkers {
-		args = append(args, id, w.reportJSON())
-	}
+	workers := make(map[string]*Worker, len(n.myWorkers))
+	maps.Copy(workers, n.myWorkers)
 	n.mu.Unlock()
+	args := []any{n.id}
+	for id, fresh := range freshReports(ctx, workers) {
+		args = append(args, id, workers[id].reportJSON(fresh))
+	}
 	res, err := n.run(ctx, keepAliveScript, "keep alive",
 		[]string{n.lay.alive, n.lay.workers, n.lay.shutdown, n.nodeStream.Key(), n.lay.settings}, args...)
 	if err != nil {

@@ -3,6 +3,7 @@ package pool
 import (
 	"encoding/json"
 	"slices"
+	"time"
 )
 
 // A worker reports what it runs with each keep-alive: how many jobs and
@@ -11,8 +12,9 @@ import (
 // scripts keep no counter for it; Summary reads the reports instead of
 // every job record, so the views of a pool of a million jobs read a few
 // hash fields. A report is as old as its keep-alive (at most WorkerTTL/3
-// for a live worker); a dead worker's last report stays until the janitor
-// removes the worker.
+// for a live worker): the keep-alive asks each worker's loop for it and
+// waits up to reportWait, so its count and keys are of one moment. A dead
+// worker's last report stays until the janitor removes the worker.
 
 // reportKeys is how many of its job keys a worker reports: the first, in
 // key order.
@@ -36,23 +38,43 @@ func (w *Worker) publishReport() {
 	w.report.Store(&workerReport{Jobs: len(w.jobs), Keys: firstKeys(w.jobs, reportKeys)})
 }
 
-// reportJSON returns the report the worker's keep-alive carries: the
-// count of its jobs as its loop last published it, and the keys of its
-// latest report (the count cuts them: a worker whose jobs stopped since
-// reports none of them). It asks the loop for a fresh report, for the
-// next keep-alive.
-func (w *Worker) reportJSON() string {
+// askReport asks the worker's loop for a fresh report; the channel it
+// returns is closed once the loop published it (nil when an earlier ask
+// is still waiting: its answer will do).
+func (w *Worker) askReport() <-chan struct{} {
+	published := make(chan struct{})
 	select {
-	case w.reportReq <- struct{}{}:
+	case w.reportReq <- published:
+		return published
 	default:
+		return nil
 	}
-	r := workerReport{Jobs: int(w.running.Load())}
-	if last := w.report.Load(); last != nil {
-		r.Keys = last.Keys[:min(len(last.Keys), r.Jobs)]
+}
+
+// reportJSON returns the report the worker's keep-alive carries. When
+// the loop published the one asked for (fresh), it is that report, its
+// count and keys of one moment. Otherwise (the loop was busy, in a Stop
+// for instance) it is the count the loop last stored and the keys of its
+// latest report, cut to that count (a worker whose jobs stopped since
+// reports none of them).
+func (w *Worker) reportJSON(fresh bool) string {
+	var r workerReport
+	last := w.report.Load()
+	if fresh && last != nil {
+		r = *last
+	} else {
+		r.Jobs = int(w.running.Load())
+		if last != nil {
+			r.Keys = last.Keys[:min(len(last.Keys), r.Jobs)]
+		}
 	}
 	raw, _ := json.Marshal(r)
 	return string(raw)
 }
+
+// reportWait is how long a keep-alive waits for its workers' fresh
+// reports, at most: a loop busy for longer sends its last one.
+const reportWait = 50 * time.Millisecond
 
 // parseReport reads a worker's report; ok is false when raw is none.
 func parseReport(raw string) (workerReport, bool) {

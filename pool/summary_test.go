@@ -181,3 +181,30 @@ func dispatchAll(t testing.TB, ctx context.Context, n *Node, keys []string, payl
 	close(errs)
 	require.NoError(t, <-errs)
 }
+
+// TestAKeepAliveReportsCountAndKeysOfOneMoment: the first keep-alive
+// after jobs started reports them, count and keys alike (it used to name
+// the keys of the keep-alive before, so that a summary showed 2 jobs and
+// no key until the next one).
+func TestAKeepAliveReportsCountAndKeysOfOneMoment(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	name := redistest.Name(t)
+	n := addNode(t, srv.Client(), name)
+	addWorkers(t, n, newRecorder(), 2)
+	_, err := n.keepAlive(ctx) // a report of no jobs
+	require.NoError(t, err)
+	n.pauseKeepAlive(true) // from here on, only the keep-alives below
+	t.Cleanup(func() { n.pauseKeepAlive(false) })
+	for round, total := range []int{12, 30} {
+		for i := round * 12; i < total; i++ {
+			require.NoError(t, n.DispatchJob(ctx, keyN(i), nil))
+		}
+		_, err := n.keepAlive(ctx)
+		require.NoError(t, err)
+		exact, err := inspect(ctx, n.rdb, n.pool, n.lay)
+		require.NoError(t, err)
+		require.Equal(t, total, exact.Running)
+		assert.Equal(t, viewOf(exact), viewOf(sampled(t, ctx, n)), "after %d jobs", total)
+	}
+}

@@ -47,9 +47,10 @@ type Worker struct {
 	parts []*Worker // WithShards: the worker in every shard, parts[0] == w; nil on a pool of one shard
 
 	// report is the loop's latest report (report.go), published when the
-	// keep-alive asks on reportReq (capacity 1).
+	// keep-alive asks on reportReq (capacity 1), which closes the channel
+	// sent once it is published.
 	report    atomic.Pointer[workerReport]
-	reportReq chan struct{}
+	reportReq chan chan struct{}
 }
 
 // workerInbox is how many events may wait for a busy worker before the
@@ -124,7 +125,7 @@ func (n *Node) addWorker(ctx context.Context, h JobHandler, id string, index int
 		dead: make(chan struct{}, 1), stopReq: make(chan struct{}), done: make(chan struct{}),
 		events: make(chan *streaming.Event, workerInbox),
 		jobs:   make(map[string]header), slot: -1,
-		recheck: make(chan map[string]record, 1), reportReq: make(chan struct{}, 1),
+		recheck: make(chan map[string]record, 1), reportReq: make(chan chan struct{}, 1),
 	}
 	w.logger = n.logger.With(slog.String("worker", w.id))
 	var err error
@@ -272,8 +273,9 @@ func (w *Worker) loop() {
 			w.revive()
 		case expect := <-w.recheck:
 			w.reconcile(expect)
-		case <-w.reportReq:
+		case published := <-w.reportReq:
 			w.publishReport()
+			close(published)
 		case <-w.stopReq:
 			return
 		case <-n.ctx.Done():
