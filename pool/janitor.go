@@ -26,7 +26,8 @@ func (n *Node) janitorLoop() {
 	tick := n.cfg.janitorTick()
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	lastRecover, lastSample := time.Time{}, time.Time{}
+	var walk sweep
+	lastSample := time.Time{}
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -46,9 +47,8 @@ func (n *Node) janitorLoop() {
 			// stream's sink, which judges routers by the same
 			// keep-alives (streaming.WithMembers).
 			var recovered int64
-			if len(reaped) > 0 || time.Since(lastRecover) >= n.cfg.recoverEvery() {
-				recovered = n.recoverJobs(ctx)
-				lastRecover = time.Now()
+			if walk.due(len(reaped) > 0, n.cfg.recoverEvery()) {
+				recovered = n.recoverJobs(ctx, &walk)
 			}
 			if len(reaped) > 0 || recovered > 0 {
 				n.recordRecovery(ctx, reaped, recovered)

@@ -28,14 +28,22 @@ func (n *Node) keepAliveLoop() {
 	})
 }
 
+// reportWait is how long a keep-alive waits for fresh reports.
+func (n *Node) reportWait() time.Duration {
+	if d := n.test.reportWait.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return n.cfg.reportWait()
+}
+
 // freshReports asks each worker's loop for its report and waits until
-// they published them, up to reportWait or ctx; it says which did.
-func freshReports(ctx context.Context, workers map[string]*Worker) map[string]bool {
+// they published them, up to within or ctx; it says which did.
+func freshReports(ctx context.Context, workers map[string]*Worker, within time.Duration) map[string]bool {
 	asked := make(map[string]<-chan struct{}, len(workers))
 	for id, w := range workers {
 		asked[id] = w.askReport()
 	}
-	wait := time.NewTimer(reportWait)
+	wait := time.NewTimer(within)
 	defer wait.Stop()
 	expired := false
 	fresh := make(map[string]bool, len(workers))
@@ -75,7 +83,7 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 	maps.Copy(workers, n.myWorkers)
 	n.mu.Unlock()
 	args := []any{n.id}
-	for id, fresh := range freshReports(ctx, workers) {
+	for id, fresh := range freshReports(ctx, workers, n.reportWait()) {
 		args = append(args, id, workers[id].reportJSON(fresh))
 	}
 	res, err := n.run(ctx, keepAliveScript, "keep alive",

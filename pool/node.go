@@ -94,6 +94,8 @@ type testSignals struct {
 	leasesPaused     atomic.Bool     // simulate a frozen process: schedules and tickers make no call
 	crashed          atomic.Bool     // simulate a dead process: leases are not released
 	flagSet          func(shard int) // runs after Shutdown set a shard's flag
+	recoverStep      atomic.Int64    // records a recover step reads (0: recoverChunk); set, a pass takes one step
+	reportWait       atomic.Int64    // how long a keep-alive waits for fresh reports, ns (0: nodeConfig.reportWait)
 }
 
 // AddNode joins the pool called poolName (creating it if needed) through

@@ -5,23 +5,61 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 )
 
 // maxSlowStarts is how many times a DispatchJob's Start may overrun
 // PendingJobTTL before DispatchJob fails with a *StartError saying so.
 const maxSlowStarts = 3
 
-// recoverJobs recovers the jobs of workers that are gone and the jobs
+// sweep is the janitor's walk through the job records in search of jobs
+// to recover (recoverJobs), kept between its passes: a pass walks for
+// at most recoverBudget, so that the walk of a pool of a million jobs
+// (seconds of Redis time) is spread over passes instead of running past
+// the pass's deadline, which used to cut it and start it over from the
+// first record, never reaching the last ones.
+type sweep struct {
+	cursor string        // where the walk goes on; "" when none runs
+	again  bool          // a worker died while the walk ran: walk again after it
+	took   time.Duration // the walk's time so far
+	ended  time.Time     // when the last walk ended
+	gap    time.Duration // the wait after it (nodeConfig.nextRecover)
+}
+
+// recoverBudget is how long one janitor pass walks the records at most:
+// about 37,000 records, at half a janitor tick.
+const recoverBudget = 125 * time.Millisecond
+
+// due reports whether a walk is to run now, starting one when a worker
+// died (reaped) or the wait after the last one is over.
+func (s *sweep) due(reaped bool, every time.Duration) bool {
+	switch {
+	case s.cursor != "":
+		s.again = s.again || reaped
+	case reaped || s.ended.IsZero() || time.Since(s.ended) >= max(s.gap, every):
+		s.cursor, s.took = "0", 0
+	}
+	return s.cursor != ""
+}
+
+// recoverJobs walks on through the job records (s), for recoverBudget at
+// most, and recovers the jobs of workers that are gone and the jobs
 // stuck before Start for longer than PendingJobTTL, one HSCAN step of the
 // records at a time: recoverScanScript finds them, this node chooses each
 // one's new owner from its slot table, and recoverScript acts. It returns
 // how many jobs it routed or queued again (those that recoverScript counts
-// as recovered), even when a step failed.
-func (n *Node) recoverJobs(ctx context.Context) int64 {
+// as recovered), even when a step failed; a failed step is walked again
+// next pass.
+func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 	counts := map[string]int64{}
-	for cursor := "0"; ; {
+	began := time.Now()
+	chunk, budget := int64(recoverChunk), recoverBudget
+	if step := n.test.recoverStep.Load(); step > 0 {
+		chunk, budget = step, 0
+	}
+	for first := true; s.cursor != "" && (first || time.Since(began) < budget); first = false {
 		res, err := n.run(ctx, recoverScanScript, "recover", n.lay.recordKeys(),
-			n.cfg.pendingJobTTL.Milliseconds(), cursor, recoverChunk)
+			n.cfg.pendingJobTTL.Milliseconds(), s.cursor, chunk)
 		if err != nil {
 			n.logger.Warn("recover failed", slog.Any("error", err))
 			break
@@ -37,9 +75,21 @@ func (n *Node) recoverJobs(ctx context.Context) int64 {
 				break
 			}
 		}
-		if cursor, _ = out[0].(string); cursor == "0" || cursor == "" {
-			break
+		if next, _ := out[0].(string); next != "0" && next != "" {
+			s.cursor = next
+			continue
 		}
+		// The walk is over: the next one after a wait as long as it
+		// took (recoverShare), or at once when a worker died meanwhile.
+		s.took += time.Since(began)
+		s.cursor, s.ended, s.gap = "", time.Now(), n.cfg.nextRecover(s.took)
+		if s.again {
+			s.cursor, s.again, s.took = "0", false, 0
+			began = time.Now()
+		}
+	}
+	if s.cursor != "" {
+		s.took += time.Since(began)
 	}
 	if moved := counts["ROUTED"] + counts["REQUEUED"]; moved > 0 {
 		n.metrics.add(ctx, n.metrics.requeued, moved)
@@ -115,13 +165,28 @@ local now = now_ms()
 local step = redis.call("HSCAN", KEYS[1], ARGV[2], "COUNT", ARGV[3])
 local all = step[2]
 local out = {}
+-- Whether each worker is registered, asked once a call: the records of a
+-- pool at rest name a few workers many times over.
+local live = {}
+local function gone(w)
+  if w == "" then return true end
+  local l = live[w]
+  if l == nil then l = redis.call("HEXISTS", KEYS[3], w) == 1; live[w] = l end
+  return not l
+end
 for i = 1, #all, 2 do
-  local key, r = all[i], decrec(all[i + 1])
-  if r.s ~= S_QUEUED then
-    local gone = r.w == "" or redis.call("HEXISTS", KEYS[3], r.w) == 0
-    local stuck = (r.s == S_ROUTED or r.s == S_CLAIMED) and now - r.t > tonumber(ARGV[1])
-    if gone or stuck then
-      out[#out + 1] = {key, r.n, tostring(r.g), r.w, r.s, r.rd or "", r.sr or ""}
+  local raw = all[i + 1]
+  -- Most records of a pool at rest are running jobs, stored compact
+  -- ("u GEN NONCE WORKER ..."): only their worker matters (a running job
+  -- is never stuck), read without decoding the record.
+  local w = string.byte(raw, 1) == 117 and string.match(raw, "^u %d+ [^ \n]* ([^ \n]*) ")
+  if not w or gone(w) then
+    local key, r = all[i], decrec(raw)
+    if r.s ~= S_QUEUED then
+      local stuck = (r.s == S_ROUTED or r.s == S_CLAIMED) and now - r.t > tonumber(ARGV[1])
+      if gone(r.w) or stuck then
+        out[#out + 1] = {key, r.n, tostring(r.g), r.w, r.s, r.rd or "", r.sr or ""}
+      end
     end
   end
 end
