@@ -76,7 +76,9 @@ func (w *Worker) reportJSON(fresh bool) string {
 // reports, at most: a loop busy for longer sends its last one. It is a
 // twentieth of the keep-alive's period (whose deadline the call shares),
 // and 50 ms at most.
-func (c nodeConfig) reportWait() time.Duration { return min(50*time.Millisecond, c.keepAliveEvery()/20) }
+func (c nodeConfig) reportWait() time.Duration {
+	return min(50*time.Millisecond, c.keepAliveEvery()/20)
+}
 
 // parseReport reads a worker's report; ok is false when raw is none.
 func parseReport(raw string) (workerReport, bool) {
