@@ -166,7 +166,7 @@ func TestDispatchGivenUpBeforeItsAdmissionRanLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, keys, "the admission ran before its hook returned")
 	once.Do(func() { close(release) })
-	<-ran
+	awaitSignal(t, ran, "ran")
 
 	// Had the withdrawal come first, the job would now be admitted and
 	// start on the worker requireWithdrawn adds.

@@ -75,7 +75,7 @@ func TestDispatchToAFrozenRedisFailsWithErrRedisTimeout(t *testing.T) {
 	alone := dispatch(lone, long, "alone")
 	quicker := dispatch(quick, long, "quicker")
 	ended := dispatch(batched, short, "ended")
-	<-inFlight
+	awaitSignal(t, inFlight, "inFlight")
 	inBatch := dispatch(batched, long, "batched")
 	wg.Wait()
 

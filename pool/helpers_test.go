@@ -108,6 +108,18 @@ func fastOpts(extra ...NodeOption) []NodeOption {
 	}, extra...)
 }
 
+// awaitSignal waits until ch is closed (or receives), and fails the test
+// after 30 s: a signal that never comes fails the test instead of
+// hanging it until go test's timeout, which prints no test's failure.
+func awaitSignal[T any](t testing.TB, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s within 30s", what)
+	}
+}
+
 func testCtx(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

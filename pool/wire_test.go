@@ -231,7 +231,7 @@ func TestFastPathRecordsAreThePreludes(t *testing.T) {
 	const payload = "p\nq"
 	done := make(chan error, 1)
 	go func() { done <- n.DispatchJob(ctx, "k", []byte(payload)) }()
-	<-entered
+	awaitSignal(t, entered, "entered")
 	reencode := func(r record) string {
 		in, err := json.Marshal(r)
 		require.NoError(t, err)

@@ -118,7 +118,7 @@ func TestLongTasksAreNotTakenAhead(t *testing.T) {
 		_, err := wait(t, f, 20*time.Second)
 		require.NoError(t, err)
 	}
-	<-done
+	awaitSignal(t, done, "done")
 	assert.LessOrEqual(t, most.Load(), int64(2), "a process with 2 workers held more tasks than its workers")
 	assert.Positive(t, most.Load())
 }

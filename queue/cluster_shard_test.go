@@ -381,7 +381,7 @@ func TestCloseWhileAShardIsFrozen(t *testing.T) {
 	}, WithWorkers(1))
 	_, err := q.Submit(ctx, []byte("held"), WithTenant(tenants[1]))
 	require.NoError(t, err)
-	<-started
+	awaitSignal(t, started, "started")
 
 	pid := c.Pids()[masters[1]]
 	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))

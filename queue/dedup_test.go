@@ -21,7 +21,7 @@ func TestDedupHandsTheFirstTasksFuture(t *testing.T) {
 	q1, q2 := open(t, name), open(t, name)
 	ctx := testCtx(t, 30*time.Second)
 	var runs atomic.Int32
-	release := make(chan struct{})
+	release, free := gate(t)
 	serve(t, q1, func(ctx context.Context, t *Task) ([]byte, error) {
 		runs.Add(1)
 		<-release
@@ -44,7 +44,7 @@ func TestDedupHandsTheFirstTasksFuture(t *testing.T) {
 	st, err := q1.Stats(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, st.Available+st.InFlight, "one task queued")
-	close(release)
+	free()
 	for _, f := range []*Future{first, same, other} {
 		res, err := wait(t, f, 10*time.Second)
 		require.NoError(t, err)

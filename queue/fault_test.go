@@ -500,7 +500,8 @@ func TestStopReturnsWhileRedisIsDown(t *testing.T) {
 	q, err := Open(ctx, s.NewClient(), name, WithTTL(20*time.Second), WithCallTimeout(time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = q.Close(context.Background()) })
-	started, release := make(chan struct{}), make(chan struct{})
+	started := make(chan struct{})
+	release, free := gate(t)
 	srv := serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
 		close(started)
 		<-release
@@ -508,9 +509,9 @@ func TestStopReturnsWhileRedisIsDown(t *testing.T) {
 	}, WithWorkers(1))
 	f, err := q.Submit(ctx, []byte("x"))
 	require.NoError(t, err)
-	<-started
+	awaitSignal(t, started, "started")
 	require.NoError(t, s.Kill())
-	close(release) // its end cannot be recorded
+	free() // its end cannot be recorded
 
 	stopped := make(chan error, 1)
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,6 +37,31 @@ func open(t *testing.T, name string, opts ...Option) *Queue {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, q.Close(context.Background())) })
 	return q
+}
+
+// awaitSignal waits until ch is closed (or receives), and fails the test
+// after 30 s: a signal that never comes fails the test instead of
+// hanging it until go test's timeout, which prints no test's failure.
+func awaitSignal[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s within 30s", what)
+	}
+}
+
+// gate returns a channel for a test's handler to wait on and the function
+// that opens it (once; more calls do nothing). The test's end opens it
+// too, before the queues it opened earlier close (cleanups run last
+// first): a test that fails before opening it then reports its failure,
+// instead of hanging in Close, whose Stop waits for the handler.
+func gate(t *testing.T) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(open)
+	return ch, open
 }
 
 func serve(t *testing.T, q *Queue, h Handler, opts ...ServeOption) *Server {

@@ -142,7 +142,7 @@ func TestSharedLimitMetrics(t *testing.T) {
 	q := open(t, redistest.Name(t), WithMeterProvider(mp))
 	ctx := testCtx(t, 10*time.Second)
 	l := liveBatch(t, 2, 0.5)
-	hold := make(chan struct{})
+	hold, free := gate(t)
 	var laters atomic.Int64
 	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
 		if string(t.Payload) == "later" && laters.Add(1) == 1 {
@@ -168,7 +168,7 @@ func TestSharedLimitMetrics(t *testing.T) {
 		m = collect(t, reader)
 		return l.InFlight() == 1 && m[MetricLimitInFlight+"/live"] == 1
 	}, 5*time.Second, time.Millisecond, "the in-flight metric never read the one task that runs")
-	close(hold)
+	free()
 	assert.Equal(t, 2.0, m[MetricLimit+"/live"])
 	assert.Equal(t, 1.0, m[MetricLimitDrops+"/live"], "RetryLater is a drop")
 }

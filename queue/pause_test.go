@@ -24,7 +24,7 @@ func TestPauseHoldsTheQueueAcrossProcesses(t *testing.T) {
 	q1, q2 := open(t, name), open(t, name)
 	ctx := testCtx(t, 30*time.Second)
 	var started atomic.Int32
-	release := make(chan struct{})
+	release, free := gate(t)
 	h := func(ctx context.Context, t *Task) ([]byte, error) {
 		started.Add(1)
 		if string(t.Payload) == "long" {
@@ -49,7 +49,7 @@ func TestPauseHoldsTheQueueAcrossProcesses(t *testing.T) {
 	}
 	delayed, err := q1.Submit(ctx, nil, WithDelay(50*time.Millisecond))
 	require.NoError(t, err)
-	close(release)
+	free()
 	_, err = wait(t, long, 5*time.Second)
 	require.NoError(t, err, "the task in flight finishes")
 	time.Sleep(quiet)

@@ -81,7 +81,7 @@ func TestRetriedTaskKeepsItsPriority(t *testing.T) {
 	q := open(t, redistest.Name(t))
 	ctx := testCtx(t, 30*time.Second)
 	var s starts
-	release := make(chan struct{})
+	release, free := gate(t)
 	serve(t, q, func(_ context.Context, t *Task) ([]byte, error) {
 		s.add(fmt.Sprintf("%s#%d", t.Payload, t.Attempt))
 		if string(t.Payload) == "high" && t.Attempt == 1 {
@@ -101,7 +101,7 @@ func TestRetriedTaskKeepsItsPriority(t *testing.T) {
 	}
 	// The retry is due within the backoff; the worker is held until then
 	// by the first attempt itself returning only now.
-	close(release)
+	free()
 	_, err = wait(t, high, 10*time.Second)
 	require.NoError(t, err)
 	for _, f := range lows {
@@ -230,7 +230,8 @@ func TestOneWorkerWithoutPrefetchStartsByPriority(t *testing.T) {
 	t.Parallel()
 	q := open(t, redistest.Name(t))
 	ctx := testCtx(t, 30*time.Second)
-	busy, release := make(chan struct{}), make(chan struct{})
+	busy := make(chan struct{})
+	release, free := gate(t)
 	var s starts
 	serve(t, q, func(_ context.Context, t *Task) ([]byte, error) {
 		s.add(string(t.Payload))
@@ -253,7 +254,7 @@ func TestOneWorkerWithoutPrefetchStartsByPriority(t *testing.T) {
 		t.Fatal("the first task did not start")
 	}
 	fs = append(fs, submit("low-1", 0), submit("low-2", 0), submit("mid", 5), submit("high", 9))
-	close(release)
+	free()
 	for _, f := range fs {
 		_, err := wait(t, f, 10*time.Second)
 		require.NoError(t, err)

@@ -20,7 +20,7 @@ func TestProgressIsReadFromAnyProcess(t *testing.T) {
 	q, other := open(t, name), open(t, name)
 	ctx := testCtx(t, 20*time.Second)
 	reported := make(chan *Task, 1)
-	release := make(chan struct{})
+	release, free := gate(t)
 	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
 		if err := t.Progress(ctx, 40, "rendering page 4 of 10"); err != nil {
 			return nil, err
@@ -47,7 +47,7 @@ func TestProgressIsReadFromAnyProcess(t *testing.T) {
 		assert.ErrorIs(t, task.Progress(ctx, bad, ""), ErrInvalidOption)
 	}
 	assert.ErrorIs(t, task.Progress(ctx, 1, string(make([]byte, MaxProgressMessage+1))), ErrInvalidOption)
-	close(release)
+	free()
 	_, err = wait(t, f, 5*time.Second)
 	require.NoError(t, err)
 	p, err = f.Progress(ctx)

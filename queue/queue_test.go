@@ -319,7 +319,7 @@ func TestCancel(t *testing.T) {
 	}, WithWorkers(1))
 	f, err := q.Submit(ctx, nil, WithMaxAttempts(5))
 	require.NoError(t, err)
-	<-running
+	awaitSignal(t, running, "running")
 	require.NoError(t, q.Cancel(ctx, f.ID()))
 	_, err = wait(t, f, 5*time.Second)
 	var te *TaskError
@@ -338,7 +338,7 @@ func TestStopWaitsForTasksAndHaltGivesThemBackAtOnce(t *testing.T) {
 	name := redistest.Name(t)
 	q := open(t, name)
 	ctx := testCtx(t, 20*time.Second)
-	release := make(chan struct{})
+	release, free := gate(t)
 	started := make(chan string, 10)
 	s := serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
 		started <- t.ID
@@ -351,7 +351,7 @@ func TestStopWaitsForTasksAndHaltGivesThemBackAtOnce(t *testing.T) {
 	}, WithWorkers(1))
 	f, err := q.Submit(ctx, nil)
 	require.NoError(t, err)
-	<-started
+	awaitSignal(t, started, "started")
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop(ctx) }()
 	select {
@@ -359,7 +359,7 @@ func TestStopWaitsForTasksAndHaltGivesThemBackAtOnce(t *testing.T) {
 		t.Fatalf("Stop returned before its task finished: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(release)
+	free()
 	require.NoError(t, <-stopped)
 	res, err := wait(t, f, 5*time.Second)
 	require.NoError(t, err)
@@ -374,7 +374,7 @@ func TestStopWaitsForTasksAndHaltGivesThemBackAtOnce(t *testing.T) {
 	}, WithWorkers(1))
 	f, err = q.Submit(ctx, nil, WithMaxAttempts(1))
 	require.NoError(t, err)
-	<-started
+	awaitSignal(t, started, "started")
 	s2.Halt()
 	s2.Halt()
 	info, err := q.Inspect(ctx, f.ID())

@@ -87,7 +87,7 @@ func TestAFutureWaitsUntilItsOutcomeIsReplicated(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 30*time.Second)
 	q, primary, repl := replicated(t, time.Second) // the first Submit's WAIT must not time out on a loaded machine
-	release := make(chan struct{})
+	release, free := gate(t)
 	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
 		<-release
 		return []byte("r"), nil
@@ -95,7 +95,7 @@ func TestAFutureWaitsUntilItsOutcomeIsReplicated(t *testing.T) {
 	f, err := q.Submit(ctx, []byte("p"))
 	require.NoError(t, err)
 	require.NoError(t, repl.Freeze())
-	close(release)
+	free()
 	// The outcome is on the master, and its message came; the replica,
 	// frozen, does not have it: the future waits.
 	require.Eventually(t, func() bool {
@@ -156,8 +156,8 @@ func TestAttemptsRedisNoLongerHoldsEndAfterAFailover(t *testing.T) {
 	require.NoError(t, err)
 	_, err = q.Submit(ctx, []byte("b"), WithTaskID("b"))
 	require.NoError(t, err)
-	<-started
-	<-started
+	awaitSignal(t, started, "started")
+	awaitSignal(t, started, "started")
 	// As if a failover lost the take of a: the new master holds it as
 	// nobody's.
 	require.NoError(t, srv.Client().HDel(ctx, q.lay.active, "a").Err())

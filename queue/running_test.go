@@ -21,7 +21,7 @@ func TestARunningAttemptLivesInActiveAlone(t *testing.T) {
 	t.Parallel()
 	q := open(t, redistest.Name(t))
 	ctx := testCtx(t, 20*time.Second)
-	release := make(chan struct{})
+	release, free := gate(t)
 	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
 		<-release
 		return []byte("r"), nil
@@ -53,7 +53,7 @@ func TestARunningAttemptLivesInActiveAlone(t *testing.T) {
 	assert.Equal(t, StateActive, listed[0].State)
 	assert.Equal(t, q.proc, listed[0].Process)
 
-	close(release)
+	free()
 	res, err := wait(t, f, 5*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, "r", string(res))

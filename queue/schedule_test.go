@@ -177,7 +177,7 @@ func TestNoOverlapSkipsTicksWhileThePreviousTaskIsUnfinished(t *testing.T) {
 	q := open(t, redistest.Name(t))
 	ctx := testCtx(t, 30*time.Second)
 	started := make(chan string, 100)
-	release := make(chan struct{})
+	release, free := gate(t)
 	serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
 		started <- task.ID
 		select {
@@ -201,7 +201,7 @@ func TestNoOverlapSkipsTicksWhileThePreviousTaskIsUnfinished(t *testing.T) {
 	s := schedule(t, &q.Client, "slow")
 	assert.Equal(t, first, s.LastTaskID)
 	assert.Empty(t, started, "a tick ran while the previous one was unfinished")
-	close(release)
+	free()
 	select {
 	case next := <-started:
 		_, at, ok := TickOf(next)

@@ -626,7 +626,7 @@ func TestDeclaredDeadInOneShardOnly(t *testing.T) {
 	}, WithWorkers(1))
 	f, err := q.Submit(ctx, []byte("x"), WithTenant(tenants[0]))
 	require.NoError(t, err)
-	<-started
+	awaitSignal(t, started, "started")
 	l := q.known()[2]
 	require.NoError(t, srv.Client().HDel(ctx, l.alive, q.Process()).Err()) // as shard 2's reaper does
 	require.Eventually(t, func() bool {

@@ -148,7 +148,7 @@ func TestTenantCapacityChangesAtOnce(t *testing.T) {
 	q := open(t, redistest.Name(t))
 	ctx := testCtx(t, 30*time.Second)
 	require.NoError(t, q.SetTenant(ctx, "a", 3))
-	release := make(chan struct{})
+	release, free := gate(t)
 	var running atomic.Int64
 	serve(t, q, func(ctx context.Context, t *Task) ([]byte, error) {
 		running.Add(1)
@@ -169,7 +169,7 @@ func TestTenantCapacityChangesAtOnce(t *testing.T) {
 	require.NoError(t, q.SetTenant(ctx, "a", 5))
 	require.Eventually(t, func() bool { return running.Load() == 5 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, q.SetTenant(ctx, "a", 0))
-	close(release)
+	free()
 	// At 0 nothing more runs: 3 of the 8 wait.
 	require.Eventually(t, func() bool {
 		ti := tenantOf(t, q, "a")
@@ -311,7 +311,7 @@ func TestMiddlewareAnswers429AtCapacity(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	require.NoError(t, q.SetTenant(ctx, "a", 1))
 	inside := make(chan struct{})
-	release := make(chan struct{})
+	release, free := gate(t)
 	h := q.Middleware(func(r *http.Request) string { return r.Header.Get("X-Tenant") },
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inside <- struct{}{}
@@ -330,11 +330,11 @@ func TestMiddlewareAnswers429AtCapacity(t *testing.T) {
 	}
 	first := make(chan *http.Response, 1)
 	go func() { first <- do() }()
-	<-inside
+	awaitSignal(t, inside, "inside")
 	resp := do()
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
-	close(release)
+	free()
 	assert.Equal(t, http.StatusNoContent, (<-first).StatusCode)
 	go func() { <-inside }()
 	assert.Equal(t, http.StatusNoContent, do().StatusCode, "the slot came back after the first request")
