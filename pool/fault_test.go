@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/testlog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -55,8 +57,16 @@ func TestCrashedNodesJobsRestartWithinTTL(t *testing.T) {
 func TestFrozenWorkerStopsItsStaleJobsAndRejoins(t *testing.T) {
 	t.Parallel()
 	pool := redistest.Name(t)
-	a := addNode(t, srv.Client(), pool)
-	b := addNode(t, srv.NewClient(), pool)
+	// What the nodes logged, shown when the test fails.
+	var logs testlog.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the nodes' logs:\n%s", logs.String())
+		}
+	})
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a := addNode(t, srv.Client(), pool, WithLogger(logger.With("node", "a")))
+	b := addNode(t, srv.NewClient(), pool, WithLogger(logger.With("node", "b")))
 	ra, rb := newRecorder(), newRecorder()
 	addWorkers(t, a, ra, 1)
 	addWorkers(t, b, rb, 1)
