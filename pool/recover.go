@@ -14,12 +14,13 @@ const maxSlowStarts = 3
 
 // sweep is the janitor's walk through the job records in search of jobs
 // to recover (recoverJobs), kept between its passes: a pass walks for
-// at most recoverBudget, so that the walk of a pool of a million jobs
-// (seconds of Redis time) is spread over passes instead of running past
+// at most nodeConfig.recoverBudget, so that the walk of a pool of a
+// million jobs (seconds of Redis time) is spread over passes instead of running past
 // the pass's deadline, which used to cut it and start it over from the
 // first record, never reaching the last ones.
 type sweep struct {
 	cursor string        // where the walk goes on; "" when none runs
+	urgent bool          // a worker's death started the walk: its jobs wait for it
 	again  bool          // a worker died while the walk ran: walk again after it
 	took   time.Duration // the walk's time so far
 	ended  time.Time     // when the last walk ended
@@ -27,8 +28,16 @@ type sweep struct {
 }
 
 // recoverBudget is how long one janitor pass walks the records at most:
-// about 37,000 records, at half a janitor tick.
-const recoverBudget = 125 * time.Millisecond
+// half a tick (about 37,000 records at 250 ms) for stuck jobs; when a
+// worker's death started the walk (its jobs are down until the walk
+// finds them), two ticks (the ticks it overruns are skipped), within the
+// janitor lease's four.
+func (c nodeConfig) recoverBudget(urgent bool) time.Duration {
+	if urgent {
+		return 2 * c.janitorTick()
+	}
+	return c.janitorTick() / 2
+}
 
 // due reports whether a walk is to run now, starting one when a worker
 // died (reaped) or the wait after the last one is over.
@@ -36,14 +45,15 @@ func (s *sweep) due(reaped bool, every time.Duration) bool {
 	switch {
 	case s.cursor != "":
 		s.again = s.again || reaped
+		s.urgent = s.urgent || reaped
 	case reaped || s.ended.IsZero() || time.Since(s.ended) >= max(s.gap, every):
-		s.cursor, s.took = "0", 0
+		s.cursor, s.took, s.urgent = "0", 0, reaped
 	}
 	return s.cursor != ""
 }
 
 // recoverJobs walks on through the job records (s), for recoverBudget at
-// most, and recovers the jobs of workers that are gone and the jobs
+// most (the walk is urgent when a worker died), and recovers the jobs of workers that are gone and the jobs
 // stuck before Start for longer than PendingJobTTL, one HSCAN step of the
 // records at a time: recoverScanScript finds them, this node chooses each
 // one's new owner from its slot table, and recoverScript acts. It returns
@@ -53,7 +63,7 @@ func (s *sweep) due(reaped bool, every time.Duration) bool {
 func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 	counts := map[string]int64{}
 	began := time.Now()
-	chunk, budget := int64(recoverChunk), recoverBudget
+	chunk, budget := int64(recoverChunk), n.cfg.recoverBudget(s.urgent)
 	if step := n.test.recoverStep.Load(); step > 0 {
 		chunk, budget = step, 0
 	}
@@ -83,8 +93,9 @@ func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 		// took (recoverShare), or at once when a worker died meanwhile.
 		s.took += time.Since(began)
 		s.cursor, s.ended, s.gap = "", time.Now(), n.cfg.nextRecover(s.took)
+		s.urgent = false
 		if s.again {
-			s.cursor, s.again, s.took = "0", false, 0
+			s.cursor, s.again, s.took, s.urgent = "0", false, 0, true
 			began = time.Now()
 		}
 	}

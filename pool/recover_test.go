@@ -89,7 +89,15 @@ func TestRecoveryWalksTakeABoundedShare(t *testing.T) {
 	assert.Equal(t, 60*time.Second, cfg.nextRecover(3*time.Second), "a walk of a million jobs")
 	var s sweep
 	assert.True(t, s.due(false, time.Second), "the first walk runs at once")
+	assert.False(t, s.urgent)
 	s.cursor, s.ended, s.gap = "", time.Now(), time.Minute
 	assert.False(t, s.due(false, time.Second))
 	assert.True(t, s.due(true, time.Second), "a worker died")
+	assert.True(t, s.urgent, "its jobs are down: the walk takes longer passes")
+	s.urgent = false
+	assert.True(t, s.due(true, time.Second))
+	assert.True(t, s.urgent && s.again, "a death during a walk hurries it, and another follows")
+	cfg.workerTTL = 10 * time.Second
+	assert.Equal(t, 125*time.Millisecond, cfg.recoverBudget(false))
+	assert.Equal(t, 500*time.Millisecond, cfg.recoverBudget(true))
 }
