@@ -75,8 +75,9 @@ type Stats struct {
 	Started      int64 `json:"started"`
 	StartsFailed int64 `json:"starts_failed"`
 	Recovered    int64 `json:"recovered"`
-	// Recoveries are the janitor's most recent passes that declared a
-	// worker dead or recovered a job, newest first, at most 20.
+	// Recoveries are the janitor's most recent walks through the job
+	// records that followed a worker's death or recovered a job, newest
+	// first, at most 20.
 	Recoveries []Recovery `json:"recoveries"`
 	// Schedules and Tickers are the pool's schedules (Node.Schedule) and
 	// cluster tickers (Node.NewTicker), sorted by name.

@@ -46,13 +46,17 @@ func (n *Node) janitorLoop() {
 			// with it. Its router's events are taken over by the job
 			// stream's sink, which judges routers by the same
 			// keep-alives (streaming.WithMembers).
-			var recovered int64
+			// A walk through the records recovers their jobs; it may
+			// take several passes at depth, and is recorded as one
+			// Recovery when it ends.
 			if walk.due(len(reaped) > 0, n.cfg.recoverEvery()) {
-				recovered = n.recoverJobs(ctx, &walk)
+				walk.dead = append(walk.dead, reaped...)
+				n.recoverJobs(ctx, &walk)
 			}
-			if len(reaped) > 0 || recovered > 0 {
-				n.recordRecovery(ctx, reaped, recovered)
+			for _, w := range walk.done {
+				n.recordRecovery(ctx, w.dead, w.jobs)
 			}
+			walk.done = nil
 			if nerr == nil {
 				n.removeNodes(ctx, dead)
 			}

@@ -25,6 +25,19 @@ type sweep struct {
 	took   time.Duration // the walk's time so far
 	ended  time.Time     // when the last walk ended
 	gap    time.Duration // the wait after it (nodeConfig.nextRecover)
+
+	// What the walk is for and what it did, recorded as one Recovery
+	// when it ends (done): the workers declared dead since the last walk
+	// ended, and the jobs it recovered.
+	dead []string
+	jobs int64
+	done []walked
+}
+
+// walked is what a walk that ended did, for its Recovery.
+type walked struct {
+	dead []string
+	jobs int64
 }
 
 // recoverBudget is how long one janitor pass walks the records at most:
@@ -53,7 +66,8 @@ func (s *sweep) due(reaped bool, every time.Duration) bool {
 }
 
 // recoverJobs walks on through the job records (s), for recoverBudget at
-// most (the walk is urgent when a worker died), and recovers the jobs of workers that are gone and the jobs
+// most (the walk is urgent when a worker died), and adds what each walk
+// that ends did to s.done, and recovers the jobs of workers that are gone and the jobs
 // stuck before Start for longer than PendingJobTTL, one HSCAN step of the
 // records at a time: recoverScanScript finds them, this node chooses each
 // one's new owner from its slot table, and recoverScript acts. It returns
@@ -62,6 +76,7 @@ func (s *sweep) due(reaped bool, every time.Duration) bool {
 // next pass.
 func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 	counts := map[string]int64{}
+	counted := int64(0) // of counts' recovered jobs, those added to s.jobs
 	began := time.Now()
 	chunk, budget := int64(recoverChunk), n.cfg.recoverBudget(s.urgent)
 	if step := n.test.recoverStep.Load(); step > 0 {
@@ -94,6 +109,14 @@ func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 		s.took += time.Since(began)
 		s.cursor, s.ended, s.gap = "", time.Now(), n.cfg.nextRecover(s.took)
 		s.urgent = false
+		s.jobs += counts["ROUTED"] + counts["REQUEUED"] - counted
+		counted = counts["ROUTED"] + counts["REQUEUED"]
+		if len(s.dead) > 0 || s.jobs > 0 {
+			s.done = append(s.done, walked{dead: s.dead, jobs: s.jobs})
+			n.logger.Info("jobs recovered", slog.Int("dead_workers", len(s.dead)), slog.Int64("jobs", s.jobs),
+				slog.Duration("walk", s.took))
+		}
+		s.dead, s.jobs = nil, 0
 		if s.again {
 			s.cursor, s.again, s.took, s.urgent = "0", false, 0, true
 			began = time.Now()
@@ -102,9 +125,10 @@ func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 	if s.cursor != "" {
 		s.took += time.Since(began)
 	}
-	if moved := counts["ROUTED"] + counts["REQUEUED"]; moved > 0 {
+	moved := counts["ROUTED"] + counts["REQUEUED"]
+	s.jobs += moved - counted
+	if moved > 0 {
 		n.metrics.add(ctx, n.metrics.requeued, moved)
-		n.logger.Info("jobs recovered", slog.Int64("handed_to_owner", counts["ROUTED"]), slog.Int64("queued", counts["REQUEUED"]))
 	}
 	if failed := counts["FAILED"]; failed > 0 {
 		n.metrics.add(ctx, n.metrics.startFailures, failed)

@@ -55,8 +55,10 @@ func TestARecoveryWalkGoesOnWhereItStopped(t *testing.T) {
 	n.test.recoverStep.Store(40) // a pass: one step of about 40 records
 	var walk sweep
 	require.True(t, walk.due(true, n.cfg.recoverEvery()))
+	walk.dead = append(walk.dead, reaped...) // as the janitor does
 	n.recoverJobs(ctx, &walk)
 	assert.NotEmpty(t, walk.cursor, "the walk goes on next pass")
+	assert.Empty(t, walk.done, "a walk is recorded once it ends")
 	after := orphans()
 	assert.Less(t, after, before, "the first step recovered some")
 	assert.Positive(t, after, "one step did not recover them all")
@@ -69,6 +71,9 @@ func TestARecoveryWalkGoesOnWhereItStopped(t *testing.T) {
 		passes++
 	}
 	assert.Equal(t, 0, orphans(), "the walk reached every record")
+	require.Len(t, walk.done, 1, "the walk that ended, one Recovery")
+	assert.ElementsMatch(t, reaped, walk.done[0].dead)
+	assert.EqualValues(t, before, walk.done[0].jobs, "every job the dead workers ran")
 	assert.Greater(t, passes, total/40/2, "one step a pass")
 	assert.Equal(t, "0", walk.cursor, "a worker died during the walk: another one follows at once")
 	assert.False(t, walk.again)

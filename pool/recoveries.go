@@ -11,15 +11,16 @@ import (
 	"github.com/shepherd-go/shepherd/internal/member"
 )
 
-// Recovery is one janitor pass that declared workers dead or recovered
-// jobs, as Stats.Recoveries lists it.
+// Recovery is one walk of the janitor through the job records (it may
+// span passes) that followed a worker's death or recovered jobs, as
+// Stats.Recoveries lists it.
 type Recovery struct {
-	// Time is Redis's clock when the pass recorded it.
+	// Time is Redis's clock when the walk ended and recorded it.
 	Time time.Time `json:"time"`
-	// Workers are the workers the pass declared dead (their keep-alive
-	// lapsed), if any.
+	// Workers are the workers the janitor declared dead (their
+	// keep-alive lapsed) since the walk before, if any.
 	Workers []string `json:"workers,omitempty"`
-	// Jobs counts the jobs the pass handed to another worker or queued
+	// Jobs counts the jobs the walk handed to another worker or queued
 	// again: those of dead workers, and those whose Start did not return
 	// within PendingJobTTL.
 	Jobs int `json:"jobs"`
@@ -35,8 +36,9 @@ type recoveryEntry struct {
 	Jobs    int      `json:"j"`
 }
 
-// recordRecovery adds a janitor pass to the pool's recoveries: dead are
-// the workers it declared dead, jobs how many jobs it recovered. It only
+// recordRecovery adds a janitor walk to the pool's recoveries: dead are
+// the workers declared dead since the walk before, jobs how many jobs it
+// recovered. It only
 // logs a failure: the recoveries are for operators.
 func (n *Node) recordRecovery(ctx context.Context, dead []string, jobs int64) {
 	args := make([]any, 0, 1+len(dead))
