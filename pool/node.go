@@ -72,6 +72,7 @@ type Node struct {
 	leaving      bool               // Leave: a node with WithNodeID closes for good
 	shuttingDown atomic.Bool        // Shutdown sets the flags: the node's watchers leave the stopping to it
 	indexes      map[int]bool       // WithNodeID: the worker indexes in use (identity.go)
+	reclaims     reclaims           // WithNodeID: what a walk found for the workers not added yet (restart.go)
 	closeOnce    sync.Once
 	closeErr     error
 	closedChan   chan struct{}
@@ -96,6 +97,7 @@ type testSignals struct {
 	flagSet          func(shard int) // runs after Shutdown set a shard's flag
 	recoverStep      atomic.Int64    // records a recover step reads (0: recoverChunk); set, a pass takes one step
 	reportWait       atomic.Int64    // how long a keep-alive waits for fresh reports, ns (0: nodeConfig.reportWait)
+	reclaimWalks     atomic.Int64    // walks through the job records for a restarted node's workers (on the root node)
 }
 
 // AddNode joins the pool called poolName (creating it if needed) through

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shepherd-go/shepherd/internal/member"
@@ -99,35 +101,121 @@ func (t table) slotOf(id string) int {
 // restart: each starts here once more, in a new generation (which fences
 // a former process that still has a copy), without any dispatch. A job
 // with a stop on its way is ended (nothing runs it) and its StopJob
-// answered. It scans the job records in steps of recoverChunk, and
-// returns how many jobs it restarts.
+// answered. It finds them with reclaimable, and restarts them
+// recoverChunk at a time; it returns how many it restarts.
 func (w *Worker) reclaim(ctx context.Context) (int, error) {
 	n := w.node
+	found, err := n.reclaimable(ctx, w)
+	if err != nil {
+		return 0, err
+	}
 	restarted := 0
-	for cursor := "0"; ; {
-		res, err := n.run(ctx, reclaimScanScript, "reclaim", []string{n.lay.jobs, n.lay.payloads}, w.id, cursor, recoverChunk)
+	for len(found) > 0 {
+		chunk := found[:min(len(found), recoverChunk)]
+		found = found[len(chunk):]
+		k, err := w.reclaimFound(ctx, chunk)
+		restarted += k
 		if err != nil {
+			n.forgetReclaims() // the next try walks the records again
 			return restarted, err
-		}
-		out, _ := res.([]any)
-		if len(out) != 2 {
-			return restarted, fmt.Errorf("pool: reclaim: unexpected reply %v", res)
-		}
-		if found, _ := out[1].([]any); len(found) > 0 {
-			k, err := w.reclaimFound(ctx, found)
-			restarted += k
-			if err != nil {
-				return restarted, err
-			}
-		}
-		if cursor, _ = out[0].(string); cursor == "0" || cursor == "" {
-			break
 		}
 	}
 	if restarted > 0 {
 		w.logger.Info("jobs taken back after a restart", slog.Int("jobs", restarted))
 	}
 	return restarted, nil
+}
+
+// reclaimSpan is how many of a node's stable worker indexes one walk
+// through the job records looks for: a restarted node's workers, added
+// one after another, share the walk of the first (a walk reads every
+// record, about 2 µs of Redis CPU each: seconds at a million jobs), and
+// a worker of a higher index walks for itself.
+const reclaimSpan = 64
+
+// reclaims is what a restarted node's walk through the job records found
+// for its stable workers not added yet (reclaimable).
+type reclaims struct {
+	mu    sync.Mutex
+	at    time.Time        // when the walk ran; zero: none kept
+	found map[string][]any // worker id → its entries (reclaimScanScript's, without the worker)
+}
+
+// reclaimable returns the jobs whose records name worker w, as
+// reclaimScanScript finds them: from the node's walk for all its first
+// reclaimSpan stable workers, kept for RestartGrace (the janitor takes
+// the jobs of a worker not back by then; reclaimScript checks that each
+// record is still as found), or, past reclaimSpan, from a walk of its
+// own.
+func (n *Node) reclaimable(ctx context.Context, w *Worker) ([]any, error) {
+	if w.index >= reclaimSpan {
+		found, err := n.reclaimScan(ctx, []string{w.id})
+		return found[w.id], err
+	}
+	r := &n.reclaims
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at.IsZero() || time.Since(r.at) > n.cfg.restartGrace {
+		// A worker's id is the same in every shard: the root node's.
+		root := n.root()
+		ids := make([]string, reclaimSpan)
+		for i := range ids {
+			ids[i] = stableWorkerID(root.pool, root.cfg.identity, i)
+		}
+		found, err := n.reclaimScan(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		r.found, r.at = found, time.Now()
+	}
+	mine := r.found[w.id]
+	delete(r.found, w.id)
+	return mine, nil
+}
+
+// forgetReclaims drops what the node's walk found: a reclaim that failed
+// midway lost its entries, and the next one walks again.
+func (n *Node) forgetReclaims() {
+	n.reclaims.mu.Lock()
+	n.reclaims.found, n.reclaims.at = nil, time.Time{}
+	n.reclaims.mu.Unlock()
+}
+
+// reclaimScan walks the job records, in steps of recoverChunk, for the
+// jobs whose records name one of the workers ids, and returns them by
+// worker.
+func (n *Node) reclaimScan(ctx context.Context, ids []string) (map[string][]any, error) {
+	n.root().test.reclaimWalks.Add(1)
+	found := map[string][]any{}
+	args := make([]any, 0, 2+len(ids))
+	args = append(args, "0", recoverChunk)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	for {
+		res, err := n.run(ctx, reclaimScanScript, "reclaim", []string{n.lay.jobs, n.lay.payloads}, args...)
+		if err != nil {
+			return nil, err
+		}
+		out, _ := res.([]any)
+		if len(out) != 2 {
+			return nil, fmt.Errorf("pool: reclaim: unexpected reply %v", res)
+		}
+		entries, _ := out[1].([]any)
+		for _, v := range entries {
+			e, _ := v.([]any)
+			if len(e) != 6 {
+				return nil, fmt.Errorf("pool: reclaim: malformed entry %v", v)
+			}
+			id, _ := e[5].(string)
+			found[id] = append(found[id], e[:5])
+		}
+		cursor, _ := out[0].(string)
+		if cursor == "0" || cursor == "" {
+			return found, nil
+		}
+		args[0] = cursor
+	}
 }
 
 // reclaimFound runs reclaimScript for the jobs reclaimScanScript found.
@@ -171,24 +259,30 @@ func (w *Worker) reclaimFound(ctx context.Context, found []any) (int, error) {
 }
 
 // reclaimScanScript finds, in one HSCAN step of the job records, the jobs
-// whose records name a worker (and that are not queued). It changes
-// nothing.
+// whose records name one of the workers given (and that are not queued).
+// It changes nothing.
 //
 //	KEYS[1] jobs, KEYS[2] payloads
-//	ARGV[1] worker id, ARGV[2] HSCAN cursor ("0" to begin), ARGV[3]
-//	records per call
+//	ARGV[1] HSCAN cursor ("0" to begin), ARGV[2] records per call,
+//	ARGV[3..] worker ids
 //
 // Returns {next cursor, {{key, nonce, generation, dispatcher node or "",
-// stop requester node or ""}...}}.
+// stop requester node or "", worker id}...}}.
 var reclaimScanScript = newScript(prelude + `
-local step = redis.call("HSCAN", KEYS[1], ARGV[2], "COUNT", ARGV[3])
+local want = {}
+for i = 3, #ARGV do want[ARGV[i]] = true end
+local step = redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", ARGV[2])
 local all = step[2]
 local out = {}
 for i = 1, #all, 2 do
-  if string.find(all[i + 1], ARGV[1], 1, true) then
-    local r = decrec(all[i + 1])
-    if r.w == ARGV[1] and r.s ~= S_QUEUED then
-      out[#out + 1] = {all[i], r.n, tostring(r.g), r.rd or "", r.sr or ""}
+  local raw = all[i + 1]
+  -- A compact record names its worker fourth ("S GEN NONCE WORKER ..."),
+  -- read without decoding it; a JSON one is decoded.
+  local w = string.byte(raw, 1) ~= 123 and string.match(raw, "^%a %d+ [^ \n]* ([^ \n]*) ")
+  if w == nil or w == false or want[w] then
+    local r = decrec(raw)
+    if want[r.w] and r.s ~= S_QUEUED then
+      out[#out + 1] = {all[i], r.n, tostring(r.g), r.rd or "", r.sr or "", r.w}
     end
   end
 end

@@ -107,6 +107,8 @@ func testRestartWithinGrace(t *testing.T, more ...NodeOption) {
 	second := addNode(t, srv.NewClient(), pool, opts...)
 	r2 := newRecorder()
 	assert.Equal(t, ids, workerIDs(addWorkers(t, second, r2, 2)), "the workers get their ids back")
+	assert.EqualValues(t, max(1, second.cfg.shards), second.test.reclaimWalks.Load(),
+		"the workers share one walk through each shard's records")
 	require.Eventually(t, func() bool { return maps.Equal(r2.runningKeys(), mine) }, 10*time.Second, 10*time.Millisecond,
 		"the restarted node runs its jobs again")
 	r2.mu.Lock()
