@@ -13,11 +13,11 @@ import (
 const maxSlowStarts = 3
 
 // sweep is the janitor's walk through the job records in search of jobs
-// to recover (recoverJobs), kept between its passes: a pass walks for
-// at most nodeConfig.recoverBudget, so that the walk of a pool of a
-// million jobs (seconds of Redis time) is spread over passes instead of running past
-// the pass's deadline, which used to cut it and start it over from the
-// first record, never reaching the last ones.
+// to recover (recoverJobs), kept between its passes: a pass walks for at
+// most nodeConfig.recoverBudget, so that the walk of a pool of a million
+// jobs (seconds of Redis time) is spread over passes instead of running
+// past the pass's deadline, which used to cut it and start it over from
+// the first record, never reaching the last ones.
 type sweep struct {
 	cursor string        // where the walk goes on; "" when none runs
 	urgent bool          // a worker's death started the walk: its jobs wait for it
@@ -65,15 +65,15 @@ func (s *sweep) due(reaped bool, every time.Duration) bool {
 	return s.cursor != ""
 }
 
-// recoverJobs walks on through the job records (s), for recoverBudget at
-// most (the walk is urgent when a worker died), and adds what each walk
-// that ends did to s.done, and recovers the jobs of workers that are gone and the jobs
-// stuck before Start for longer than PendingJobTTL, one HSCAN step of the
-// records at a time: recoverScanScript finds them, this node chooses each
-// one's new owner from its slot table, and recoverScript acts. It returns
-// how many jobs it routed or queued again (those that recoverScript counts
-// as recovered), even when a step failed; a failed step is walked again
-// next pass.
+// recoverJobs walks on through the job records (s) for recoverBudget at
+// most (longer when a worker died), one HSCAN step at a time, and
+// recovers the jobs of workers that are gone and the jobs stuck before
+// Start for longer than PendingJobTTL: recoverScanScript finds them, this
+// node chooses each one's new owner from its slot table, and
+// recoverScript acts. A walk that ends is added to s.done, for its
+// Recovery. It returns how many jobs it routed or queued again (those
+// that recoverScript counts as recovered), even when a step failed; a
+// failed step is walked again next pass.
 func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 	counts := map[string]int64{}
 	counted := int64(0) // of counts' recovered jobs, those added to s.jobs

@@ -113,8 +113,12 @@ func (w *Worker) reclaim(ctx context.Context) (int, error) {
 	for len(found) > 0 {
 		chunk := found[:min(len(found), recoverChunk)]
 		found = found[len(chunk):]
-		k, err := w.reclaimFound(ctx, chunk)
-		restarted += k
+		chunk, err := w.refreshFound(ctx, chunk)
+		if err == nil && len(chunk) > 0 {
+			var k int
+			k, err = w.reclaimFound(ctx, chunk)
+			restarted += k
+		}
 		if err != nil {
 			n.forgetReclaims() // the next try walks the records again
 			return restarted, err
@@ -216,6 +220,44 @@ func (n *Node) reclaimScan(ctx context.Context, ids []string) (map[string][]any,
 		}
 		args[0] = cursor
 	}
+}
+
+// refreshFound reads again the records of the jobs a walk found for w,
+// in one call, and returns their entries as of now: a walk kept for a
+// node's later workers is seconds old, and a StopJob or a DispatchJob
+// since names a node to answer that reclaimScript must be given. The jobs
+// whose records no longer name w, or are queued, are left out.
+func (w *Worker) refreshFound(ctx context.Context, found []any) ([]any, error) {
+	n := w.node
+	keys := make([]string, 0, len(found))
+	for _, v := range found {
+		e, _ := v.([]any)
+		if len(e) != 5 {
+			return nil, fmt.Errorf("pool: reclaim: malformed entry %v", v)
+		}
+		key, _ := e[0].(string)
+		keys = append(keys, key)
+	}
+	raws, err := n.rdb.HMGet(ctx, n.lay.jobs, keys...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("pool: reclaim: %w", err)
+	}
+	out := found[:0:0]
+	for i, v := range raws {
+		raw, ok := v.(string)
+		if !ok {
+			continue // ended meanwhile
+		}
+		r, err := parseRecord(raw)
+		if err != nil {
+			return nil, fmt.Errorf("pool: reclaim: job %q: %w", keys[i], err)
+		}
+		if r.Worker != w.id || r.State == stateQueued {
+			continue
+		}
+		out = append(out, []any{keys[i], r.Nonce, strconv.FormatInt(r.Gen, 10), r.DispNode, r.StopNode})
+	}
+	return out, nil
 }
 
 // reclaimFound runs reclaimScript for the jobs reclaimScanScript found.
