@@ -431,3 +431,53 @@ func TestACrashedStableNodeKeepsItsJobsForTheGrace(t *testing.T) {
 	t.Logf("moved %v after the crash (WorkerTTL 1s, grace 2s)", time.Since(began))
 	assert.Greater(t, time.Since(began), 2*time.Second)
 }
+
+// TestAStopBetweenARestartedNodesWorkersIsAnswered: a restarted node's
+// first AddWorker walks the records for all its workers (reclaimable);
+// a StopJob of a job of its second worker that comes between the two
+// AddWorkers is answered when the second one takes its jobs back, and
+// the job does not start again.
+func TestAStopBetweenARestartedNodesWorkersIsAnswered(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	pool := redistest.Name(t)
+	other := addNode(t, srv.Client(), pool, WithClientOnly())
+	opts := stableOpts("between", 30*time.Second)
+	first := addNode(t, srv.NewClient(), pool, opts...)
+	ids := workerIDs(addWorkers(t, first, newRecorder(), 2))
+	dispatchN(t, other, 30)
+	var stopped string
+	for i := 0; i < 30 && stopped == ""; i++ {
+		if info, err := other.Job(ctx, keyN(i)); err == nil && info.Worker == ids[1] {
+			stopped = keyN(i)
+		}
+	}
+	require.NotEmpty(t, stopped, "a job of the second worker")
+	require.NoError(t, first.Close(ctx))
+
+	second := addNode(t, srv.NewClient(), pool, opts...)
+	r2 := newRecorder()
+	w0, err := second.AddWorker(ctx, r2)
+	require.NoError(t, err)
+	require.Equal(t, ids[0], w0.ID())
+	stopDone := make(chan error, 1)
+	go func() { stopDone <- other.StopJob(ctx, stopped) }()
+	require.Eventually(t, func() bool {
+		info, err := other.Job(ctx, stopped)
+		return err == nil && info.State == JobStopping
+	}, 5*time.Second, 10*time.Millisecond, "the stop reached the second worker's stream")
+	w1, err := second.AddWorker(ctx, r2)
+	require.NoError(t, err)
+	require.Equal(t, ids[1], w1.ID())
+	select {
+	case err := <-stopDone:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stop was not answered")
+	}
+	_, err = other.Job(ctx, stopped)
+	assert.ErrorIs(t, err, ErrJobNotFound)
+	assert.Never(t, func() bool { return r2.runningKeys()[stopped] > 0 }, 500*time.Millisecond, 20*time.Millisecond,
+		"the stopped job does not start again")
+	assert.EqualValues(t, 1, second.test.reclaimWalks.Load())
+}
