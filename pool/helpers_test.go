@@ -108,6 +108,16 @@ func fastOpts(extra ...NodeOption) []NodeOption {
 	}, extra...)
 }
 
+// closeNodeWithin closes n, waiting 30 s at most: a Close that cannot
+// end (Redis gone for good with a failed dispatch's withdrawal pending)
+// then ends the test's cleanup instead of hanging it until go test's
+// timeout, which prints no test's failure.
+func closeNodeWithin(n *Node) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return n.Close(ctx)
+}
+
 // awaitSignal waits until ch is closed (or receives), and fails the test
 // after 30 s: a signal that never comes fails the test instead of
 // hanging it until go test's timeout, which prints no test's failure.
@@ -131,7 +141,7 @@ func addNode(t *testing.T, rdb redis.UniversalClient, pool string, opts ...NodeO
 	t.Helper()
 	n, err := AddNode(testCtx(t, 10*time.Second), rdb, pool, fastOpts(opts...)...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	t.Cleanup(func() { _ = closeNodeWithin(n) })
 	return n
 }
 

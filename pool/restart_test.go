@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"context"
 	"errors"
 	"maps"
 	"slices"
@@ -199,7 +198,7 @@ func addNodeWhenFree(t *testing.T, pool string, opts ...NodeOption) *Node {
 			continue
 		}
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		t.Cleanup(func() { _ = closeNodeWithin(n) })
 		return n
 	}
 }

@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ func addBareNode(t *testing.T, pool string, opts ...NodeOption) (*Node, error) {
 	t.Helper()
 	n, err := AddNode(testCtx(t, 10*time.Second), srv.Client(), pool, opts...)
 	if err == nil {
-		t.Cleanup(func() { _ = n.Close(context.Background()) })
+		t.Cleanup(func() { _ = closeNodeWithin(n) })
 	}
 	return n, err
 }

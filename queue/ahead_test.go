@@ -71,7 +71,7 @@ func TestShortTasksAreTakenAheadInBatches(t *testing.T) {
 			rdb.AddHook(sc)
 			q, err := Open(ctx, rdb, name)
 			require.NoError(t, err)
-			t.Cleanup(func() { _ = q.Close(context.Background()); _ = rdb.Close() })
+			t.Cleanup(func() { _ = closeWithin(q); _ = rdb.Close() })
 			serve(t, q, echo, append([]ServeOption{WithWorkers(4)}, c.opts...)...)
 			for _, f := range fs {
 				_, err := wait(t, f, 30*time.Second)

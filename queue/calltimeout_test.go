@@ -28,10 +28,10 @@ func TestSubmitToAFrozenRedisFailsWithErrRedisTimeout(t *testing.T) {
 	// Submits are under test.
 	q, err := Open(ctx, rdb, name, WithTTL(time.Minute))
 	require.NoError(t, err)
-	defer func() { _ = q.Close(context.Background()) }()
+	defer func() { _ = closeWithin(q) }()
 	quick, err := Open(ctx, rdb, name, WithCallTimeout(time.Second))
 	require.NoError(t, err)
-	defer func() { _ = quick.Close(context.Background()) }()
+	defer func() { _ = closeWithin(quick) }()
 
 	require.NoError(t, own.Freeze())
 	thawed := false

@@ -28,7 +28,7 @@ func openOnCluster(t *testing.T, ctx context.Context, c *redistest.Cluster, name
 	t.Helper()
 	q, err := Open(ctx, c.NewClient(0), name, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	t.Cleanup(func() { _ = closeWithin(q) })
 	return q
 }
 
@@ -318,7 +318,7 @@ func TestShardedQueueAsACLUserOnRedisCluster(t *testing.T) {
 
 	q, err := Open(ctx, rdb, name, WithShards(3), WithTTL(time.Second))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	t.Cleanup(func() { _ = closeWithin(q) })
 	tenants := registerTenantsByShard(t, ctx, q, 3, 2)
 	srv := serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
 		if string(task.Payload) == "block" {

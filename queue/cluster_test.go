@@ -28,7 +28,7 @@ func TestQueueOnRedisCluster(t *testing.T) {
 	openOn := func() *Queue {
 		q, err := Open(ctx, c.NewClient(0), name)
 		require.NoError(t, err)
-		t.Cleanup(func() { assert.NoError(t, q.Close(context.Background())) })
+		t.Cleanup(func() { assert.NoError(t, closeWithin(q)) })
 		return q
 	}
 	server, submitter := openOn(), openOn()

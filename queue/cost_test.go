@@ -120,7 +120,7 @@ func BenchmarkCostPerTask(bm *testing.B) {
 	sub := open()
 	defer func() {
 		for _, q := range handles {
-			_ = q.Close(context.Background())
+			_ = closeWithin(q)
 		}
 	}()
 	admin := srv.Client()
@@ -269,7 +269,7 @@ func BenchmarkCostComplete(bm *testing.B) {
 	rdb := srv.Client()
 	q, err := Open(ctx, srv.NewClient(), "costcomplete")
 	require.NoError(t, err)
-	defer func() { _ = q.Close(context.Background()) }()
+	defer func() { _ = closeWithin(q) }()
 	k := envInt("SHEPHERD_COST_K", 1)
 	n, _ := strconv.Atoi(os.Getenv("SHEPHERD_COST"))
 	n = max(n, 8000)

@@ -126,7 +126,7 @@ func runQueueFailover(t *testing.T, kind string, replicas int) {
 		}
 		q, err := Open(ctx, g.NewFailoverClient(), name, opts...)
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = q.Close(context.Background()) })
+		t.Cleanup(func() { _ = closeWithin(q) })
 		serve(t, q, load.handler, WithWorkers(4))
 		qs[i] = q
 	}

@@ -331,7 +331,7 @@ func TestFailedSubmitsDuringAFrozenRedisNeverRun(t *testing.T) {
 	// only the Submits are under test.
 	q, err := Open(ctx, own.Client(), "frozen", WithTTL(time.Minute))
 	require.NoError(t, err)
-	defer func() { require.NoError(t, q.Close(context.Background())) }()
+	defer func() { require.NoError(t, closeWithin(q)) }()
 	var mu sync.Mutex
 	ran := map[string]int{}
 	_, err = q.Serve(func(ctx context.Context, t *Task) ([]byte, error) {
@@ -499,7 +499,7 @@ func TestStopReturnsWhileRedisIsDown(t *testing.T) {
 	name := redistest.Name(t)
 	q, err := Open(ctx, s.NewClient(), name, WithTTL(20*time.Second), WithCallTimeout(time.Second))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	t.Cleanup(func() { _ = closeWithin(q) })
 	started := make(chan struct{})
 	release, free := gate(t)
 	srv := serve(t, q, func(ctx context.Context, task *Task) ([]byte, error) {
@@ -528,7 +528,7 @@ func TestStopReturnsWhileRedisIsDown(t *testing.T) {
 	require.NoError(t, s.Restart())
 	other, err := Open(ctx, s.NewClient(), name)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	t.Cleanup(func() { _ = closeWithin(other) })
 	serve(t, other, func(context.Context, *Task) ([]byte, error) { return []byte("again"), nil }, WithWorkers(1))
 	require.Eventually(t, func() bool {
 		res, err := other.Result(ctx, f.ID())
@@ -576,7 +576,7 @@ func TestAFailedKeepAliveSaysSo(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	q, err := Open(ctx, own.Client(), "beats", WithTTL(time.Minute))
 	require.NoError(t, err)
-	defer func() { require.NoError(t, q.Close(context.Background())) }()
+	defer func() { require.NoError(t, closeWithin(q)) }()
 	assert.True(t, q.keepAlive(ctx), "a beat Redis answered")
 	require.NoError(t, own.Freeze())
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)

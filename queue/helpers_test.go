@@ -35,8 +35,18 @@ func open(t *testing.T, name string, opts ...Option) *Queue {
 	t.Helper()
 	q, err := Open(testCtx(t, 10*time.Second), srv.Client(), name, opts...)
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, q.Close(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, closeWithin(q)) })
 	return q
+}
+
+// closeWithin closes q, waiting 30 s at most: a Close that cannot end
+// (Redis gone for good with a failed Submit's withdrawal pending, a
+// handler that ignores its ctx) then fails the test instead of hanging it
+// until go test's timeout, which prints no test's failure.
+func closeWithin(q *Queue) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return q.Close(ctx)
 }
 
 // awaitSignal waits until ch is closed (or receives), and fails the test

@@ -130,7 +130,7 @@ func TestPauseSurvivesARedisRestart(t *testing.T) {
 	name := redistest.Name(t)
 	q, err := Open(ctx, own.Client(), name, WithTTL(2*time.Second))
 	require.NoError(t, err)
-	defer func() { require.NoError(t, q.Close(context.Background())) }()
+	defer func() { require.NoError(t, closeWithin(q)) }()
 	require.NoError(t, q.Pause(ctx))
 	var started atomic.Int32
 	_, err = q.Serve(func(ctx context.Context, t *Task) ([]byte, error) {

@@ -123,7 +123,7 @@ func TestQueueRateAndItsRemoval(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	q, err := Open(ctx, own.Client(), redistest.Name(t))
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, q.Close(context.Background())) })
+	t.Cleanup(func() { require.NoError(t, closeWithin(q)) })
 	require.NoError(t, q.SetTenant(ctx, "a", 10))
 	require.NoError(t, q.SetRate(ctx, Rate{N: 1, Per: time.Hour}))
 	st, err := q.Stats(ctx)

@@ -23,7 +23,7 @@ func replicated(t *testing.T, timeout time.Duration, opts ...Option) (q *Queue, 
 	q, err := Open(testCtx(t, 10*time.Second), primary.Client(), redistest.Name(t),
 		append([]Option{WithReplicas(1, timeout)}, opts...)...)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = repl.Thaw(); require.NoError(t, q.Close(context.Background())) })
+	t.Cleanup(func() { _ = repl.Thaw(); require.NoError(t, closeWithin(q)) })
 	return q, primary, repl
 }
 
@@ -126,7 +126,7 @@ func TestRedisRestartIsReported(t *testing.T) {
 	reader, mp := manualMeter(t)
 	q, err := Open(ctx, s.Client(), redistest.Name(t), WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithMeterProvider(mp))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	t.Cleanup(func() { _ = closeWithin(q) })
 	require.Eventually(t, q.watched.Load, 10*time.Second, 10*time.Millisecond, "the watcher never read Redis")
 	require.NoError(t, s.Restart())
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "Redis restarted") }, 10*time.Second,

@@ -20,7 +20,7 @@ func TestRedisRestartWithAOFLosesNoTask(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	q, err := Open(ctx, own.Client(), "restart", WithTTL(2*time.Second))
 	require.NoError(t, err)
-	defer func() { require.NoError(t, q.Close(context.Background())) }()
+	defer func() { require.NoError(t, closeWithin(q)) }()
 	runs := make(chan string, 1000)
 	_, err = q.Serve(func(ctx context.Context, t *Task) ([]byte, error) {
 		time.Sleep(20 * time.Millisecond)

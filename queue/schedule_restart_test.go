@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -22,7 +21,7 @@ func TestSchedulesSurviveARedisRestartWithAOF(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	q, err := Open(ctx, own.Client(), "schedules-restart", WithTTL(2*time.Second))
 	require.NoError(t, err)
-	defer func() { require.NoError(t, q.Close(context.Background())) }()
+	defer func() { require.NoError(t, closeWithin(q)) }()
 	runs := newTickRuns()
 	s, err := q.Serve(runs.handle, WithWorkers(2))
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -61,5 +60,5 @@ func TestQueueWideSettingsAreStoredWithTheQueue(t *testing.T) {
 	stored, err := srv.Client().HGetAll(ctx, changer.lay.settings).Result()
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{settingTTL: "2000", settingMaxQueued: "50", settingMaxDead: "7", settingShards: "1"}, stored)
-	require.NoError(t, changer.Close(context.Background()))
+	require.NoError(t, closeWithin(changer))
 }

@@ -177,7 +177,7 @@ func TestReadersCostNoMoreOnOneShard(t *testing.T) {
 		t.Cleanup(func() { _ = rdb.Close() })
 		q, err := Open(ctx, rdb, redistest.Name(t), WithShards(n))
 		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, q.Close(context.Background())) })
+		t.Cleanup(func() { require.NoError(t, closeWithin(q)) })
 		f, err := q.Submit(ctx, []byte("x"), WithDelay(time.Hour))
 		require.NoError(t, err)
 		warm, err := q.Submit(ctx, []byte("x"), WithDelay(time.Hour))

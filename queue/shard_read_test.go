@@ -288,7 +288,7 @@ func TestShardedReadsOnRedisCluster(t *testing.T) {
 	}
 	q, err := Open(ctx, c.NewClient(0), name, WithShards(3))
 	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, q.Close(context.Background())) })
+	t.Cleanup(func() { assert.NoError(t, closeWithin(q)) })
 	cl, err := NewClient(c.NewClient(0), name)
 	require.NoError(t, err)
 	tenants := registerTenantsByShard(t, ctx, cl, 3, 2)

@@ -648,7 +648,7 @@ func TestStatsPerShard(t *testing.T) {
 	name := redistest.Name(t)
 	q, err := Open(ctx, srv.Client(), name, WithShards(3))
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = q.Close(context.Background()) })
+	t.Cleanup(func() { _ = closeWithin(q) })
 	tenants := registerTenantsByShard(t, ctx, q, 3, 1)
 	for _, s := range []struct {
 		shard int
