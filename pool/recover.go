@@ -70,13 +70,12 @@ func (s *sweep) due(reaped bool, every time.Duration) bool {
 // recovers the jobs of workers that are gone and the jobs stuck before
 // Start for longer than PendingJobTTL: recoverScanScript finds them, this
 // node chooses each one's new owner from its slot table, and
-// recoverScript acts. A walk that ends is added to s.done, for its
-// Recovery. It returns how many jobs it routed or queued again (those
-// that recoverScript counts as recovered), even when a step failed; a
+// recoverScript acts. The jobs it routed or queued again (those that
+// recoverScript counts as recovered, even in a step that failed) add up
+// in s.jobs, and a walk that ends is added to s.done, for its Recovery; a
 // failed step is walked again next pass.
-func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
-	counts := map[string]int64{}
-	counted := int64(0) // of counts' recovered jobs, those added to s.jobs
+func (n *Node) recoverJobs(ctx context.Context, s *sweep) {
+	counts := map[string]int64{} // this pass's outcomes
 	began := time.Now()
 	chunk, budget := int64(recoverChunk), n.cfg.recoverBudget(s.urgent)
 	if step := n.test.recoverStep.Load(); step > 0 {
@@ -95,7 +94,10 @@ func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 			break
 		}
 		if found, _ := out[1].([]any); len(found) > 0 {
-			if err := n.recoverFound(ctx, found, counts); err != nil {
+			moved := counts["ROUTED"] + counts["REQUEUED"]
+			err := n.recoverFound(ctx, found, counts)
+			s.jobs += counts["ROUTED"] + counts["REQUEUED"] - moved
+			if err != nil {
 				n.logger.Warn("recover failed", slog.Any("error", err))
 				break
 			}
@@ -109,8 +111,6 @@ func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 		s.took += time.Since(began)
 		s.cursor, s.ended, s.gap = "", time.Now(), n.cfg.nextRecover(s.took)
 		s.urgent = false
-		s.jobs += counts["ROUTED"] + counts["REQUEUED"] - counted
-		counted = counts["ROUTED"] + counts["REQUEUED"]
 		if len(s.dead) > 0 || s.jobs > 0 {
 			s.done = append(s.done, walked{dead: s.dead, jobs: s.jobs})
 			n.logger.Info("jobs recovered", slog.Int("dead_workers", len(s.dead)), slog.Int64("jobs", s.jobs),
@@ -125,9 +125,7 @@ func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 	if s.cursor != "" {
 		s.took += time.Since(began)
 	}
-	moved := counts["ROUTED"] + counts["REQUEUED"]
-	s.jobs += moved - counted
-	if moved > 0 {
+	if moved := counts["ROUTED"] + counts["REQUEUED"]; moved > 0 {
 		n.metrics.add(ctx, n.metrics.requeued, moved)
 	}
 	if failed := counts["FAILED"]; failed > 0 {
@@ -135,7 +133,6 @@ func (n *Node) recoverJobs(ctx context.Context, s *sweep) int64 {
 		n.logger.Warn("dispatches failed: their Start did not return within PendingJobTTL",
 			slog.Int64("jobs", failed), slog.Int("attempts", maxSlowStarts), slog.Duration("pending_job_ttl", n.cfg.pendingJobTTL))
 	}
-	return counts["ROUTED"] + counts["REQUEUED"]
 }
 
 // recoverFound runs recoverScript for the jobs recoverScanScript found,
@@ -214,7 +211,7 @@ for i = 1, #all, 2 do
   -- Most records of a pool at rest are running jobs, stored compact
   -- ("u GEN NONCE WORKER ..."): only their worker matters (a running job
   -- is never stuck), read without decoding the record.
-  local w = string.byte(raw, 1) == 117 and string.match(raw, "^u %d+ [^ \n]* ([^ \n]*) ")
+  local w = string.byte(raw, 1) == 117 and compact_worker(raw)
   if not w or gone(w) then
     local key, r = all[i], decrec(raw)
     if r.s ~= S_QUEUED then

@@ -318,10 +318,9 @@ local all = step[2]
 local out = {}
 for i = 1, #all, 2 do
   local raw = all[i + 1]
-  -- A compact record names its worker fourth ("S GEN NONCE WORKER ..."),
-  -- read without decoding it; a JSON one is decoded.
-  local w = string.byte(raw, 1) ~= 123 and string.match(raw, "^%a %d+ [^ \n]* ([^ \n]*) ")
-  if w == nil or w == false or want[w] then
+  -- A JSON record (compact_worker: nil) is decoded to be judged.
+  local w = compact_worker(raw)
+  if w == nil or want[w] then
     local r = decrec(raw)
     if want[r.w] and r.s ~= S_QUEUED then
       out[#out + 1] = {all[i], r.n, tostring(r.g), r.rd or "", r.sr or "", r.w}

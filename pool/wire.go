@@ -259,6 +259,14 @@ local function decrec(raw)
   if i then return decfields(string.sub(raw, 1, i - 1)), string.sub(raw, i + 1) end
   return decfields(raw), nil
 end
+-- compact_worker returns the worker a compact record names (its fourth
+-- field: "S GEN NONCE WORKER ..."), read without decoding the record; nil
+-- for a JSON one. The walks through the records (recover.go, restart.go)
+-- judge most records by it alone.
+local function compact_worker(raw)
+  if string.byte(raw, 1) == 123 then return nil end
+  return string.match(raw, "^%%a %%d+ [^ \n]* ([^ \n]*) ")
+end
 local function getrec(key)
   local raw = redis.call("HGET", KEYS[1], key)
   if not raw then return nil end
