@@ -209,3 +209,45 @@ func TestWatchReportsARefusedINFOOnce(t *testing.T) {
 		func(error) { t.Error("INFO is allowed") })
 	assert.GreaterOrEqual(t, reads, 2)
 }
+
+// TestWatchEndsSoonAfterItsCtxOnAFrozenRedis: a read sent to a Redis that
+// froze mid-call does not hold Watch past its ctx longer than
+// pollTimeout. go-redis ends a blocked read at the ctx's deadline, not at
+// its cancellation: without a bound per read, Watch outlived its ctx for
+// as long as the freeze, and a queue's Close waited for it (CI, stop 46
+// and this one: the queue package's 10-minute timeout in
+// TestCloseOnAFrozenRedisFailsWithErrRedisTimeout).
+func TestWatchEndsSoonAfterItsCtxOnAFrozenRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.NewCtxOnlyClient()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reads := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Watch(ctx, []*Watcher{NewWatcher(rdb, "k")}, func(int, State) {
+			select {
+			case reads <- struct{}{}:
+			default:
+			}
+		}, func(int, Failover) {}, func(error) {})
+	}()
+	select {
+	case <-reads:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no read")
+	}
+	require.NoError(t, srv.Freeze())
+	t.Cleanup(func() { _ = srv.Thaw() })
+	time.Sleep(2 * WatchEvery) // a read is now under way on the frozen Redis
+	cancelled := time.Now()
+	cancel()
+	select {
+	case <-done:
+		assert.Less(t, time.Since(cancelled), pollTimeout+time.Second)
+	case <-time.After(pollTimeout + 5*time.Second):
+		t.Fatalf("Watch still runs %v after its ctx ended", pollTimeout+5*time.Second)
+	}
+}

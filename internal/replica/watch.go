@@ -191,6 +191,13 @@ func (f Failover) Lossy() bool {
 // with one replica).
 const WatchEvery = 250 * time.Millisecond
 
+// pollTimeout bounds each read of Watch: go-redis ends a call blocked on
+// a socket at its ctx's deadline, not at its cancellation (a client built
+// with ContextTimeoutEnabled), so a read sent to a Redis that froze
+// mid-call would outlast the cancellation of Watch's ctx, and hold up the
+// Close that waits for Watch, for as long as the freeze.
+const pollTimeout = 2 * time.Second
+
 // Watch reads the state of each of ws every WatchEvery until ctx ends.
 // After each read it calls read(i, state) with the state of ws[i]'s
 // master, and failedOver(i, f) when the read shows a failover; a read
@@ -202,7 +209,9 @@ func Watch(ctx context.Context, ws []*Watcher, read func(i int, s State), failed
 	refused := false
 	for {
 		for i, w := range ws {
-			f, err := w.Poll(ctx)
+			pctx, cancel := context.WithTimeout(ctx, pollTimeout)
+			f, err := w.Poll(pctx)
+			cancel()
 			if err != nil {
 				if !refused && redisutil.HasErrorCode(err, "NOPERM") {
 					refused = true
