@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shepherd-go/shepherd/internal/member"
@@ -34,6 +35,7 @@ type admission struct {
 	payload []byte
 	reqID   string
 	worker  string // the owner in the node's slot table; "" for none
+	hand    bool   // the job may be handed to that worker (worker_claim.go)
 	rev     string // the revision of that table
 	trace   string
 	f       fence
@@ -55,6 +57,7 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 	a := &admission{ctx: ctx, key: key, nonce: nonce, payload: payload, reqID: reqID,
 		worker: t.owner(key), rev: strconv.FormatInt(t.rev, 10), trace: n.injectTrace(ctx), f: f,
 		done: make(chan struct{})}
+	a.hand = n.mayHand(a.worker)
 	if n.admitting.Add(1) == 1 {
 		// No other admission is under way: go out at once, on this
 		// goroutine, without the hop to an admitter.
@@ -93,6 +96,18 @@ func (n *Node) admit(ctx context.Context, key, nonce string, payload []byte, req
 	case <-wait.C:
 		return nil, true, n.admitTimedOut()
 	}
+}
+
+// mayHand reports whether a job may be handed to worker by its admission
+// (worker_claim.go): not to a worker with a stable id (its entry has a
+// restart grace), which claims every job, and whose jobs wait while its
+// node restarts: their records say routed or starting meanwhile.
+func (n *Node) mayHand(worker string) bool {
+	if worker == "" {
+		return false
+	}
+	info, ok := n.workers.Get(worker)
+	return ok && !strings.Contains(info, `"grace"`)
 }
 
 // admitTimedOut is the error of an admission that waited WithCallTimeout
@@ -159,7 +174,7 @@ func (n *Node) admitLoop() {
 // each admission's outcome in it.
 func (n *Node) admitBatch(ctx context.Context, batch []*admission) {
 	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.jobStream, n.lay.shutdown, n.lay.workers,
-		n.lay.slotsRev, n.lay.withdrawn)
+		n.lay.slotsRev, n.lay.withdrawn, n.lay.counters)
 	args := make([]any, 0, 2+admitArgs*len(batch))
 	args = append(args, n.cfg.maxQueuedJobs, n.id)
 	for _, a := range batch {
@@ -170,7 +185,11 @@ func (n *Node) admitBatch(ctx context.Context, batch []*admission) {
 		if a.f.token != "" {
 			fi = sk.add(a.f.key)
 		}
-		args = append(args, a.key, a.nonce, a.payload, a.reqID, a.worker, a.rev, si, a.trace, fi, a.f.token)
+		hand := "0"
+		if a.hand {
+			hand = "1"
+		}
+		args = append(args, a.key, a.nonce, a.payload, a.reqID, a.worker, a.rev, si, a.trace, fi, a.f.token, hand)
 	}
 	res, err := n.run(ctx, admitRouteScript, "dispatch", sk.keys, args...)
 	err = n.redisTimeout(ctx, "dispatch", err)
@@ -185,7 +204,7 @@ func (n *Node) admitBatch(ctx context.Context, batch []*admission) {
 }
 
 // admitArgs is how many ARGV admitRouteScript takes per job.
-const admitArgs = 10
+const admitArgs = 11
 
 // admitRouteScript records new jobs, a batch of them (or one) in one
 // call, and routes or queues each one's start event. When the
@@ -201,21 +220,24 @@ const admitArgs = 10
 //
 //	KEYS[1] jobs, KEYS[2] payloads (of older records), KEYS[3] job stream, KEYS[4] shutdown
 //	map, KEYS[5] workers map, KEYS[6] slots map revision, KEYS[7]
-//	withdrawn dispatches, KEYS[8..] the chosen workers' streams and the
+//	withdrawn dispatches, KEYS[8] counters, KEYS[9..] the chosen workers' streams and the
 //	schedules' records the jobs name
 //	ARGV[1] max queued, ARGV[2] reply node, then per job (admitArgs):
 //	key, nonce, payload, request id, worker id ("" for none), the slots
 //	revision the node decided on, the worker's stream (index into KEYS
-//	from KEYS[8] as 1; 0 for none), the DispatchJob's span context (""
+//	from KEYS[9] as 1; 0 for none), the DispatchJob's span context (""
 //	when not traced; kept in the record, tc, for the Starts' spans), the
 //	schedule's record (an index like the stream's; 0: unfenced), the
-//	planner's lease token ("": unfenced)
+//	planner's lease token ("": unfenced), "1" when the job may be handed
+//	to the worker (Node.mayHand)
 //
-// A routed job whose payload fits its entry is claimed for its worker at
-// once (state claimed, one start counted), and its start event carries
-// its creation time, span context and payload after the header
-// ("CREATED TRACE\nPAYLOAD", worker_claim.go), so that the worker can
-// start it without a claimScript call.
+// A routed job whose payload fits its entry is handed to its worker at
+// once: its record says running ("p", record.Pending: one start counted)
+// and stays so while the job runs, and its start event carries its
+// creation time, span context and payload after the header ("CREATED
+// TRACE\nPAYLOAD", worker_claim.go), so that the worker can start it
+// without a claimScript call and answer its dispatcher without a
+// startedScript call: one script call a dispatch.
 //
 // Returns, per job, "ROUTED", "OK" (queued), "EXISTS", "FULL",
 // "SHUTDOWN", "WITHDRAWN" or "FENCED". The bound counts only jobs waiting
@@ -228,12 +250,13 @@ local rev = redis.call("HGET", KEYS[6], REV_FIELD)
 local ledger = redis.call("EXISTS", KEYS[7]) == 1
 local maxq = tonumber(ARGV[1])
 local now, nowx, nowd, waiting
+local handed = 0
 local live = {}
 local out = {}
-for i = 3, #ARGV, 10 do
+for i = 3, #ARGV, 11 do
   local key, nonce, w, si, fi = ARGV[i], ARGV[i + 1], ARGV[i + 4], tonumber(ARGV[i + 6]), tonumber(ARGV[i + 8])
   local res
-  if fi > 0 and token_fenced(KEYS[7 + fi], ARGV[i + 9]) then res = "FENCED"
+  if fi > 0 and token_fenced(KEYS[8 + fi], ARGV[i + 9]) then res = "FENCED"
   elseif ledger and was_withdrawn(KEYS[7], nonce) then res = "WITHDRAWN"
   elseif shut then res = "SHUTDOWN"
   else
@@ -243,20 +266,21 @@ for i = 3, #ARGV, 10 do
       routed = live[w]
     end
     local p = ARGV[i + 2]
-    if routed and ARGV[i + 7] == "" and #p <= MAX_INLINE_PAYLOAD then
-      -- What a dispatch under load takes: claimed for its worker, the
-      -- record written compact by concatenation (no table, no encoder:
-      -- the ids are the pool's, without spaces or "="), and HSETNX for
-      -- the existence test and the write. startedScript's fast path
-      -- reads this form.
+    local hand = ARGV[i + 10] == "1"
+    if routed and hand and ARGV[i + 7] == "" and #p <= MAX_INLINE_PAYLOAD then
+      -- What a dispatch under load takes: handed to its worker, the
+      -- record written as it stays while the job runs ("p": running,
+      -- worker_claim.go), compact by concatenation (no table, no
+      -- encoder: the ids are the pool's, without spaces or "="), and
+      -- HSETNX for the existence test and the write. The worker answers
+      -- the dispatcher from the event's header, without a script.
       if not nowx then now = now or now_ms(); nowx = string.format("%x", now); nowd = string.format("%d", now) end
-      local rq = ARGV[i + 3]
-      if redis.call("HSETNX", KEYS[1], key,
-          "c 1 " .. nonce .. " " .. w .. " " .. nowx .. " 1 t=0 rd=" .. ARGV[2] .. " rq=" .. rq .. "\n" .. p) == 0 then
+      if redis.call("HSETNX", KEYS[1], key, "p 1 " .. nonce .. " " .. w .. " " .. nowx .. " 1\n" .. p) == 0 then
         res = "EXISTS"
       else
-        redis.call("XADD", KEYS[7 + si], "*", FE, EV_START, FT, key, FP,
-          nonce .. " 1 " .. ARGV[2] .. " " .. rq .. "\n" .. nowd .. " \n" .. p)
+        redis.call("XADD", KEYS[8 + si], "*", FE, EV_START, FT, key, FP,
+          nonce .. " 1 " .. ARGV[2] .. " " .. ARGV[i + 3] .. "\n" .. nowd .. " \n" .. p)
+        handed = handed + 1
         res = "ROUTED"
       end
     elseif redis.call("HEXISTS", KEYS[1], key) == 1 then res = "EXISTS"
@@ -267,17 +291,23 @@ for i = 3, #ARGV, 10 do
       if routed then
         r.s = S_ROUTED; r.w = w
         put_payload(key, p)
-        if PAYLOAD[key] then
-          -- Claimed for the worker (worker_claim.go): the event carries
-          -- what a claim would answer, and the worker starts the job
-          -- without a claim while the event is fresh.
+        if PAYLOAD[key] and hand then
+          -- Handed to the worker, as above, with its span context.
+          r.s = S_RUNNING; r.ps = true; r.a = 1; r.t = nil; r.rd = nil; r.rq = nil
+          putrec(key, r)
+          redis.call("XADD", KEYS[8 + si], "*", FE, EV_START, FT, key, FP,
+            header(r, ARGV[2], ARGV[i + 3]) .. "\n" .. r.c .. " " .. (r.tc or "") .. "\n" .. p)
+          handed = handed + 1
+        elseif PAYLOAD[key] then
+          -- Claimed for a worker with a stable id, which claims it again
+          -- (worker_claim.go): the event carries what a claim answers.
           r.s = S_CLAIMED; r.a = 1
           putrec(key, r)
-          redis.call("XADD", KEYS[7 + si], "*", FE, EV_START, FT, key, FP,
+          redis.call("XADD", KEYS[8 + si], "*", FE, EV_START, FT, key, FP,
             header(r, r.rd, r.rq) .. "\n" .. r.c .. " " .. (r.tc or "") .. "\n" .. p)
         else
           putrec(key, r)
-          send_start(KEYS[7 + si], key, r)
+          send_start(KEYS[8 + si], key, r)
         end
         res = "ROUTED"
       else
@@ -296,5 +326,8 @@ for i = 3, #ARGV, 10 do
   end
   out[#out + 1] = res
 end
+-- A handed job counts as started now: its worker takes the count back
+-- if its Start fails (failedScript).
+count(KEYS[8], C_STARTED, handed)
 return out
 `)

@@ -24,6 +24,7 @@ func (n *Node) keepAliveLoop() {
 			n.logger.Warn("keep-alive failed; trying again shortly", slog.Any("error", err))
 			return false
 		}
+		n.checkWaits(ctx)
 		return true
 	})
 }
@@ -92,16 +93,29 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	out, _ := res.([]any)
-	if len(out) < 2 {
+	if len(out) < 3 {
 		return false, errors.New("pool: keep alive: short reply")
 	}
-	for _, v := range out[2:] {
+	dead := make(map[string]bool, len(out)-3)
+	for _, v := range out[3:] {
 		id, _ := v.(string)
+		dead[id] = true
 		n.mu.Lock()
 		w := n.myWorkers[id]
 		n.mu.Unlock()
 		if w != nil {
 			w.declaredDead()
+		}
+	}
+	// The workers kept alive learn Redis's clock and their keep-alive,
+	// which let them start the jobs handed to them and answer their
+	// dispatchers by themselves (worker_claim.go).
+	if now, ok := out[2].(int64); ok {
+		at := time.Now()
+		for id, w := range workers {
+			if !dead[id] {
+				w.setClock(at, now, now)
+			}
 		}
 	}
 	st, err := member.ParseStanding(out[1])
@@ -145,14 +159,15 @@ func (n *Node) keepAlive(ctx context.Context) (bool, error) {
 // report), and is returned so its node stops its stale jobs; so is a
 // worker whose entry another node wrote (its stable id was taken over by
 // a restarted process, identity.go). Returns
-// {shutdown flag set ("1"/"0"), the node's standing, dead worker ids...}
+// {shutdown flag set ("1"/"0"), the node's standing, Redis's clock (ms),
+// dead worker ids...}
 // where the standing is "ok", "revived" (its keep-alive was gone: the
 // pool declared the node dead, and replies to it may have been lost) or
 // "lost" (the pool's settings were gone too: Redis lost the pool's state).
 var keepAliveScript = redis.NewScript(member.Lua + workerLua + `
 local now = now_ms()
 local out = {redis.call("HEXISTS", KEYS[3], "shutdown") == 1 and "1" or "0",
-  standing(KEYS[1], "n:" .. ARGV[1], KEYS[5], now)}
+  standing(KEYS[1], "n:" .. ARGV[1], KEYS[5], now), now}
 if redis.call("EXISTS", KEYS[4]) == 0 then
   local id = redis.call("XADD", KEYS[4], "*", "init", "1")
   redis.call("XDEL", KEYS[4], id)

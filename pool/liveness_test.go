@@ -201,14 +201,17 @@ func TestStopBeforeClaimEndsTheDispatch(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	n := addNode(t, srv.Client(), redistest.Name(t))
 	// The worker is busy with a first job's Start, so the second job
-	// waits, routed to it and unclaimed.
+	// waits, routed to it and unclaimed: its payload is too large to
+	// travel in its start event, so its admission routes it rather than
+	// hand it over (a handed job starts, then stops:
+	// TestAStopOfAHandedJobFollowsItsStart).
 	h := &gatedStart{recorder: newRecorder(), entered: make(chan struct{}), gate: make(chan struct{})}
 	addWorkers(t, n, h, 1)
 	first := make(chan error, 1)
 	go func() { first <- n.DispatchJob(ctx, "first", nil) }()
 	<-h.entered
 	second := make(chan error, 1)
-	go func() { second <- n.DispatchJob(ctx, "second", nil) }()
+	go func() { second <- n.DispatchJob(ctx, "second", make([]byte, maxInlinePayload+1)) }()
 	require.Eventually(t, func() bool {
 		return recordState(ctx, n, "second") == stateRouted
 	}, 10*time.Second, 10*time.Millisecond)

@@ -18,13 +18,15 @@ type waiter struct {
 	ch    chan []byte // capacity 1: the reply
 	kind  string      // opDispatch, opStop or opNotify
 	key   string
-	nonce string // the dispatch's nonce; "" for other calls
+	nonce string    // the dispatch's nonce; "" for other calls
+	since time.Time // when the call began to wait
+	gone  int       // checkWaits found the dispatch's job gone this many times
 }
 
 // await registers a waiter for a reply to a new request id.
 func (n *Node) await(kind, key, nonce string) (string, chan []byte) {
 	id := newID()
-	w := &waiter{ch: make(chan []byte, 1), kind: kind, key: key, nonce: nonce}
+	w := &waiter{ch: make(chan []byte, 1), kind: kind, key: key, nonce: nonce, since: time.Now()}
 	n.mu.Lock()
 	n.waiters[id] = w
 	n.mu.Unlock()
@@ -148,13 +150,7 @@ func (n *Node) resync(ctx context.Context, lost bool) {
 	if len(ws) == 0 {
 		return
 	}
-	cmds := make([]*redis.StringCmd, len(ws))
-	_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // errors are per command
-		for i, w := range ws {
-			cmds[i] = p.HGet(ctx, n.lay.jobs, w.key)
-		}
-		return nil
-	})
+	cmds, now := n.readWaited(ctx, ws)
 	why := "this node was cut off from the pool (declared dead) meanwhile"
 	if lost {
 		why = "Redis lost the pool's state (it restarted empty)"
@@ -174,7 +170,7 @@ func (n *Node) resync(ctx context.Context, lost bool) {
 		switch w.kind {
 		case opDispatch:
 			if exists && rec.Nonce == w.nonce {
-				if rec.State == stateRunning {
+				if rec.State == stateRunning && (!rec.Pending || n.handedStarted(rec, now)) {
 					n.answer(ids[i], []byte{replyOK})
 				}
 				continue
@@ -186,6 +182,102 @@ func (n *Node) resync(ctx context.Context, lost bool) {
 			}
 		case opNotify:
 			n.answer(ids[i], []byte(string(replyNoJob)+"the answer was lost: "+why+"; the notification may or may not have been handled"))
+		}
+	}
+}
+
+// readWaited reads, in one pipeline, the records of the jobs ws wait for
+// and Redis's clock (ms; 0 when unknown).
+func (n *Node) readWaited(ctx context.Context, ws []*waiter) ([]*redis.StringCmd, int64) {
+	cmds := make([]*redis.StringCmd, len(ws))
+	var clock *redis.TimeCmd
+	_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // errors are per command
+		for i, w := range ws {
+			cmds[i] = p.HGet(ctx, n.lay.jobs, w.key)
+		}
+		clock = p.Time(ctx)
+		return nil
+	})
+	t, err := clock.Result()
+	if err != nil {
+		return cmds, 0
+	}
+	return cmds, t.UnixMilli()
+}
+
+// handedStarted reports whether a handed job (record.Pending), still
+// handed at nowMs (Redis's clock), started, its answer lost: its worker
+// takes it without a claim only within PendingJobTTL/4 of its admission
+// (Worker.fresh), its Start then succeeds, or fails or returns late
+// within PendingJobTTL (which changes the record), and a worker that
+// dies or is cut off meanwhile has it queued again after WorkerTTL. A
+// handed record older than all of that says the Start succeeded.
+func (n *Node) handedStarted(rec record, nowMs int64) bool {
+	if nowMs == 0 {
+		return false
+	}
+	settled := n.cfg.pendingJobTTL*5/4 + n.cfg.workerTTL
+	return nowMs-rec.Created > settled.Milliseconds()
+}
+
+// waitCheckAfter is how long a DispatchJob waits for its answer before
+// checkWaits looks at its job's record: WorkerTTL, the time a worker's
+// death takes to be noticed.
+func (n *Node) waitCheckAfter() time.Duration { return n.cfg.workerTTL }
+
+// checkWaits settles the DispatchJob calls that have waited longer than
+// waitCheckAfter and whose answer will not come on the node's stream. A
+// job handed to its worker (record.Pending) is answered by that worker
+// alone, and its record does not say who waits: when the worker died
+// before it answered, the janitor queued the job again, and the start
+// that took it over answers nobody. From the record: a job started
+// since (its record says running, recorded) succeeded; one whose later
+// Start failed (its record keeps the error) failed, and is withdrawn; one
+// whose record is gone, found so twice (a failed Start's answer follows
+// its record's deletion), ended. Any other keeps waiting, a handed one
+// included: its worker answers, or dies and the record changes (resync,
+// after answers were lost, judges handed records by their age too).
+func (n *Node) checkWaits(ctx context.Context) {
+	old := time.Now().Add(-n.waitCheckAfter())
+	n.mu.Lock()
+	var ids []string
+	var ws []*waiter
+	for id, w := range n.waiters {
+		if w.kind == opDispatch && w.since.Before(old) {
+			ids, ws = append(ids, id), append(ws, w)
+		}
+	}
+	n.mu.Unlock()
+	if len(ws) == 0 {
+		return
+	}
+	cmds, _ := n.readWaited(ctx, ws)
+	for i, w := range ws {
+		raw, err := cmds[i].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			continue // unknown: keep waiting
+		}
+		var rec record
+		if err == nil {
+			if rec, err = parseRecord(raw); err != nil {
+				continue
+			}
+		}
+		if err != nil || rec.Nonce != w.nonce {
+			n.mu.Lock()
+			w.gone++
+			g := w.gone
+			n.mu.Unlock()
+			if g >= 2 {
+				n.answer(ids[i], []byte(string(replyStopped)+"it ended before it was known to run: its Start failed, or it was stopped"))
+			}
+			continue
+		}
+		switch {
+		case rec.State == stateRunning && !rec.Pending:
+			n.answer(ids[i], []byte{replyOK})
+		case rec.State != stateRunning && rec.State != stateStopping && rec.LastErr != "":
+			n.answer(ids[i], []byte(string(replyStartFailed)+rec.Worker+"\n"+rec.LastErr))
 		}
 	}
 }

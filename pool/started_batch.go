@@ -2,7 +2,12 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shepherd-go/shepherd/internal/streamfields"
 )
 
 // A node's workers record their started jobs through startedScript
@@ -17,20 +22,37 @@ const (
 )
 
 // startedCall is one worker's batch of started jobs waiting for
-// startedScript, and then its outcomes.
+// startedScript, and then its outcomes; or, direct, a batch of handed
+// jobs (worker_claim.go) whose dispatchers the worker answers itself.
 type startedCall struct {
-	w    *Worker
-	refs []startRef
-	res  []any
-	err  error
-	done chan struct{} // closed when res and err hold the outcome
+	w      *Worker
+	refs   []startRef
+	direct bool
+	res    []any
+	err    error
+	done   chan struct{} // closed when res and err hold the outcome
 }
 
 // recordJobs runs startedScript for jobs whose Start succeeded and returns
 // one outcome per job. An error leaves it unknown whether the script ran.
 func (w *Worker) recordJobs(ctx context.Context, started []startRef) ([]any, error) {
+	return w.sendStarted(ctx, started, false)
+}
+
+// answerHanded tells the dispatchers of handed jobs whose Start succeeded
+// that it did, with a reply entry per dispatching node and no script:
+// their records already say running. It returns "OK" per job; an error
+// leaves it unknown whether the answers went.
+func (w *Worker) answerHanded(ctx context.Context, started []startRef) ([]any, error) {
+	return w.sendStarted(ctx, started, true)
+}
+
+// sendStarted records started jobs (recordJobs) or answers their
+// dispatchers (answerHanded), with the other workers' batches of the node
+// waiting meanwhile.
+func (w *Worker) sendStarted(ctx context.Context, started []startRef, direct bool) ([]any, error) {
 	n := w.node
-	c := &startedCall{w: w, refs: started, done: make(chan struct{})}
+	c := &startedCall{w: w, refs: started, direct: direct, done: make(chan struct{})}
 	if n.recording.Add(1) == 1 {
 		n.recordCalls(ctx, []*startedCall{c})
 		n.recording.Add(-1)
@@ -87,14 +109,93 @@ func (n *Node) startedLoop() {
 	}
 }
 
-// recordCalls runs startedScript for calls, in one call, and stores each
-// one's outcomes in it.
+// recordCalls runs startedScript for calls, in one call, answers the
+// dispatchers of the direct ones in one pipeline, and stores each one's
+// outcomes in it.
 func (n *Node) recordCalls(ctx context.Context, calls []*startedCall) {
 	defer func() {
 		for _, c := range calls {
 			close(c.done)
 		}
 	}()
+	var direct, scripted []*startedCall
+	for _, c := range calls {
+		if c.direct {
+			direct = append(direct, c)
+		} else {
+			scripted = append(scripted, c)
+		}
+	}
+	if len(direct) > 0 {
+		n.answerCalls(ctx, direct)
+	}
+	if len(scripted) > 0 {
+		n.runStarted(ctx, scripted)
+	}
+}
+
+// answerCalls answers the dispatchers of direct calls: one reply entry
+// per dispatching node, whose topic is the request ids joined by commas
+// (as startedScript writes them), in one pipeline.
+func (n *Node) answerCalls(ctx context.Context, calls []*startedCall) {
+	ids := map[string][]string{} // dispatching node → request ids
+	var order []string
+	for _, c := range calls {
+		for _, s := range c.refs {
+			if s.h.reqID == noReply || s.h.replyTo == noReply {
+				continue
+			}
+			if _, ok := ids[s.h.replyTo]; !ok {
+				order = append(order, s.h.replyTo)
+			}
+			ids[s.h.replyTo] = append(ids[s.h.replyTo], s.h.reqID)
+		}
+	}
+	var err error
+	lost := map[string]bool{} // dispatching nodes whose stream is gone
+	if len(order) > 0 {
+		cmds := make([]*redis.StringCmd, len(order))
+		_, err = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, to := range order {
+				cmds[i] = p.XAdd(ctx, &redis.XAddArgs{
+					Stream: n.lay.nprefix + to, NoMkStream: true,
+					Values: []any{streamfields.Event, evReply, streamfields.Topic, strings.Join(ids[to], ","),
+						streamfields.Payload, []byte{replyOK}},
+				})
+			}
+			return nil
+		})
+		if errors.Is(err, redis.Nil) {
+			err = nil // NOMKSTREAM: the stream of a node the pool declared dead
+			for i, to := range order {
+				lost[to] = errors.Is(cmds[i].Err(), redis.Nil)
+			}
+		}
+	}
+	for _, c := range calls {
+		if err != nil {
+			c.err = fmt.Errorf("pool: answering dispatchers: %w", err)
+			continue
+		}
+		c.res = make([]any, len(c.refs))
+		for i, s := range c.refs {
+			c.res[i] = "OK"
+			if lost[s.h.replyTo] {
+				c.res[i] = answerLost
+			}
+		}
+	}
+}
+
+// answerLost is answerHanded's outcome for a job whose dispatcher's
+// stream is gone (the pool declared its node dead): its answer would be
+// lost, so its start is recorded instead, which that node reads when it
+// rejoins (resync).
+const answerLost = "LOST"
+
+// runStarted runs startedScript for calls, in one call, and stores each
+// one's outcomes in it.
+func (n *Node) runStarted(ctx context.Context, calls []*startedCall) {
 	sk := newScriptKeys(append(n.lay.recordKeys(), n.lay.counters, n.lay.alive)...)
 	var args []any
 	for _, c := range calls {

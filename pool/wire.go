@@ -60,6 +60,11 @@ type record struct {
 	// Trace is the DispatchJob's span context (WithTracerProvider), for
 	// the spans of the job's Starts; absent when not traced.
 	Trace string `json:"tc,omitempty"`
+	// Pending marks a running job whose admission handed it to its worker
+	// (the compact form's state letter "p"; worker_claim.go): its Start
+	// may still run, and its worker answers the dispatcher itself, so the
+	// record says nothing of how the Start went. It reads as running.
+	Pending bool `json:"ps,omitempty"`
 }
 
 // A job's entry in the jobs hash holds its record and, up to
@@ -202,7 +207,7 @@ local C_STARTED, C_STARTS_FAILED, C_RECOVERED = %q, %q, %q
 local PAYLOAD = {}
 -- A record is stored compact (wire.go, parseCompact) or, when it cannot
 -- be, as JSON; records written before are JSON too.
-local STATE_OF = {q = S_QUEUED, r = S_ROUTED, c = S_CLAIMED, u = S_RUNNING, x = S_STOPPING}
+local STATE_OF = {q = S_QUEUED, r = S_ROUTED, c = S_CLAIMED, u = S_RUNNING, p = S_RUNNING, x = S_STOPPING}
 -- encrec writes a running job's record compact, and any other as JSON
 -- (queued, routed, claimed and stopping records live for moments and are
 -- read and written on the dispatch's path, where cjson is quicker), or
@@ -217,15 +222,15 @@ local function encrec(r)
     return cjson.encode(r)
   end
   local t, st = r.t, r.st
-  if not t and st and st >= c and not (r.rd or r.rq or r.sr or r.sq or tc or r.e) then
+  if not t and st and st >= c and not (r.ps or r.rd or r.rq or r.sr or r.sq or tc or r.e) then
     -- What a running job's record holds: one format, no concatenation.
     return string.format("u %%d %%s %%s %%x %%d st=%%x", r.g, n, w, c, r.a, st - c)
   end
-  local s = string.format("u %%d %%s %%s %%x %%d", r.g, n, w, c, r.a)
+  local s = string.format("%%s %%d %%s %%s %%x %%d", r.ps and "p" or "u", r.g, n, w, c, r.a)
   if t then
     if t >= c then s = s .. string.format(" t=%%x", t - c) else s = s .. string.format(" t=-%%x", c - t) end
   end
-  if st then
+  if st and not (r.ps and st == c) then
     if st >= c then s = s .. string.format(" st=%%x", st - c) else s = s .. string.format(" st=-%%x", c - st) end
   end
   if r.rd then s = s .. " rd=" .. r.rd end
@@ -241,6 +246,7 @@ local function decfields(s)
   local code, g, n, w, c, a, rest = string.match(s, "^(%%a) (%%d+) ([^ ]*) ([^ ]*) (%%x+) (%%d+)(.*)$")
   c = tonumber(c, 16)
   local r = {s = STATE_OF[code], g = tonumber(g), n = n, w = w, c = c, a = tonumber(a)}
+  if code == "p" then r.ps = true end
   if rest ~= "" then
     local e = string.find(rest, " e=", 1, true)
     if e then r.e = cjson.decode(string.sub(rest, e + 3)); rest = string.sub(rest, 1, e - 1) end
@@ -325,13 +331,13 @@ local function send_reply(stream, req, payload)
 end
 -- requeue queues r again in the job stream, for the routers.
 local function requeue(key, r, now, jobstream)
-  r.s = S_QUEUED; r.g = r.g + 1; r.w = ""; r.t = now; r.st = nil
+  r.s = S_QUEUED; r.g = r.g + 1; r.w = ""; r.t = now; r.st = nil; r.ps = nil
   putrec(key, r)
   send_start(jobstream, key, r)
 end
 -- reroute hands r, in a new generation, straight to worker owner.
 local function reroute(key, r, now, owner, stream)
-  r.s = S_ROUTED; r.g = r.g + 1; r.w = owner; r.t = now; r.st = nil
+  r.s = S_ROUTED; r.g = r.g + 1; r.w = owner; r.t = now; r.st = nil; r.ps = nil
   putrec(key, r)
   send_start(stream, key, r)
 end

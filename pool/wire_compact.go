@@ -25,6 +25,11 @@ var stateCodes = map[string]string{
 	stateQueued: "q", stateRouted: "r", stateClaimed: "c", stateRunning: "u", stateStopping: "x",
 }
 
+// pendingCode is the state letter of a running job its admission handed
+// to its worker (record.Pending): "p GEN NONCE WORKER CREATED STARTS",
+// Started being CREATED.
+const pendingCode = "p"
+
 // parseCompact decodes a compact record.
 func parseCompact(rec string, r *record) error {
 	bad := func(why string) error { return fmt.Errorf("pool: malformed record %q: %s", rec, why) }
@@ -42,6 +47,11 @@ func parseCompact(rec string, r *record) error {
 		if f[0] == code {
 			r.State = state
 		}
+	}
+	if f[0] == pendingCode {
+		// Handed to its worker by its admission: running, as far as the
+		// pool can tell, since then.
+		r.State, r.Pending, r.Started = stateRunning, true, -1
 	}
 	if r.State == "" {
 		return bad("state")
@@ -81,6 +91,9 @@ func parseCompact(rec string, r *record) error {
 		case "tc":
 			r.Trace = v
 		}
+	}
+	if r.Started == -1 {
+		r.Started = r.Created
 	}
 	return nil
 }

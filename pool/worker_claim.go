@@ -75,14 +75,21 @@ func (w *Worker) clockedReplies(res any, err error, jobs int, op string) ([]any,
 	}
 	now, _ := out[jobs].(int64)
 	seen, _ := out[jobs+1].(int64)
+	w.setClock(time.Now(), now, seen)
+	return out[:jobs], nil
+}
+
+// setClock keeps what a reply that came at at told of Redis's clock
+// (nowMs) and of the worker's last keep-alive (aliveMs; 0: the worker is
+// not registered).
+func (w *Worker) setClock(at time.Time, nowMs, aliveMs int64) {
 	c := &w.clock
 	c.mu.Lock()
-	c.at, c.redisMs, c.aliveMs = time.Now(), now, seen
+	defer c.mu.Unlock()
+	c.at, c.redisMs, c.aliveMs = at, nowMs, aliveMs
 	if c.after < 0 {
-		c.after = now
+		c.after = nowMs
 	}
-	c.mu.Unlock()
-	return out[:jobs], nil
 }
 
 // forgetClock makes the worker claim every event added before its next
@@ -109,15 +116,41 @@ func (w *Worker) fresh(id string) bool {
 	c := &w.clock
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.at.IsZero() || c.aliveMs == 0 || c.after < 0 || added <= c.after {
+	if c.after < 0 || added <= c.after {
 		return false
+	}
+	now, ok := c.alive(cfg)
+	return ok && now-added < (cfg.pendingJobTTL/4).Milliseconds()
+}
+
+// alive returns Redis's clock now as c carries it forward, and whether
+// the worker is certainly alive by it: the clock is younger than
+// WorkerTTL/2 and so is the worker's keep-alive (the janitor declares a
+// worker dead only after WorkerTTL). c.mu is held.
+func (c *workerClock) alive(cfg nodeConfig) (int64, bool) {
+	if c.at.IsZero() || c.aliveMs == 0 {
+		return 0, false
 	}
 	since := time.Since(c.at)
-	if since > cfg.workerTTL/3 {
-		return false
+	if since > cfg.workerTTL/2 {
+		return 0, false
 	}
 	now := c.redisMs + since.Milliseconds()
-	return now-c.aliveMs < (cfg.workerTTL/2).Milliseconds() && now-added < (cfg.pendingJobTTL/4).Milliseconds()
+	return now, now-c.aliveMs < (cfg.workerTTL / 2).Milliseconds()
+}
+
+// certainlyAlive reports whether the worker is certainly alive by its
+// clock (workerClock.alive): whether it may answer the dispatchers of the
+// jobs handed to it by itself.
+func (w *Worker) certainlyAlive() bool {
+	if w.index >= 0 {
+		return false
+	}
+	c := &w.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.alive(w.node.cfg)
+	return ok
 }
 
 // preclaimed returns the job a start event claimed by its admission

@@ -70,7 +70,7 @@ fill:
 func (w *Worker) startMany(evs []*streaming.Event) {
 	n := w.node
 	starts := make([]startRef, 0, len(evs))
-	jobs := make([]*Job, 0, len(evs)) // a fresh event's job, claimed by its admission; nil: claim it
+	jobs := make([]*Job, 0, len(evs)) // a fresh event's job, handed by its admission; nil: claim it
 	var claims []startRef
 	var pre []bool
 	for _, ev := range evs {
@@ -79,12 +79,15 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 			w.logger.Error("dropping malformed event", slog.Any("error", err))
 			continue
 		}
+		if running, ok := w.jobs[ev.Topic]; ok && running.gen >= h.gen {
+			// A start of a generation the worker already runs: a repeat
+			// (a claim would answer it STALE; a handed job's record says
+			// running, which it does).
+			continue
+		}
 		s := startRef{key: ev.Topic, h: h}
 		job, isPre := preclaimed(ev.Topic, rest)
-		// A start of a generation the worker already runs is a repeat:
-		// the claim answers it STALE.
-		running, ok := w.jobs[ev.Topic]
-		if isPre && !(ok && running.gen >= h.gen) && w.fresh(ev.ID) {
+		if isPre && w.fresh(ev.ID) {
 			w.node.test.claimsSkipped.Add(1)
 		} else {
 			job = nil
@@ -95,6 +98,7 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 	if len(starts) == 0 {
 		return
 	}
+	claimed := make([]bool, len(starts)) // by claimScript: startedScript records its start
 	if len(claims) > 0 {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
 		res, err := w.claimJobs(ctx, claims, pre)
@@ -107,15 +111,17 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 			if jobs[i] != nil {
 				continue
 			}
+			claimed[i] = true
 			if res != nil {
 				jobs[i], _ = w.claimed(claims[c].key, res[c])
 			}
 			c++
 		}
 	}
-	started := starts[:0:0]
-	attempts := make([]int, 0, len(starts))
-	took := make([]time.Duration, 0, len(starts))
+	var started, handed []startRef
+	var wasHanded []bool // per started: handed to this worker, not claimed
+	var attempts, handedAttempts []int
+	var took, handedTook []time.Duration
 	for i, s := range starts {
 		job := jobs[i]
 		if job == nil {
@@ -126,15 +132,54 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 			w.startFailed(s.key, s.h, err)
 			continue
 		}
-		started = append(started, s)
-		attempts = append(attempts, job.Attempt)
-		took = append(took, d)
+		if !claimed[i] && d > n.cfg.pendingJobTTL {
+			w.startTooSlow(s.key, s.h, d)
+			continue
+		}
+		if claimed[i] || !w.certainlyAlive() {
+			// Claimed, or handed to a worker that cannot tell any more
+			// that it is alive (paused, or Start took long): startedScript
+			// records the start if the job is still this worker's.
+			started = append(started, s)
+			attempts = append(attempts, job.Attempt)
+			took = append(took, d)
+			wasHanded = append(wasHanded, !claimed[i])
+			continue
+		}
+		handed = append(handed, s)
+		handedAttempts = append(handedAttempts, job.Attempt)
+		handedTook = append(handedTook, d)
+	}
+	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
+	defer rcancel()
+	if len(handed) > 0 {
+		outcomes, err := w.answerHanded(rctx, handed)
+		if err != nil {
+			// The answers may not have gone: startedScript records the
+			// starts and answers.
+			w.logger.Debug("answering dispatchers failed; recording the starts instead", slog.Any("error", err))
+			for range handed {
+				wasHanded = append(wasHanded, true)
+			}
+			started = append(started, handed...)
+			attempts = append(attempts, handedAttempts...)
+			took = append(took, handedTook...)
+		} else {
+			for i, s := range handed {
+				if outcomes[i] == answerLost {
+					started = append(started, s)
+					attempts = append(attempts, handedAttempts[i])
+					took = append(took, handedTook[i])
+					wasHanded = append(wasHanded, true)
+					continue
+				}
+				w.startRecorded(s.key, s.h, handedAttempts[i], handedTook[i], outcomes[i], nil, true)
+			}
+		}
 	}
 	if len(started) == 0 {
 		return
 	}
-	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
-	defer rcancel()
 	outcomes, err := w.recordJobs(rctx, started)
 	for i, s := range started {
 		var res any
@@ -146,7 +191,7 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 		} else {
 			res = outcomes[i]
 		}
-		w.startRecorded(s.key, s.h, attempts[i], took[i], res, err2)
+		w.startRecorded(s.key, s.h, attempts[i], took[i], res, err2, wasHanded[i])
 	}
 }
 
