@@ -86,9 +86,9 @@ package pool
 //	route.go         routers: the job stream to a worker's stream
 //	table.go         the slot table: jump hash, slots taken and freed
 //	worker.go        a worker and its loop
-//	worker_start.go  a batch of start events: claim, Start, record
-//	worker_claim.go  starts claimed by their admission: when a worker may
-//	                 start one without a claim (its clock)
+//	worker_start.go  a batch of start events: claim, Start, answer or record
+//	worker_claim.go  jobs handed to a worker by their admission: when it may
+//	                 start one without a claim (its clock) and answer alone
 //	worker_record.go the claim and record scripts; a failed or stale Start
 //	worker_stop.go   a stop event, a stop ended by a leaver
 //	runs.go          every Start and Stop call, fenced by run on the node
@@ -127,10 +127,12 @@ package pool
 // it read in one pipeline, a worker claims and records the starts waiting
 // for it in one script call each (as many as take about 5 ms of its
 // handler's average Start), and a leaving worker releases 128 jobs per
-// call. A dispatch routed straight to its worker comes claimed: the worker
-// starts it without a claim while its event is fresh (worker_claim.go).
-// A batch of starts answers each dispatching node in one reply entry, and
-// the streams read without a group are trimmed every 100 entries.
+// call. A dispatch routed straight to its worker is handed to it, its
+// record already saying running: the worker starts it without a claim
+// while its event is fresh and answers its dispatcher without a script
+// (worker_claim.go), so a dispatch costs one script call. A batch of
+// starts answers each dispatching node in one reply entry, and the
+// streams read without a group are trimmed every 100 entries.
 //
 // Liveness, not fixed graces, decides when a paused or cut-off process
 // loses its work. Membership is one layer (internal/member): a node's

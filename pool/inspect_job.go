@@ -21,7 +21,7 @@ const (
 	JobQueued   JobState = "queued"   // waiting in the pool's job stream for a router
 	JobRouted   JobState = "routed"   // waiting in its worker's stream
 	JobStarting JobState = "starting" // claimed: its Start runs
-	JobRunning  JobState = "running"  // Start succeeded
+	JobRunning  JobState = "running"  // Start succeeded, or the job was handed to its worker (its first Start may still run)
 	JobStopping JobState = "stopping" // a stop is on its way to the worker
 )
 
@@ -57,7 +57,9 @@ type JobInfo struct {
 	Created time.Time `json:"created"`
 	Changed time.Time `json:"changed"`
 	// Started is when the current run's Start succeeded: zero unless the
-	// job is running, or stopping after it ran.
+	// job is running, or stopping after it ran. For a job handed to its
+	// worker by its admission (JobRunning), it is when the job was
+	// created.
 	Started time.Time `json:"started,omitempty"`
 	// PayloadSize is len(Payload); Payload is the whole payload, which
 	// callers truncate for display.

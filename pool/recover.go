@@ -209,9 +209,11 @@ end
 for i = 1, #all, 2 do
   local raw = all[i + 1]
   -- Most records of a pool at rest are running jobs, stored compact
-  -- ("u GEN NONCE WORKER ..."): only their worker matters (a running job
-  -- is never stuck), read without decoding the record.
-  local w = string.byte(raw, 1) == 117 and compact_worker(raw)
+  -- ("u GEN NONCE WORKER ..." or, handed, "p ..."): only their worker
+  -- matters (a running job is never stuck), read without decoding the
+  -- record.
+  local b = string.byte(raw, 1)
+  local w = (b == 117 or b == 112) and compact_worker(raw)
   if not w or gone(w) then
     local key, r = all[i], decrec(raw)
     if r.s ~= S_QUEUED then

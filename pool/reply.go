@@ -220,6 +220,9 @@ func (n *Node) handedStarted(rec record, nowMs int64) bool {
 	return nowMs-rec.Created > settled.Milliseconds()
 }
 
+// maxWaitChecks bounds the records one checkWaits reads.
+const maxWaitChecks = 1000
+
 // waitCheckAfter is how long a DispatchJob waits for its answer before
 // checkWaits looks at its job's record: WorkerTTL, the time a worker's
 // death takes to be noticed.
@@ -245,6 +248,9 @@ func (n *Node) checkWaits(ctx context.Context) {
 	for id, w := range n.waiters {
 		if w.kind == opDispatch && w.since.Before(old) {
 			ids, ws = append(ids, id), append(ws, w)
+			if len(ws) == maxWaitChecks {
+				break // the others at the next keep-alive
+			}
 		}
 	}
 	n.mu.Unlock()

@@ -8,40 +8,65 @@ import (
 	"time"
 )
 
-// A dispatch routed straight to a live worker is claimed for that worker
-// by its admission (admitRouteScript): the record says claimed, one start
-// counted, and the start event carries what claimScript would answer
-// (creation time, span context, payload). The worker then starts the job
-// without a claimScript call, one script call and one record rewrite less
-// per dispatch, when the event is fresh by Redis's clock and the worker
-// is certainly alive: what the claim's own checks would find. Otherwise
-// (an event that waited, a worker that was paused or declared dead, a
-// worker with a stable id, whose entry a successor may hold) it claims
-// as before, and the claim finds the job claimed for it and takes it.
+// A dispatch routed straight to a live worker with a random id is handed
+// to that worker by its admission (admitRouteScript): its record says
+// running ("p", record.Pending, one start counted) from then on, and the
+// start event carries what claimScript would answer (creation time, span
+// context, payload) and who waits (the header). The worker starts the job
+// without a claim when the event is fresh by Redis's clock and the worker
+// certainly alive, what the claim's own checks would find, and after
+// Start answers the dispatcher itself with a plain reply entry
+// (answerHanded), without writing the record: one script call a dispatch
+// instead of three. Otherwise (an event that waited, a worker that was
+// paused or declared dead, a clock too old) it claims the job as before:
+// the claim finds it handed to this worker, takes it (claimed, the
+// dispatcher back in the record) and startedScript records its start.
+// Workers with a stable id are not handed jobs (Node.mayHand): they
+// claim every event, and their jobs wait for them while they restart.
+//
+// What the record of a handed job cannot tell, its worker and its
+// dispatcher make up for:
+//
+//   - a Start that fails deletes the job (failedScript, told by the
+//     worker that a dispatcher waits) and answers the dispatcher, as for
+//     a claimed job;
+//   - a Start that returns after PendingJobTTL (its ctx ended; the janitor
+//     would have moved a claimed job by then) is stopped and the job
+//     queued again with its dispatcher (startTooSlow), which fails it after
+//     maxSlowStarts such starts, as before;
+//   - after Start the worker answers by itself only while it is certainly
+//     alive (certainlyAlive); otherwise startedScript checks, and answers
+//     STALE if the job was taken away meanwhile;
+//   - an answer whose dispatcher's stream is gone (the pool declared that
+//     node dead) is recorded by startedScript instead (answerLost), for
+//     the node's resync to read; resync also takes a handed record older
+//     than its Start could be (handedStarted) as started;
+//   - a worker that dies before it answers has the job queued again by
+//     the janitor, and the start that takes over answers nobody: a
+//     DispatchJob that waited longer than WorkerTTL reads the job's record
+//     (checkWaits).
 //
 // The worker's clock comes with the replies of its claim and started
-// calls: Redis's time and the worker's last keep-alive. An event is
-// fresh when, by that clock carried forward on the local monotonic
-// clock:
+// calls and of its node's keep-alives (every WorkerTTL/3): Redis's time
+// and the worker's last keep-alive. An event is fresh when, by that clock
+// carried forward on the local monotonic clock:
 //
-//   - the reply came within WorkerTTL/3,
+//   - the reply came within WorkerTTL/2,
 //   - the worker's keep-alive is younger than WorkerTTL/2 (the janitor
 //     declares it dead only after WorkerTTL: its jobs cannot have moved),
-//   - the event is younger than PendingJobTTL/4 (the janitor moves a
-//     claimed job only after PendingJobTTL: it has not been moved),
+//   - the event is younger than PendingJobTTL/4,
 //   - it was added after the worker last came back from being declared
 //     dead (revive), and
 //   - the worker does not already run that generation of the job (a
-//     repeated event, which the claim answers STALE).
+//     repeated event, dropped).
 //
-// A stop of a job claimed this way may reach the worker's stream before
-// its Start ran: the stop event follows the start in the same stream, and
-// the job starts and then stops, as when the stop comes during a claimed
-// Start (the dispatcher learns the Start succeeded, the stop's caller that
-// it stopped).
+// A stop of a handed job may reach the worker's stream before its Start
+// ran: the stop event follows the start in the same stream, and the job
+// starts and then stops (the dispatcher learns the Start succeeded, the
+// stop's caller that it stopped).
 
-// workerClock is what the worker's last claim or started call told of
-// Redis's clock and of the worker's keep-alive.
+// workerClock is what the worker's last claim, started call or keep-alive
+// told of Redis's clock and of the worker's keep-alive.
 type workerClock struct {
 	mu      sync.Mutex
 	at      time.Time // when the reply came (monotonic)

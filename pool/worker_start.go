@@ -14,8 +14,11 @@ import (
 )
 
 // Start events waiting for a worker are started in batches: one
-// claimScript call, the Start handlers one after another, then one
-// startedScript call, whose record of each job answers its dispatcher. A batch holds as
+// claimScript call for the events that need one, the Start handlers one
+// after another, then the dispatchers' answers: one reply entry per
+// dispatching node for the jobs handed to the worker (worker_claim.go),
+// one startedScript call, whose record of each job answers its
+// dispatcher, for the others. A batch holds as
 // many starts as fit in startBatchBudget at the handler's average Start
 // duration, so that a slow handler gets batches of one, as before: a
 // batch delays each dispatcher's answer until the whole batch has started.
@@ -63,10 +66,11 @@ fill:
 	return next
 }
 
-// startMany claims, starts and records a batch of start events (or one):
-// one claimScript call for the events that need one (those not claimed by
+// startMany claims, starts and answers a batch of start events (or one):
+// one claimScript call for the events that need one (those not handed by
 // their admission, or not fresh: worker_claim.go), the Start handlers one
-// by one, one startedScript call.
+// by one, then the answers of the handed jobs (answerHanded) and one
+// startedScript call for the others.
 func (w *Worker) startMany(evs []*streaming.Event) {
 	n := w.node
 	starts := make([]startRef, 0, len(evs))
