@@ -179,6 +179,14 @@ func TestDispatchAnsweredWhenTheWorkerDiesDuringStart(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond, "Start never began")
 	go doomed.crash()
 
+	takeOver(t, pool, "k", done)
+}
+
+// takeOver adds a node with one worker to pool, for the jobs of a node
+// that just died, and waits for the DispatchJob done answers (nil: the
+// job runs) and for key to run on the new worker.
+func takeOver(t *testing.T, pool, key string, done <-chan error) {
+	t.Helper()
 	survivor := addNode(t, srv.NewClient(), pool)
 	rec := newRecorder()
 	addWorkers(t, survivor, rec, 1)
@@ -188,7 +196,7 @@ func TestDispatchAnsweredWhenTheWorkerDiesDuringStart(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("DispatchJob still waits after its worker died")
 	}
-	require.Eventually(t, func() bool { return rec.runningKeys()["k"] == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return rec.runningKeys()[key] == 1 }, 10*time.Second, 10*time.Millisecond)
 }
 
 // A DispatchJob whose ctx ends while Redis hangs returns with its ctx, not

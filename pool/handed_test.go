@@ -150,16 +150,7 @@ func TestDispatchOfAHandedJobAnsweredWhenItsWorkerDies(t *testing.T) {
 		10*time.Second, 5*time.Millisecond, "the job was not handed to its worker")
 	go doomed.crash()
 
-	survivor := addNode(t, srv.NewClient(), pool)
-	rec := newRecorder()
-	addWorkers(t, survivor, rec, 1)
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("DispatchJob still waits after its worker died")
-	}
-	require.Eventually(t, func() bool { return rec.runningKeys()["k"] == 1 }, 10*time.Second, 10*time.Millisecond)
+	takeOver(t, pool, "k", done)
 }
 
 // A handed job's answer that finds its dispatcher's stream gone (the pool
