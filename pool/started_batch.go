@@ -155,7 +155,7 @@ func (n *Node) answerCalls(ctx context.Context, calls []*startedCall) {
 	lost := map[string]bool{} // dispatching nodes whose stream is gone
 	if len(order) > 0 {
 		cmds := make([]*redis.StringCmd, len(order))
-		_, err = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // errors are per command
 			for i, to := range order {
 				cmds[i] = p.XAdd(ctx, &redis.XAddArgs{
 					Stream: n.lay.nprefix + to, NoMkStream: true,
@@ -165,10 +165,12 @@ func (n *Node) answerCalls(ctx context.Context, calls []*startedCall) {
 			}
 			return nil
 		})
-		if errors.Is(err, redis.Nil) {
-			err = nil // NOMKSTREAM: the stream of a node the pool declared dead
-			for i, to := range order {
-				lost[to] = errors.Is(cmds[i].Err(), redis.Nil)
+		for i, to := range order {
+			switch cerr := cmds[i].Err(); {
+			case errors.Is(cerr, redis.Nil):
+				lost[to] = true // NOMKSTREAM: the stream of a node the pool declared dead
+			case cerr != nil && err == nil:
+				err = cerr
 			}
 		}
 	}
