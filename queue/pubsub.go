@@ -122,16 +122,23 @@ func (s *subscription) swap(i int, ps *redis.PubSub) bool {
 }
 
 // confirmed waits for Redis to confirm n subscriptions on ps after a
-// subscribe that returned err, and returns the first error.
+// subscribe that returned err, and returns the first error. Each
+// confirmation waits confirmWait at most: a read of a PubSub with no
+// timeout has no socket deadline, and the loops that renew subscriptions
+// run on ctxs without one, so a Redis that froze meanwhile held them,
+// and Queue.Close waiting for them, for the whole freeze.
 func confirmed(ctx context.Context, ps *redis.PubSub, n int, err error) error {
 	for range n {
 		if err != nil {
 			return err
 		}
-		_, err = ps.ReceiveTimeout(ctx, 0)
+		_, err = ps.ReceiveTimeout(ctx, confirmWait)
 	}
 	return err
 }
+
+// confirmWait bounds the wait for one subscription's confirmation.
+const confirmWait = 5 * time.Second
 
 // ssubscribe returns a new connection subscribed to channels, all of one
 // slot, on the node that the client says serves it, once Redis confirmed
