@@ -2,13 +2,16 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shepherd-go/shepherd/internal/redistest"
+	"github.com/shepherd-go/shepherd/internal/streamfields"
 )
 
 // A dispatch routed to a live worker with a clock is handed to it: its
@@ -207,4 +210,41 @@ func TestARevivedNodeLearnsThatItsHandedJobStarted(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("DispatchJob still waits after its node rejoined")
 	}
+}
+
+// A start event of a job the worker already runs in that generation (a
+// reconciliation after a failover started the handed job from its
+// record before its start event came) answers the dispatcher that waits
+// for it: dropped without an answer, it left the first DispatchJob
+// after a Redis restart waiting for its ctx (seen in
+// TestRedisRestartWithAOFLosesNoJob, about one run in three).
+func TestARepeatedStartOfARunningJobAnswersItsDispatcher(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 30*time.Second)
+	n := addNode(t, srv.Client(), redistest.Name(t))
+	rec := newRecorder()
+	w := addWorkers(t, n, rec, 1)[0]
+	require.Eventually(t, func() bool { return n.table().owner("warm") != "" }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, n.DispatchJob(ctx, "warm", nil)) // the worker learns its clock
+	require.NoError(t, n.DispatchJob(ctx, "k", []byte("v")))
+	raw, err := n.rdb.HGet(ctx, n.lay.jobs, "k").Result()
+	require.NoError(t, err)
+	r := mustParse(t, raw)
+	// Handed: its record does not say who waits, and checkWaits leaves
+	// its dispatcher waiting.
+	require.True(t, r.Pending, "%q", raw)
+
+	reqID, answer := n.await(opDispatch, "k", r.Nonce)
+	h := fmt.Sprintf("%s %d %s %s\n%d \nv", r.Nonce, r.Gen, n.id, reqID, r.Created)
+	require.NoError(t, n.rdb.XAdd(ctx, &redis.XAddArgs{Stream: w.stream.Key(),
+		Values: []any{streamfields.Event, evStart, streamfields.Topic, "k", streamfields.Payload, h}}).Err())
+	select {
+	case p := <-answer:
+		require.NoError(t, replyError("k", p))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the repeated start's dispatcher was not answered")
+	}
+	rec.mu.Lock()
+	assert.Equal(t, 1, rec.starts["k"], "the job is not started again")
+	rec.mu.Unlock()
 }

@@ -58,7 +58,10 @@ import (
 //   - it was added after the worker last came back from being declared
 //     dead (revive), and
 //   - the worker does not already run that generation of the job (a
-//     repeated event, dropped).
+//     repeated event: not started again, but its dispatcher, if one
+//     waits, is told the job runs; after a failover the node's
+//     reconciliation starts a handed job from its record, and its start
+//     event may come after).
 //
 // A stop of a handed job may reach the worker's stream before its Start
 // ran: the stop event follows the start in the same stream, and the job

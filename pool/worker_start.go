@@ -75,7 +75,7 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 	n := w.node
 	starts := make([]startRef, 0, len(evs))
 	jobs := make([]*Job, 0, len(evs)) // a fresh event's job, handed by its admission; nil: claim it
-	var claims []startRef
+	var claims, repeats []startRef
 	var pre []bool
 	for _, ev := range evs {
 		h, rest, err := parseHeader(ev.Payload)
@@ -83,10 +83,15 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 			w.logger.Error("dropping malformed event", slog.Any("error", err))
 			continue
 		}
-		if running, ok := w.jobs[ev.Topic]; ok && running.gen >= h.gen {
+		if running, ok := w.jobs[ev.Topic]; ok && running.gen >= h.gen && running.nonce == h.nonce {
 			// A start of a generation the worker already runs: a repeat
 			// (a claim would answer it STALE; a handed job's record says
-			// running, which it does).
+			// running, which it does). Its dispatcher may still wait:
+			// after a failover, the node's reconciliation starts a handed
+			// job from its record, before its start event comes.
+			if running.gen == h.gen && waits(h) == "1" {
+				repeats = append(repeats, startRef{key: ev.Topic, h: h})
+			}
 			continue
 		}
 		s := startRef{key: ev.Topic, h: h}
@@ -98,6 +103,13 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 			claims, pre = append(claims, s), append(pre, isPre)
 		}
 		starts, jobs = append(starts, s), append(jobs, job)
+	}
+	if len(repeats) > 0 {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
+		if _, err := w.answerHanded(ctx, repeats); err != nil {
+			w.logger.Warn("answering the dispatchers of jobs running already", slog.Any("error", err))
+		}
+		cancel()
 	}
 	if len(starts) == 0 {
 		return
