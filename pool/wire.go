@@ -94,6 +94,9 @@ func parseRecord(raw string) (record, error) {
 	var r record
 	if strings.HasPrefix(rec, "{") {
 		err := json.Unmarshal([]byte(rec), &r)
+		if r.Pending && r.State == stateRunning && r.Started == 0 {
+			r.Started = r.Created // as parseCompact reads a handed record
+		}
 		return r, err
 	}
 	err := parseCompact(rec, &r)
@@ -246,7 +249,8 @@ local function decfields(s)
   local code, g, n, w, c, a, rest = string.match(s, "^(%%a) (%%d+) ([^ ]*) ([^ ]*) (%%x+) (%%d+)(.*)$")
   c = tonumber(c, 16)
   local r = {s = STATE_OF[code], g = tonumber(g), n = n, w = w, c = c, a = tonumber(a)}
-  if code == "p" then r.ps = true end
+  -- A handed record reads as started when created, as Go reads it.
+  if code == "p" then r.ps = true; r.st = c end
   if rest ~= "" then
     local e = string.find(rest, " e=", 1, true)
     if e then r.e = cjson.decode(string.sub(rest, e + 3)); rest = string.sub(rest, 1, e - 1) end

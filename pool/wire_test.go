@@ -174,6 +174,11 @@ func TestRecordsRoundTripBetweenLuaAndGo(t *testing.T) {
 		{record{State: stateStopping, Gen: 2, Nonce: "0123456789abcdef", Worker: "fedcba9876543210", Created: c, Started: c + 1, Starts: 1,
 			StopNode: "cccccccccccccccc", StopReq: "dddddddddddddddd"}, false},
 		{record{State: stateRunning, Gen: 1, Nonce: "a nonce with spaces", Worker: "fedcba9876543210", Created: c, Started: c}, false},
+		// Handed to its worker (record.Pending): started when created.
+		{record{State: stateRunning, Gen: 1, Nonce: "0123456789abcdef", Worker: "fedcba9876543210", Created: c, Started: c, Starts: 1, Pending: true}, true},
+		{record{State: stateRunning, Gen: 1, Nonce: "0123456789abcdef", Worker: "fedcba9876543210", Created: c, Started: c, Starts: 1, Pending: true,
+			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, true},
+		{record{State: stateRunning, Gen: 1, Nonce: "a nonce with spaces", Worker: "fedcba9876543210", Created: c, Started: c, Starts: 1, Pending: true}, false},
 	} {
 		in, err := json.Marshal(tc.r)
 		require.NoError(t, err)
