@@ -14,6 +14,15 @@ import (
 	"github.com/shepherd-go/shepherd/internal/streamfields"
 )
 
+// warmUp dispatches a first job through n, once n's slot table names a
+// worker for it: that worker learns Redis's clock from its claim, and
+// the jobs after it are handed to it.
+func warmUp(t *testing.T, ctx context.Context, n *Node) {
+	t.Helper()
+	require.Eventually(t, func() bool { return n.table().owner("warm") != "" }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, n.DispatchJob(ctx, "warm", nil))
+}
+
 // A dispatch routed to a live worker with a clock is handed to it: its
 // admission is the only script call (issue #41), the worker answers the
 // dispatcher with a plain reply entry, and the record it wrote stays.
@@ -27,9 +36,7 @@ func TestAHandedDispatchCostsOneScriptCall(t *testing.T) {
 	n := addNode(t, rdb, redistest.Name(t))
 	rec := newRecorder()
 	addWorkers(t, n, rec, 1)
-	require.Eventually(t, func() bool { return n.table().owner("warm") != "" }, 10*time.Second, 5*time.Millisecond)
-	// The worker learns Redis's clock from its first claim.
-	require.NoError(t, n.DispatchJob(ctx, "warm", nil))
+	warmUp(t, ctx, n)
 
 	hook.reset()
 	const jobs = 20
@@ -112,8 +119,7 @@ func TestAHandedJobsFailedStartFailsItsDispatch(t *testing.T) {
 		}
 		return nil
 	}), 1)
-	require.Eventually(t, func() bool { return n.table().owner("warm") != "" }, 10*time.Second, 5*time.Millisecond)
-	require.NoError(t, n.DispatchJob(ctx, "warm", nil))
+	warmUp(t, ctx, n)
 	before := n.test.claimsSkipped.Load()
 	err := n.DispatchJob(ctx, "bad", nil)
 	var se *StartError
@@ -140,8 +146,7 @@ func TestDispatchOfAHandedJobAnsweredWhenItsWorkerDies(t *testing.T) {
 	slow := newRecorder()
 	addWorkers(t, doomed, slow, 1)
 	ctx := testCtx(t, 30*time.Second)
-	require.Eventually(t, func() bool { return client.table().owner("warm") != "" }, 10*time.Second, 5*time.Millisecond)
-	require.NoError(t, client.DispatchJob(ctx, "warm", nil)) // the worker learns its clock
+	warmUp(t, ctx, client)
 	slow.mu.Lock()
 	slow.startDelay = 500 * time.Millisecond
 	slow.mu.Unlock()
@@ -181,8 +186,7 @@ func TestARevivedNodeLearnsThatItsHandedJobStarted(t *testing.T) {
 		}
 	})
 	caller := addNode(t, rdb, name, WithClientOnly())
-	require.Eventually(t, func() bool { return caller.table().owner("warm") != "" }, 10*time.Second, 5*time.Millisecond)
-	require.NoError(t, caller.DispatchJob(ctx, "warm", nil)) // the worker learns its clock
+	warmUp(t, ctx, caller)
 	skipped := host.test.claimsSkipped.Load()
 	done := make(chan error, 1)
 	go func() { done <- caller.DispatchJob(ctx, "k", nil) }()
@@ -224,8 +228,7 @@ func TestARepeatedStartOfARunningJobAnswersItsDispatcher(t *testing.T) {
 	n := addNode(t, srv.Client(), redistest.Name(t))
 	rec := newRecorder()
 	w := addWorkers(t, n, rec, 1)[0]
-	require.Eventually(t, func() bool { return n.table().owner("warm") != "" }, 10*time.Second, 5*time.Millisecond)
-	require.NoError(t, n.DispatchJob(ctx, "warm", nil)) // the worker learns its clock
+	warmUp(t, ctx, n)
 	require.NoError(t, n.DispatchJob(ctx, "k", []byte("v")))
 	raw, err := n.rdb.HGet(ctx, n.lay.jobs, "k").Result()
 	require.NoError(t, err)
