@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -111,9 +110,9 @@ func (w *Worker) reclaim(ctx context.Context) (int, error) {
 	}
 	restarted := 0
 	for len(found) > 0 {
-		chunk := found[:min(len(found), recoverChunk)]
-		found = found[len(chunk):]
-		chunk, err := w.refreshFound(ctx, chunk)
+		keys := found[:min(len(found), recoverChunk)]
+		found = found[len(keys):]
+		chunk, err := w.refreshFound(ctx, keys)
 		if err == nil && len(chunk) > 0 {
 			var k int
 			k, err = w.reclaimFound(ctx, chunk)
@@ -141,17 +140,17 @@ const reclaimSpan = 64
 // for its stable workers not added yet (reclaimable).
 type reclaims struct {
 	mu    sync.Mutex
-	at    time.Time        // when the walk ran; zero: none kept
-	found map[string][]any // worker id → its entries (reclaimScanScript's, without the worker)
+	at    time.Time           // when the walk ran; zero: none kept
+	found map[string][]string // worker id → the keys of its jobs
 }
 
-// reclaimable returns the jobs whose records name worker w, as
-// reclaimScanScript finds them: from the node's walk for all its first
+// reclaimable returns the keys of the jobs whose records name worker w,
+// as reclaimScanScript finds them: from the node's walk for all its first
 // reclaimSpan stable workers, kept for RestartGrace (the janitor takes
 // the jobs of a worker not back by then; reclaimScript checks that each
 // record is still as found), or, past reclaimSpan, from a walk of its
 // own.
-func (n *Node) reclaimable(ctx context.Context, w *Worker) ([]any, error) {
+func (n *Node) reclaimable(ctx context.Context, w *Worker) ([]string, error) {
 	if w.index >= reclaimSpan {
 		found, err := n.reclaimScan(ctx, []string{w.id})
 		return found[w.id], err
@@ -186,11 +185,11 @@ func (n *Node) forgetReclaims() {
 }
 
 // reclaimScan walks the job records, in steps of recoverChunk, for the
-// jobs whose records name one of the workers ids, and returns them by
-// worker.
-func (n *Node) reclaimScan(ctx context.Context, ids []string) (map[string][]any, error) {
+// jobs whose records name one of the workers ids, and returns their keys
+// by worker.
+func (n *Node) reclaimScan(ctx context.Context, ids []string) (map[string][]string, error) {
 	n.root().test.reclaimWalks.Add(1)
-	found := map[string][]any{}
+	found := map[string][]string{}
 	args := make([]any, 0, 2+len(ids))
 	args = append(args, "0", recoverChunk)
 	for _, id := range ids {
@@ -205,14 +204,14 @@ func (n *Node) reclaimScan(ctx context.Context, ids []string) (map[string][]any,
 		if len(out) != 2 {
 			return nil, fmt.Errorf("pool: reclaim: unexpected reply %v", res)
 		}
-		entries, _ := out[1].([]any)
-		for _, v := range entries {
-			e, _ := v.([]any)
-			if len(e) != 6 {
-				return nil, fmt.Errorf("pool: reclaim: malformed entry %v", v)
-			}
-			id, _ := e[5].(string)
-			found[id] = append(found[id], e[:5])
+		pairs, _ := out[1].([]any)
+		if len(pairs)%2 != 0 {
+			return nil, fmt.Errorf("pool: reclaim: unexpected reply %v", res)
+		}
+		for i := 0; i < len(pairs); i += 2 {
+			key, _ := pairs[i].(string)
+			id, _ := pairs[i+1].(string)
+			found[id] = append(found[id], key)
 		}
 		cursor, _ := out[0].(string)
 		if cursor == "0" || cursor == "" {
@@ -222,27 +221,26 @@ func (n *Node) reclaimScan(ctx context.Context, ids []string) (map[string][]any,
 	}
 }
 
-// refreshFound reads again the records of the jobs a walk found for w,
-// in one call, and returns their entries as of now: a walk kept for a
-// node's later workers is seconds old, and a StopJob or a DispatchJob
-// since names a node to answer that reclaimScript must be given. The jobs
-// whose records no longer name w, or are queued, are left out.
-func (w *Worker) refreshFound(ctx context.Context, found []any) ([]any, error) {
+// reclaimRef is a job to reclaim, as its record is read just before
+// (refreshFound): reclaimScript acts only if the record is still so.
+type reclaimRef struct {
+	key, nonce string
+	gen        int64
+	disp, stop string // the nodes to answer: its waiting DispatchJob's, its StopJob's ("" for none)
+}
+
+// refreshFound reads the records of the jobs a walk found for w (keys),
+// in one call, and returns them as of now: a walk kept for a node's later
+// workers is seconds old, and a StopJob or a DispatchJob since names a
+// node to answer that reclaimScript must be given. The jobs whose records
+// no longer name w, or are queued, are left out.
+func (w *Worker) refreshFound(ctx context.Context, keys []string) ([]reclaimRef, error) {
 	n := w.node
-	keys := make([]string, 0, len(found))
-	for _, v := range found {
-		e, _ := v.([]any)
-		if len(e) != 5 {
-			return nil, fmt.Errorf("pool: reclaim: malformed entry %v", v)
-		}
-		key, _ := e[0].(string)
-		keys = append(keys, key)
-	}
 	raws, err := n.rdb.HMGet(ctx, n.lay.jobs, keys...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("pool: reclaim: %w", err)
 	}
-	out := found[:0:0]
+	out := make([]reclaimRef, 0, len(keys))
 	for i, v := range raws {
 		raw, ok := v.(string)
 		if !ok {
@@ -255,13 +253,13 @@ func (w *Worker) refreshFound(ctx context.Context, found []any) ([]any, error) {
 		if r.Worker != w.id || r.State == stateQueued {
 			continue
 		}
-		out = append(out, []any{keys[i], r.Nonce, strconv.FormatInt(r.Gen, 10), r.DispNode, r.StopNode})
+		out = append(out, reclaimRef{key: keys[i], nonce: r.Nonce, gen: r.Gen, disp: r.DispNode, stop: r.StopNode})
 	}
 	return out, nil
 }
 
 // reclaimFound runs reclaimScript for the jobs reclaimScanScript found.
-func (w *Worker) reclaimFound(ctx context.Context, found []any) (int, error) {
+func (w *Worker) reclaimFound(ctx context.Context, found []reclaimRef) (int, error) {
 	n := w.node
 	sk := newScriptKeys(n.lay.jobs, n.lay.payloads, n.lay.workers, w.stream.Key())
 	args := []any{w.id, n.id}
@@ -271,17 +269,8 @@ func (w *Worker) reclaimFound(ctx context.Context, found []any) (int, error) {
 		}
 		return sk.add(n.lay.nprefix + id)
 	}
-	for _, v := range found {
-		f, _ := v.([]any)
-		if len(f) != 5 {
-			return 0, fmt.Errorf("pool: reclaim: malformed entry %v", v)
-		}
-		str := func(i int) string { s, _ := f[i].(string); return s }
-		gen, err := strconv.ParseInt(str(2), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("pool: reclaim: malformed entry %v", v)
-		}
-		args = append(ref(args, str(0), str(1), gen), stream(str(3)), stream(str(4)))
+	for _, f := range found {
+		args = append(ref(args, f.key, f.nonce, f.gen), stream(f.disp), stream(f.stop))
 	}
 	res, err := n.run(ctx, reclaimScript, "reclaim", sk.keys, args...)
 	if res == "FENCED" {
@@ -308,8 +297,7 @@ func (w *Worker) reclaimFound(ctx context.Context, found []any) (int, error) {
 //	ARGV[1] HSCAN cursor ("0" to begin), ARGV[2] records per call,
 //	ARGV[3..] worker ids
 //
-// Returns {next cursor, {{key, nonce, generation, dispatcher node or "",
-// stop requester node or "", worker id}...}}.
+// Returns {next cursor, {key, worker id, key, worker id...}}.
 var reclaimScanScript = newScript(prelude + `
 local want = {}
 for i = 3, #ARGV do want[ARGV[i]] = true end
@@ -318,13 +306,16 @@ local all = step[2]
 local out = {}
 for i = 1, #all, 2 do
   local raw = all[i + 1]
-  -- A JSON record (compact_worker: nil) is decoded to be judged.
+  -- A compact record is a running job's (never queued): its worker
+  -- tells; a JSON one (compact_worker: nil) is decoded to be judged.
   local w = compact_worker(raw)
-  if w == nil or want[w] then
+  if w == nil then
     local r = decrec(raw)
-    if want[r.w] and r.s ~= S_QUEUED then
-      out[#out + 1] = {all[i], r.n, tostring(r.g), r.rd or "", r.sr or "", r.w}
-    end
+    if r.s ~= S_QUEUED then w = r.w end
+  end
+  if w and want[w] then
+    out[#out + 1] = all[i]
+    out[#out + 1] = w
   end
 end
 return {step[1], out}
