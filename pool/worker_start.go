@@ -134,10 +134,9 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 			c++
 		}
 	}
-	var started, handed []startRef
-	var wasHanded []bool // per started: handed to this worker, not claimed
-	var attempts, handedAttempts []int
-	var took, handedTook []time.Duration
+	// The jobs whose Start succeeded: those whose dispatchers the worker
+	// answers itself (handed), and those startedScript records (record).
+	var handed, record []startedJob
 	for i, s := range starts {
 		job := jobs[i]
 		if job == nil {
@@ -152,63 +151,67 @@ func (w *Worker) startMany(evs []*streaming.Event) {
 			w.startTooSlow(s.key, s.h, d)
 			continue
 		}
+		sj := startedJob{ref: s, attempt: job.Attempt, took: d, handed: !claimed[i]}
 		if claimed[i] || !w.certainlyAlive() {
 			// Claimed, or handed to a worker that cannot tell any more
 			// that it is alive (paused, or Start took long): startedScript
 			// records the start if the job is still this worker's.
-			started = append(started, s)
-			attempts = append(attempts, job.Attempt)
-			took = append(took, d)
-			wasHanded = append(wasHanded, !claimed[i])
+			record = append(record, sj)
 			continue
 		}
-		handed = append(handed, s)
-		handedAttempts = append(handedAttempts, job.Attempt)
-		handedTook = append(handedTook, d)
+		handed = append(handed, sj)
 	}
 	rctx, rcancel := context.WithTimeout(n.ctx, n.cfg.startTimeout())
 	defer rcancel()
 	if len(handed) > 0 {
-		outcomes, err := w.answerHanded(rctx, handed)
+		outcomes, err := w.answerHanded(rctx, refsOf(handed))
+		for i, sj := range handed {
+			if err != nil || outcomes[i] == answerLost {
+				// The answer may not have gone, or would be lost:
+				// startedScript records the start and answers.
+				record = append(record, sj)
+				continue
+			}
+			w.startRecorded(sj.ref.key, sj.ref.h, sj.attempt, sj.took, outcomes[i], nil, true)
+		}
 		if err != nil {
-			// The answers may not have gone: startedScript records the
-			// starts and answers.
 			w.logger.Debug("answering dispatchers failed; recording the starts instead", slog.Any("error", err))
-			for range handed {
-				wasHanded = append(wasHanded, true)
-			}
-			started = append(started, handed...)
-			attempts = append(attempts, handedAttempts...)
-			took = append(took, handedTook...)
-		} else {
-			for i, s := range handed {
-				if outcomes[i] == answerLost {
-					started = append(started, s)
-					attempts = append(attempts, handedAttempts[i])
-					took = append(took, handedTook[i])
-					wasHanded = append(wasHanded, true)
-					continue
-				}
-				w.startRecorded(s.key, s.h, handedAttempts[i], handedTook[i], outcomes[i], nil, true)
-			}
 		}
 	}
-	if len(started) == 0 {
+	if len(record) == 0 {
 		return
 	}
-	outcomes, err := w.recordJobs(rctx, started)
-	for i, s := range started {
+	outcomes, err := w.recordJobs(rctx, refsOf(record))
+	for i, sj := range record {
 		var res any
 		var err2 error
 		if err != nil {
 			// Unknown whether it ran: ask again, job by job, until Redis
 			// answers (startedScript is idempotent).
-			res, err2 = w.recordStarted(rctx, s.key, s.h)
+			res, err2 = w.recordStarted(rctx, sj.ref.key, sj.ref.h)
 		} else {
 			res = outcomes[i]
 		}
-		w.startRecorded(s.key, s.h, attempts[i], took[i], res, err2, wasHanded[i])
+		w.startRecorded(sj.ref.key, sj.ref.h, sj.attempt, sj.took, res, err2, sj.handed)
 	}
+}
+
+// startedJob is a job whose Start succeeded, on its way to its
+// dispatcher's answer or startedScript.
+type startedJob struct {
+	ref     startRef
+	attempt int
+	took    time.Duration // how long Start took
+	handed  bool          // handed to this worker by its admission, not claimed
+}
+
+// refsOf returns the start events of jobs.
+func refsOf(jobs []startedJob) []startRef {
+	refs := make([]startRef, len(jobs))
+	for i, j := range jobs {
+		refs[i] = j.ref
+	}
+	return refs
 }
 
 // startRef names a start event: the job's key and the event's header.
