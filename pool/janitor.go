@@ -49,7 +49,7 @@ func (n *Node) janitorLoop() {
 			// A walk through the records recovers their jobs; it may
 			// take several passes at depth, and is recorded as one
 			// Recovery when it ends.
-			if walk.due(len(reaped) > 0, n.cfg.recoverEvery()) {
+			if walk.due(len(reaped) > 0) {
 				walk.dead = append(walk.dead, reaped...)
 				n.recoverJobs(ctx, &walk)
 			}

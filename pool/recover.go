@@ -53,13 +53,14 @@ func (c nodeConfig) recoverBudget(urgent bool) time.Duration {
 }
 
 // due reports whether a walk is to run now, starting one when a worker
-// died (reaped) or the wait after the last one is over.
-func (s *sweep) due(reaped bool, every time.Duration) bool {
+// died (reaped) or the wait after the last one (s.gap, at least
+// recoverEvery) is over.
+func (s *sweep) due(reaped bool) bool {
 	switch {
 	case s.cursor != "":
 		s.again = s.again || reaped
 		s.urgent = s.urgent || reaped
-	case reaped || s.ended.IsZero() || time.Since(s.ended) >= max(s.gap, every):
+	case reaped || s.ended.IsZero() || time.Since(s.ended) >= s.gap:
 		s.cursor, s.took, s.urgent = "0", 0, reaped
 	}
 	return s.cursor != ""

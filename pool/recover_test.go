@@ -54,7 +54,7 @@ func TestARecoveryWalkGoesOnWhereItStopped(t *testing.T) {
 
 	n.test.recoverStep.Store(40) // a pass: one step of about 40 records
 	var walk sweep
-	require.True(t, walk.due(true, n.cfg.recoverEvery()))
+	require.True(t, walk.due(true))
 	walk.dead = append(walk.dead, reaped...) // as the janitor does
 	n.recoverJobs(ctx, &walk)
 	assert.NotEmpty(t, walk.cursor, "the walk goes on next pass")
@@ -66,7 +66,7 @@ func TestARecoveryWalkGoesOnWhereItStopped(t *testing.T) {
 	passes := 1
 	for walk.ended.IsZero() && passes < 1000 {
 		// A worker dying halfway starts another walk after this one.
-		require.True(t, walk.due(passes == 3, n.cfg.recoverEvery()))
+		require.True(t, walk.due(passes == 3))
 		n.recoverJobs(ctx, &walk)
 		passes++
 	}
@@ -78,10 +78,10 @@ func TestARecoveryWalkGoesOnWhereItStopped(t *testing.T) {
 	assert.Equal(t, "0", walk.cursor, "a worker died during the walk: another one follows at once")
 	assert.False(t, walk.again)
 	for walk.cursor != "" {
-		require.True(t, walk.due(false, n.cfg.recoverEvery()))
+		require.True(t, walk.due(false))
 		n.recoverJobs(ctx, &walk)
 	}
-	assert.False(t, walk.due(false, n.cfg.recoverEvery()), "the next walk waits")
+	assert.False(t, walk.due(false), "the next walk waits")
 	assert.GreaterOrEqual(t, walk.gap, n.cfg.recoverEvery())
 }
 
@@ -93,14 +93,14 @@ func TestRecoveryWalksTakeABoundedShare(t *testing.T) {
 	assert.Equal(t, 5*time.Second, cfg.nextRecover(10*time.Millisecond))
 	assert.Equal(t, 60*time.Second, cfg.nextRecover(3*time.Second), "a walk of a million jobs")
 	var s sweep
-	assert.True(t, s.due(false, time.Second), "the first walk runs at once")
+	assert.True(t, s.due(false), "the first walk runs at once")
 	assert.False(t, s.urgent)
 	s.cursor, s.ended, s.gap = "", time.Now(), time.Minute
-	assert.False(t, s.due(false, time.Second))
-	assert.True(t, s.due(true, time.Second), "a worker died")
+	assert.False(t, s.due(false))
+	assert.True(t, s.due(true), "a worker died")
 	assert.True(t, s.urgent, "its jobs are down: the walk takes longer passes")
 	s.urgent = false
-	assert.True(t, s.due(true, time.Second))
+	assert.True(t, s.due(true))
 	assert.True(t, s.urgent && s.again, "a death during a walk hurries it, and another follows")
 	cfg.workerTTL = 10 * time.Second
 	assert.Equal(t, 125*time.Millisecond, cfg.recoverBudget(false))
