@@ -150,22 +150,15 @@ func (n *Node) resync(ctx context.Context, lost bool) {
 	if len(ws) == 0 {
 		return
 	}
-	cmds, now := n.readWaited(ctx, ws)
+	reads, now := n.readWaited(ctx, ws)
 	why := "this node was cut off from the pool (declared dead) meanwhile"
 	if lost {
 		why = "Redis lost the pool's state (it restarted empty)"
 	}
 	for i, w := range ws {
-		raw, err := cmds[i].Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			continue // unknown: keep waiting
-		}
-		var rec record
-		exists := err == nil
-		if exists {
-			if rec, err = parseRecord(raw); err != nil {
-				continue // unknown: keep waiting
-			}
+		rec, exists := reads[i].rec, reads[i].exists
+		if !reads[i].known {
+			continue // keep waiting
 		}
 		switch w.kind {
 		case opDispatch:
@@ -186,9 +179,16 @@ func (n *Node) resync(ctx context.Context, lost bool) {
 	}
 }
 
+// waited is the record of the job a call waits for, as readWaited read it.
+type waited struct {
+	rec    record
+	exists bool // the job has a record
+	known  bool // the record was read and parsed: false leaves the call waiting
+}
+
 // readWaited reads, in one pipeline, the records of the jobs ws wait for
 // and Redis's clock (ms; 0 when unknown).
-func (n *Node) readWaited(ctx context.Context, ws []*waiter) ([]*redis.StringCmd, int64) {
+func (n *Node) readWaited(ctx context.Context, ws []*waiter) ([]waited, int64) {
 	cmds := make([]*redis.StringCmd, len(ws))
 	var clock *redis.TimeCmd
 	_, _ = n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // errors are per command
@@ -198,11 +198,22 @@ func (n *Node) readWaited(ctx context.Context, ws []*waiter) ([]*redis.StringCmd
 		clock = p.Time(ctx)
 		return nil
 	})
+	out := make([]waited, len(ws))
+	for i, cmd := range cmds {
+		raw, err := cmd.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			out[i].known = true
+		case err == nil:
+			rec, perr := parseRecord(raw)
+			out[i] = waited{rec: rec, exists: true, known: perr == nil}
+		}
+	}
 	t, err := clock.Result()
 	if err != nil {
-		return cmds, 0
+		return out, 0
 	}
-	return cmds, t.UnixMilli()
+	return out, t.UnixMilli()
 }
 
 // handedStarted reports whether a handed job (record.Pending), still
@@ -257,19 +268,13 @@ func (n *Node) checkWaits(ctx context.Context) {
 	if len(ws) == 0 {
 		return
 	}
-	cmds, _ := n.readWaited(ctx, ws)
+	reads, _ := n.readWaited(ctx, ws)
 	for i, w := range ws {
-		raw, err := cmds[i].Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			continue // unknown: keep waiting
+		rec := reads[i].rec
+		if !reads[i].known {
+			continue // keep waiting
 		}
-		var rec record
-		if err == nil {
-			if rec, err = parseRecord(raw); err != nil {
-				continue
-			}
-		}
-		if err != nil || rec.Nonce != w.nonce {
+		if !reads[i].exists || rec.Nonce != w.nonce {
 			n.mu.Lock()
 			w.gone++
 			g := w.gone
